@@ -1,0 +1,38 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "YashimaShared",
+    products: [
+        .library(name: "YashimaShared", targets: ["YashimaShared"]),
+        .executable(name: "yashima-stress", targets: ["yashima-stress"]),
+    ],
+    targets: [
+        // The thin syscall layer: flock, open flags, mmap, renameat2, CRC32C, shared-memory atomics.
+        .target(name: "CFileLock"),
+        // zlib from the system (Debian's zlib1g-dev); used by CompressedDataCodec.
+        .systemLibrary(name: "CZlib"),
+        .target(
+            name: "YashimaShared",
+            dependencies: ["CFileLock", "CZlib"],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        .executableTarget(
+            name: "yashima-stress",
+            dependencies: ["YashimaShared", "CFileLock"],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        .testTarget(
+            name: "YashimaSharedTests",
+            dependencies: ["YashimaShared", "CFileLock", "yashima-stress"],
+            path: "Tests/YashimaSharedTests",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        .testTarget(
+            name: "StressTests",
+            dependencies: ["YashimaShared", "yashima-stress"],
+            path: "StressTests",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+    ]
+)

@@ -1,0 +1,127 @@
+// CFileLock: the thin C syscall layer of YashimaShared.
+//
+// Every function is a prefixed (`ysh_`) one-call shim. A failing call returns -1 (or NULL) and stores
+// errno in `*err` right after the call, so Swift never reads a stale errno. Calls that can be
+// interrupted (open, flock, read, write) retry EINTR here, in one place. No cache logic lives here.
+// Every descriptor is opened O_CLOEXEC, and every path open is O_NOFOLLOW and relative to a directory
+// descriptor. GNU-only calls (renameat2, statfs magic) live in CFileLock.c, which defines _GNU_SOURCE;
+// this header must not (see notes/LINUX.md §2).
+#ifndef YASHIMA_CFILELOCK_H
+#define YASHIMA_CFILELOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// The parts of `struct stat` the cache reads, with times in nanoseconds since the epoch.
+typedef struct ysh_stat {
+    uint64_t device;
+    uint64_t inode;
+    uint64_t link_count;
+    int64_t size;
+    int64_t allocated_bytes;   // st_blocks * 512
+    int64_t modified_ns;
+    int64_t changed_ns;
+    uint32_t mode;
+    uint32_t owner;
+    uint32_t group;
+} ysh_stat;
+
+extern const int ysh_LOCK_SH;
+extern const int ysh_LOCK_EX;
+extern const int ysh_LOCK_NB;
+extern const int ysh_LOCK_UN;
+extern const int ysh_O_RDONLY;
+extern const int ysh_O_WRONLY;
+extern const int ysh_O_RDWR;
+extern const int ysh_O_CREAT;
+extern const int ysh_O_EXCL;
+extern const int ysh_O_DIRECTORY;
+extern const int ysh_O_APPEND;
+extern const int ysh_AT_FDCWD;
+extern const int ysh_AT_REMOVEDIR;
+extern const uint32_t ysh_S_IFMT;
+extern const uint32_t ysh_S_IFDIR;
+extern const uint32_t ysh_S_IFREG;
+
+/// openat(2) with O_CLOEXEC | O_NOFOLLOW always added; retries EINTR.
+int ysh_openat(int dirfd, const char *path, int flags, uint32_t mode, int *err);
+/// close(2); never retried (Linux closes the descriptor even when it reports EINTR).
+int ysh_close(int fd, int *err);
+/// flock(2); retries EINTR.
+int ysh_flock(int fd, int operation, int *err);
+/// fstat(2).
+int ysh_fstat(int fd, ysh_stat *out, int *err);
+/// fstatat(2) with AT_SYMLINK_NOFOLLOW.
+int ysh_fstatat(int dirfd, const char *path, ysh_stat *out, int *err);
+/// pread(2) until `count` bytes or end of file; retries EINTR. Returns the bytes read.
+ssize_t ysh_pread_full(int fd, void *buffer, size_t count, int64_t offset, int *err);
+/// write(2) until all `count` bytes are written; retries EINTR. Returns the bytes written.
+ssize_t ysh_write_full(int fd, const void *buffer, size_t count, int *err);
+/// mmap(2) PROT_READ|PROT_WRITE, MAP_PRIVATE: copy-on-write, the file is never changed. NULL on failure.
+void *ysh_mmap_private(int fd, size_t length, int *err);
+/// mmap(2) PROT_READ|PROT_WRITE, MAP_SHARED: for the small shared-state file. NULL on failure.
+void *ysh_mmap_shared(int fd, size_t length, int *err);
+/// munmap(2).
+int ysh_munmap(void *address, size_t length);
+/// renameat(2): replaces the target atomically.
+int ysh_renameat(int fromdir, const char *from, int todir, const char *to, int *err);
+/// renameat2(2) with RENAME_NOREPLACE: fails with EEXIST when the target exists.
+int ysh_renameat_noreplace(int fromdir, const char *from, int todir, const char *to, int *err);
+/// linkat(2) without following symlinks: first writer wins, EEXIST otherwise.
+int ysh_linkat(int fromdir, const char *from, int todir, const char *to, int *err);
+/// unlinkat(2); `flags` is 0 or ysh_AT_REMOVEDIR.
+int ysh_unlinkat(int dirfd, const char *path, int flags, int *err);
+/// mkdirat(2).
+int ysh_mkdirat(int dirfd, const char *path, uint32_t mode, int *err);
+/// fchmod(2).
+int ysh_fchmod(int fd, uint32_t mode, int *err);
+/// futimens(2) setting both times to `ns` nanoseconds since the epoch (UTIME_NOW when ns < 0).
+int ysh_futimens(int fd, int64_t ns, int *err);
+/// utimensat(2) with AT_SYMLINK_NOFOLLOW setting the modification time to now.
+int ysh_touch_at(int dirfd, const char *path, int *err);
+/// ftruncate(2). Only ever used on private staging files and the shared-state file before publish.
+int ysh_ftruncate(int fd, int64_t length, int *err);
+/// fsync(2).
+int ysh_fsync(int fd, int *err);
+/// fstatfs(2): the filesystem's magic number.
+int ysh_fstatfs_type(int fd, int64_t *type_out, int *err);
+/// getrandom(2) into `buffer`; falls back to /dev/urandom. Returns 0 on success.
+int ysh_random_bytes(void *buffer, size_t count);
+
+/// Directory listing: an opaque stream over a duplicate of `dirfd`'s directory (opened relative to it).
+typedef struct ysh_dir ysh_dir;
+ysh_dir *ysh_dir_open(int dirfd, const char *path, int *err);
+/// The next entry name (skipping "." and ".."), or NULL at the end. `is_dir` is 1, 0, or -1 (unknown).
+const char *ysh_dir_next(ysh_dir *dir, int *is_dir);
+/// The descriptor of the open directory (valid until ysh_dir_close).
+int ysh_dir_fd(ysh_dir *dir);
+void ysh_dir_close(ysh_dir *dir);
+
+/// CRC32C (Castagnoli) continuing from `crc` (pass 0 to start). Uses SSE4.2 when the CPU has it.
+uint32_t ysh_crc32c(uint32_t crc, const void *data, size_t length);
+/// 1 when ysh_crc32c uses the SSE4.2 instruction.
+int ysh_crc32c_is_hardware(void);
+
+/// Sequentially consistent atomics on 8-byte-aligned words of shared memory (the mmapped state file).
+uint64_t ysh_atomic_load_u64(const uint64_t *address);
+void ysh_atomic_store_u64(uint64_t *address, uint64_t value);
+uint64_t ysh_atomic_fetch_add_u64(uint64_t *address, uint64_t delta);
+int64_t ysh_atomic_fetch_add_i64(int64_t *address, int64_t delta);
+int64_t ysh_atomic_load_i64(const int64_t *address);
+int ysh_atomic_cas_i64(int64_t *address, int64_t expected, int64_t desired);
+
+/// CLOCK_REALTIME and CLOCK_MONOTONIC in nanoseconds.
+int64_t ysh_realtime_ns(void);
+int64_t ysh_monotonic_ns(void);
+/// getpid(2).
+int ysh_getpid(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,2 @@
+// Placeholder; replaced as the engine lands.
+enum YashimaSharedPlaceholder {}

@@ -1,0 +1,2 @@
+// yashima-stress: placeholder until the runner lands.
+print("yashima-stress")
