@@ -1,0 +1,99 @@
+// Owns `CodableCodec`, which stores any `Codable` value as JSON or as a binary property
+// list, and names both the format and the value's type in its identifier.
+
+import Foundation
+
+/// A codec for `Codable` values, stored as JSON or as a binary property list.
+///
+/// The ``identifier`` names the format and the fully qualified type
+/// (`String(reflecting: V.self)`), so different types and formats never share entries.
+/// Because the type name is part of the identity, renaming or moving the type (or
+/// changing its module) invalidates its entries; so does any change to its `Codable`
+/// representation that you signal by renaming it. Types whose reflected name is not
+/// stable, such as types declared inside a function, should not be used as keys of
+/// persistent entries. The reflected name of Foundation types also differs between
+/// platforms (on Linux, `Data` reflects as `FoundationEssentials.Data`).
+///
+/// A fresh encoder or decoder is created for each call, so the codec holds no shared
+/// mutable state. Both formats use the encoders' default strategies (dates, data, keys).
+public struct CodableCodec<V: Codable & Sendable>: CacheCodec {
+    /// The serialization format.
+    public enum Format: Sendable {
+        /// JSON via `JSONEncoder` / `JSONDecoder` with default settings.
+        /// Top-level scalars (numbers, strings, booleans) are allowed.
+        case json
+        /// A binary property list via `PropertyListEncoder` (`outputFormat = .binary`) /
+        /// `PropertyListDecoder`. The top-level value must encode as a dictionary or an
+        /// array: top-level scalars fail to encode.
+        case propertyList
+    }
+
+    /// The values are `V`.
+    public typealias Value = V
+
+    /// The serialization format this codec uses.
+    public let format: Format
+
+    /// `"codable-json-v1:"` or `"codable-plist-v1:"` followed by `String(reflecting: V.self)`.
+    public let identifier: String
+
+    /// Creates a codec for values of type `V`.
+    ///
+    /// - Parameters:
+    ///   - type: The value type; pass it to help type inference, e.g. `CodableCodec(Point.self)`.
+    ///   - format: The serialization format; JSON by default.
+    public init(_ type: V.Type = V.self, format: Format = .json) {
+        self.format = format
+        let prefix: String
+        switch format {
+        case .json: prefix = "codable-json-v1:"
+        case .propertyList: prefix = "codable-plist-v1:"
+        }
+        self.identifier = prefix + String(reflecting: V.self)
+    }
+
+    /// Encodes a value in the codec's format.
+    ///
+    /// - Parameter value: The value to store.
+    /// - Returns: The JSON or binary property-list bytes.
+    /// - Throws: ``CacheCodecError`` with reason ``CacheCodecError/Reason/encodingFailed``
+    ///   when the encoder rejects the value; the message describes the underlying error.
+    public func encode(_ value: V) throws -> Data {
+        do {
+            switch format {
+            case .json:
+                return try JSONEncoder().encode(value)
+            case .propertyList:
+                let encoder = PropertyListEncoder()
+                encoder.outputFormat = .binary
+                return try encoder.encode(value)
+            }
+        } catch {
+            throw CacheCodecError(
+                codecIdentifier: identifier, reason: .encodingFailed,
+                message: String(describing: error))
+        }
+    }
+
+    /// Decodes bytes produced by ``encode(_:)``.
+    ///
+    /// - Parameter data: The stored bytes.
+    /// - Returns: The decoded value.
+    /// - Throws: ``CacheCodecError`` with reason ``CacheCodecError/Reason/decodingFailed``
+    ///   when the bytes are not a valid encoding of `V` in this format; the message
+    ///   describes the underlying error.
+    public func decode(_ data: Data) throws -> V {
+        do {
+            switch format {
+            case .json:
+                return try JSONDecoder().decode(V.self, from: data)
+            case .propertyList:
+                return try PropertyListDecoder().decode(V.self, from: data)
+            }
+        } catch {
+            throw CacheCodecError(
+                codecIdentifier: identifier, reason: .decodingFailed,
+                message: String(describing: error))
+        }
+    }
+}
