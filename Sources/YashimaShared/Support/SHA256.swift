@@ -1,0 +1,303 @@
+// SHA256.swift: a pure-Swift SHA-256 (FIPS 180-4) and its 32-byte digest value.
+// Owns the hash behind cache-key identifiers and entry identities. Blocks are read straight from
+// raw buffers with big-endian loads; the state lives in locals and the schedule on the stack.
+
+import Foundation
+
+/// A SHA-256 digest: 32 bytes, stored as four big-endian 64-bit words for fast comparison and hashing.
+///
+/// Word `w0` holds digest bytes 0–7 with byte 0 in its most significant position, and so on, so the
+/// words compare and hash exactly as the byte sequence would.
+struct SHA256Digest: Hashable, Sendable {
+    /// Digest bytes 0–7 as a big-endian integer.
+    let w0: UInt64
+    /// Digest bytes 8–15 as a big-endian integer.
+    let w1: UInt64
+    /// Digest bytes 16–23 as a big-endian integer.
+    let w2: UInt64
+    /// Digest bytes 24–31 as a big-endian integer.
+    let w3: UInt64
+
+    /// Creates a digest from its four big-endian words.
+    ///
+    /// - Parameters:
+    ///   - w0: Digest bytes 0–7 as a big-endian integer.
+    ///   - w1: Digest bytes 8–15 as a big-endian integer.
+    ///   - w2: Digest bytes 16–23 as a big-endian integer.
+    ///   - w3: Digest bytes 24–31 as a big-endian integer.
+    init(w0: UInt64, w1: UInt64, w2: UInt64, w3: UInt64) {
+        self.w0 = w0
+        self.w1 = w1
+        self.w2 = w2
+        self.w3 = w3
+    }
+
+    /// Creates a digest from exactly 32 bytes.
+    ///
+    /// - Parameter bytes: The digest bytes, in order.
+    /// - Returns: `nil` unless `bytes` holds exactly 32 bytes.
+    init?(bytes: some Collection<UInt8>) {
+        guard bytes.count == 32 else { return nil }
+        var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        var index = 0
+        for byte in bytes {
+            guard index < 32 else { return nil }  // a collection whose count lied
+            let value = UInt64(byte) << UInt64(56 - 8 * (index & 7))
+            switch index >> 3 {
+            case 0: words.0 |= value
+            case 1: words.1 |= value
+            case 2: words.2 |= value
+            default: words.3 |= value
+            }
+            index += 1
+        }
+        guard index == 32 else { return nil }
+        self.init(w0: words.0, w1: words.1, w2: words.2, w3: words.3)
+    }
+
+    /// The 32 digest bytes, in order.
+    var bytes: [UInt8] {
+        withUnsafeBytes { Array($0) }
+    }
+
+    /// The digest as 64 lowercase hexadecimal characters.
+    var hex: String {
+        String(unsafeUninitializedCapacity: 64) { output in
+            let digits: StaticString = "0123456789abcdef"
+            digits.withUTF8Buffer { table in
+                withUnsafeBytes { digest in
+                    for index in 0..<32 {
+                        let byte = Int(digest[index])
+                        output[2 * index] = table[byte >> 4]
+                        output[2 * index + 1] = table[byte & 0x0F]
+                    }
+                }
+            }
+            return 64
+        }
+    }
+
+    /// Calls `body` with the 32 digest bytes, in order.
+    ///
+    /// - Parameter body: A closure reading the bytes; the buffer is valid only during the call.
+    /// - Returns: What `body` returns.
+    /// - Throws: What `body` throws.
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        var words = (w0.bigEndian, w1.bigEndian, w2.bigEndian, w3.bigEndian)
+        return try Swift.withUnsafeBytes(of: &words, body)
+    }
+}
+
+/// An incremental SHA-256 hasher (FIPS 180-4).
+///
+/// Feed bytes with the `update` methods in any split, then call ``finalize()`` once. For a single
+/// buffer, ``hash(_:)`` is shorter.
+struct SHA256 {
+    /// The eight 32-bit working hash values H0–H7.
+    private var h: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) = (
+        0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a,
+        0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19
+    )
+    /// Bytes of a partial block waiting for more input (64 bytes of inline storage).
+    private var pending: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+    /// How many bytes of `pending` are in use (0..<64).
+    private var pendingCount = 0
+    /// Total message length so far, in bytes.
+    private var totalLength: UInt64 = 0
+
+    /// Creates a hasher for an empty message.
+    init() {}
+
+    /// Appends bytes to the message.
+    ///
+    /// - Parameter bytes: The bytes to hash; may be empty.
+    mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        guard var base = bytes.baseAddress, bytes.count > 0 else { return }
+        var remaining = bytes.count
+        totalLength &+= UInt64(remaining)
+
+        if pendingCount > 0 {
+            let take = min(64 - pendingCount, remaining)
+            let offset = pendingCount
+            withUnsafeMutableBytes(of: &pending) { buffer in
+                (buffer.baseAddress! + offset).copyMemory(from: base, byteCount: take)
+            }
+            pendingCount += take
+            base += take
+            remaining -= take
+            guard pendingCount == 64 else { return }
+            var block = pending
+            Swift.withUnsafeBytes(of: &block) { buffer in
+                Self.compress(&h, blocks: buffer.baseAddress!, count: 1)
+            }
+            pendingCount = 0
+        }
+
+        let wholeBlocks = remaining >> 6
+        if wholeBlocks > 0 {
+            Self.compress(&h, blocks: base, count: wholeBlocks)
+            base += wholeBlocks << 6
+            remaining -= wholeBlocks << 6
+        }
+
+        if remaining > 0 {
+            withUnsafeMutableBytes(of: &pending) { buffer in
+                buffer.baseAddress!.copyMemory(from: base, byteCount: remaining)
+            }
+            pendingCount = remaining
+        }
+    }
+
+    /// Appends bytes to the message.
+    ///
+    /// - Parameter bytes: The bytes to hash; may be empty.
+    mutating func update(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { update($0) }
+    }
+
+    /// Appends the contents of `data` to the message.
+    ///
+    /// - Parameter data: The bytes to hash; may be empty.
+    mutating func update(_ data: Data) {
+        data.withUnsafeBytes { update($0) }
+    }
+
+    /// Pads the message and returns its digest.
+    ///
+    /// - Returns: The SHA-256 digest of every byte passed to `update`.
+    consuming func finalize() -> SHA256Digest {
+        let bitLength = totalLength &* 8
+        var padding: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+                      UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        // 0x80, zeros up to 56 mod 64, then the bit length as a big-endian 64-bit integer.
+        let paddingCount = (pendingCount < 56 ? 64 : 128) - pendingCount
+        withUnsafeMutableBytes(of: &padding) { buffer in
+            buffer[0] = 0x80
+            buffer.storeBytes(of: bitLength.bigEndian, toByteOffset: paddingCount - 8, as: UInt64.self)
+            update(UnsafeRawBufferPointer(rebasing: buffer[0..<paddingCount]))
+        }
+        return SHA256Digest(
+            w0: UInt64(h.0) << 32 | UInt64(h.1),
+            w1: UInt64(h.2) << 32 | UInt64(h.3),
+            w2: UInt64(h.4) << 32 | UInt64(h.5),
+            w3: UInt64(h.6) << 32 | UInt64(h.7)
+        )
+    }
+
+    /// Hashes a whole message at once.
+    ///
+    /// - Parameter bytes: The message.
+    /// - Returns: Its SHA-256 digest.
+    static func hash(_ bytes: UnsafeRawBufferPointer) -> SHA256Digest {
+        var hasher = SHA256()
+        hasher.update(bytes)
+        return hasher.finalize()
+    }
+
+    /// Hashes a whole message at once.
+    ///
+    /// - Parameter bytes: The message.
+    /// - Returns: Its SHA-256 digest.
+    static func hash(_ bytes: [UInt8]) -> SHA256Digest {
+        var hasher = SHA256()
+        hasher.update(bytes)
+        return hasher.finalize()
+    }
+
+    /// Hashes a whole message at once.
+    ///
+    /// - Parameter data: The message.
+    /// - Returns: Its SHA-256 digest.
+    static func hash(_ data: Data) -> SHA256Digest {
+        var hasher = SHA256()
+        hasher.update(data)
+        return hasher.finalize()
+    }
+
+    // MARK: Compression
+
+    /// The 64 round constants K0–K63.
+    private static let roundConstants: [UInt32] = [
+        0x428a_2f98, 0x7137_4491, 0xb5c0_fbcf, 0xe9b5_dba5, 0x3956_c25b, 0x59f1_11f1, 0x923f_82a4, 0xab1c_5ed5,
+        0xd807_aa98, 0x1283_5b01, 0x2431_85be, 0x550c_7dc3, 0x72be_5d74, 0x80de_b1fe, 0x9bdc_06a7, 0xc19b_f174,
+        0xe49b_69c1, 0xefbe_4786, 0x0fc1_9dc6, 0x240c_a1cc, 0x2de9_2c6f, 0x4a74_84aa, 0x5cb0_a9dc, 0x76f9_88da,
+        0x983e_5152, 0xa831_c66d, 0xb003_27c8, 0xbf59_7fc7, 0xc6e0_0bf3, 0xd5a7_9147, 0x06ca_6351, 0x1429_2967,
+        0x27b7_0a85, 0x2e1b_2138, 0x4d2c_6dfc, 0x5338_0d13, 0x650a_7354, 0x766a_0abb, 0x81c2_c92e, 0x9272_2c85,
+        0xa2bf_e8a1, 0xa81a_664b, 0xc24b_8b70, 0xc76c_51a3, 0xd192_e819, 0xd699_0624, 0xf40e_3585, 0x106a_a070,
+        0x19a4_c116, 0x1e37_6c08, 0x2748_774c, 0x34b0_bcb5, 0x391c_0cb3, 0x4ed8_aa4a, 0x5b9c_ca4f, 0x682e_6ff3,
+        0x748f_82ee, 0x78a5_636f, 0x84c8_7814, 0x8cc7_0208, 0x90be_fffa, 0xa450_6ceb, 0xbef9_a3f7, 0xc671_78f2,
+    ]
+
+    /// Rotates `x` right by `n` bits.
+    @inline(__always)
+    private static func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 {
+        (x &>> n) | (x &<< (32 &- n))
+    }
+
+    /// One compression round; the caller rotates the roles of the eight variables between rounds.
+    @inline(__always)
+    private static func round(
+        _ a: UInt32, _ b: UInt32, _ c: UInt32, _ d: inout UInt32,
+        _ e: UInt32, _ f: UInt32, _ g: UInt32, _ h: inout UInt32,
+        _ kw: UInt32, _ bc: inout UInt32
+    ) {
+        let sigma1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)
+        let choose = ((f ^ g) & e) ^ g
+        let t1 = h &+ sigma1 &+ choose &+ kw
+        let sigma0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)
+        // Maj(a, b, c) = ((a ^ b) & (b ^ c)) ^ b; this round's a ^ b is the next round's b ^ c.
+        let ab = a ^ b
+        let majority = (ab & bc) ^ b
+        bc = ab
+        d = d &+ t1
+        h = t1 &+ sigma0 &+ majority
+    }
+
+    /// Runs the compression function over `count` consecutive 64-byte blocks starting at `blocks`.
+    private static func compress(
+        _ state: inout (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32),
+        blocks: UnsafeRawPointer,
+        count: Int
+    ) {
+        roundConstants.withUnsafeBufferPointer { constants in
+            let k = constants.baseAddress!
+            withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { schedule in
+                let w = schedule.baseAddress!
+                var (h0, h1, h2, h3, h4, h5, h6, h7) = state
+                var block = blocks
+                for _ in 0..<count {
+                    for t in 0..<16 {
+                        w[t] = UInt32(bigEndian: block.loadUnaligned(fromByteOffset: t &* 4, as: UInt32.self))
+                    }
+                    for t in 16..<64 {
+                        let w15 = w[t &- 15]
+                        let w2 = w[t &- 2]
+                        let s0 = rotr(w15, 7) ^ rotr(w15, 18) ^ (w15 &>> 3)
+                        let s1 = rotr(w2, 17) ^ rotr(w2, 19) ^ (w2 &>> 10)
+                        w[t] = w[t &- 16] &+ s0 &+ w[t &- 7] &+ s1
+                    }
+
+                    var a = h0, b = h1, c = h2, d = h3, e = h4, f = h5, g = h6, h = h7
+                    var bc = b ^ c
+                    var t = 0
+                    while t < 64 {
+                        round(a, b, c, &d, e, f, g, &h, w[t] &+ k[t], &bc)
+                        round(h, a, b, &c, d, e, f, &g, w[t &+ 1] &+ k[t &+ 1], &bc)
+                        round(g, h, a, &b, c, d, e, &f, w[t &+ 2] &+ k[t &+ 2], &bc)
+                        round(f, g, h, &a, b, c, d, &e, w[t &+ 3] &+ k[t &+ 3], &bc)
+                        round(e, f, g, &h, a, b, c, &d, w[t &+ 4] &+ k[t &+ 4], &bc)
+                        round(d, e, f, &g, h, a, b, &c, w[t &+ 5] &+ k[t &+ 5], &bc)
+                        round(c, d, e, &f, g, h, a, &b, w[t &+ 6] &+ k[t &+ 6], &bc)
+                        round(b, c, d, &e, f, g, h, &a, w[t &+ 7] &+ k[t &+ 7], &bc)
+                        t &+= 8
+                    }
+                    h0 &+= a; h1 &+= b; h2 &+= c; h3 &+= d
+                    h4 &+= e; h5 &+= f; h6 &+= g; h7 &+= h
+                    block += 64
+                }
+                state = (h0, h1, h2, h3, h4, h5, h6, h7)
+            }
+        }
+    }
+}
