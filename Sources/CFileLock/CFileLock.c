@@ -15,6 +15,7 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <linux/fs.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,9 +39,30 @@ const uint32_t ysh_S_IFREG = S_IFREG;
 
 #define FAIL_WITH_ERRNO(value) do { if (err) *err = errno; return (value); } while (0)
 
+static int openat2_unavailable = 0;
+
 int ysh_openat(int dirfd, const char *path, int flags, uint32_t mode, int *err) {
     int fd;
+    if (!__atomic_load_n(&openat2_unavailable, __ATOMIC_RELAXED)) {
+        // openat2 refuses a symlink in *any* component (a planted fan-out folder), not only the last.
+        struct open_how how;
+        memset(&how, 0, sizeof how);
+        how.flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW);
+        how.mode = (flags & O_CREAT) ? (uint64_t)mode : 0;
+        how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+        do { fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how); } while (fd == -1 && errno == EINTR);
+        if (fd != -1) return fd;
+        if (errno != ENOSYS) FAIL_WITH_ERRNO(-1);
+        __atomic_store_n(&openat2_unavailable, 1, __ATOMIC_RELAXED);
+    }
     do { fd = openat(dirfd, path, flags | O_CLOEXEC | O_NOFOLLOW, (mode_t)mode); } while (fd == -1 && errno == EINTR);
+    if (fd == -1) FAIL_WITH_ERRNO(-1);
+    return fd;
+}
+
+int ysh_open_root(const char *path, int *err) {
+    int fd;
+    do { fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC); } while (fd == -1 && errno == EINTR);
     if (fd == -1) FAIL_WITH_ERRNO(-1);
     return fd;
 }
@@ -416,3 +438,4 @@ int64_t ysh_monotonic_ns(void) {
 }
 
 int ysh_getpid(void) { return (int)getpid(); }
+uint32_t ysh_geteuid(void) { return (uint32_t)geteuid(); }

@@ -48,8 +48,12 @@ extern const uint32_t ysh_S_IFMT;
 extern const uint32_t ysh_S_IFDIR;
 extern const uint32_t ysh_S_IFREG;
 
-/// openat(2) with O_CLOEXEC | O_NOFOLLOW always added; retries EINTR.
+/// openat2(2) with RESOLVE_NO_SYMLINKS (no symlink in any component) and O_CLOEXEC | O_NOFOLLOW always
+/// added; falls back to openat(2) where openat2 is missing; retries EINTR.
 int ysh_openat(int dirfd, const char *path, int flags, uint32_t mode, int *err);
+/// open(2) of the storage root given by the user (symlinks in its path are the user's choice):
+/// O_RDONLY | O_DIRECTORY | O_CLOEXEC.
+int ysh_open_root(const char *path, int *err);
 /// close(2); never retried (Linux closes the descriptor even when it reports EINTR).
 int ysh_close(int fd, int *err);
 /// flock(2); retries EINTR.
@@ -120,6 +124,8 @@ int64_t ysh_realtime_ns(void);
 int64_t ysh_monotonic_ns(void);
 /// getpid(2).
 int ysh_getpid(void);
+/// geteuid(2).
+uint32_t ysh_geteuid(void);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,544 @@
+// Get-or-generate: memory (L1) → storage (L2) → in-process single-flight → cross-process lock (I5) →
+// generate → publish. Also the lifecycle operations. Owns no I/O of its own beyond calling Storage and
+// Coordination; never blocks the cooperative pool (scans and trims go through BlockingWork, lock waits
+// through LockWait).
+
+import Foundation
+import Synchronization
+
+/// What a producer needs to generate and store one entry.
+struct ProductionRequest<Codec: CacheCodec>: Sendable {
+    let key: CacheKey
+    let codec: Codec
+    let options: YCache.Options
+    let memoryKey: MemoryKey
+    let expectation: EntryExpectation
+    let generate: @Sendable () async throws -> Codec.Value?
+}
+
+/// The opened storage root and the helpers bound to it.
+struct StorageContext: Sendable {
+    let directory: Directory
+    let trimmer: Trimmer
+    var files: EntryFile { EntryFile(directory: directory) }
+    /// False on an allowed network filesystem: read instead of mmap, and no cross-process dedup.
+    var isLocalFilesystem: Bool { directory.networkFilesystemName == nil }
+}
+
+final class CacheEngine: Sendable {
+    let storagePath: String
+    let storageMaximumByteCount: Int64?
+    let sharing: StorageSharingMode
+    let allowNetworkFilesystem: Bool
+    let memory: MemoryStore
+    let flights = FlightTable()
+    let statistics = Mutex(CacheStatistics())
+
+    private enum Opening {
+        case notYet
+        case open(StorageContext)
+        case failed(YCacheError, at: Int64)
+    }
+
+    private let opening = Mutex<Opening>(.notYet)
+
+    /// A failed open is retried at most this often (the directory may become usable later).
+    private static let reopenInterval: Int64 = 1_000_000_000
+
+    init(
+        storagePath: String, memoryMaximumCost: Int?, memoryMaximumEntryCount: Int?, storageMaximumByteCount: Int64?,
+        sharing: StorageSharingMode, allowNetworkFilesystem: Bool
+    ) {
+        self.storagePath = storagePath
+        self.storageMaximumByteCount = storageMaximumByteCount
+        self.sharing = sharing
+        self.allowNetworkFilesystem = allowNetworkFilesystem
+        self.memory = MemoryStore(maximumCost: memoryMaximumCost, maximumCount: memoryMaximumEntryCount)
+    }
+
+    // MARK: Storage access
+
+    /// The storage context, opening the directory on first use (and again after a failure, at most once
+    /// a second; also after a fork, I7).
+    func storage() -> Result<StorageContext, YCacheError> {
+        opening.withLock { opening in
+            let now = Syscall.monotonicNanoseconds
+            switch opening {
+            case .open(let context) where context.directory.ownerProcessID == Syscall.processID:
+                return .success(context)
+            case .failed(let error, let at) where now - at < CacheEngine.reopenInterval:
+                return .failure(error)
+            default:
+                do throws(YCacheError) {
+                    let directory = try Directory(
+                        path: storagePath, sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem)
+                    let context = StorageContext(directory: directory, trimmer: Trimmer(directory: directory))
+                    opening = .open(context)
+                    return .success(context)
+                } catch {
+                    opening = .failed(error, at: now)
+                    return .failure(error)
+                }
+            }
+        }
+    }
+
+    /// The storage context if the directory is usable, else nil (for best-effort paths).
+    var openStorage: StorageContext? {
+        if case .success(let context) = storage() { return context }
+        return nil
+    }
+
+    func count(_ update: (inout CacheStatistics) -> Void) {
+        statistics.withLock { update(&$0) }
+    }
+
+    // MARK: Lookup
+
+    /// Slots and current epochs of `key`, taken before a read or generation so a removal that happens
+    /// meanwhile invalidates the memory item (I10).
+    private func epochs(for key: CacheKey, keyDigest: SHA256Digest, context: StorageContext?)
+        -> (SharedState.Slots, SharedState.Stamp)?
+    {
+        guard let context else { return nil }
+        let slots = SharedState.slots(namespaceDigest: key.namespaceDigest, keyDigest: keyDigest)
+        return (slots, context.directory.state.stamp(slots))
+    }
+
+    func memoryHit<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec) -> CacheResolution<Codec.Value>? {
+        let now = Syscall.realtimeNanoseconds
+        guard let item = memory.item(for: memoryKey, state: openStorage?.directory.state, now: now),
+            let value = item.value as? Codec.Value
+        else { return nil }
+        count { $0.memoryHits += 1 }
+        if let path = item.entryPath, memory.shouldTouch(memoryKey, now: now), let context = openStorage {
+            // P15: a value served from memory is still in use; keep its file from looking cold to trim.
+            context.files.touchIfStale(path, modifiedAt: 0, now: now)
+        }
+        return CacheResolution(value: value, source: .memory, metadata: item.metadata, wasSharedGeneration: false)
+    }
+
+    /// Looks in storage; a hit is decoded, put in memory, and its file touched (I11). A corrupt or expired
+    /// entry is removed and is a miss, or throws under `.throwError`.
+    func storageHit<Codec: CacheCodec>(
+        _ request: ProductionRequest<Codec>, context: StorageContext?, shared: Bool
+    ) throws(YCacheError) -> CacheResolution<Codec.Value>? {
+        guard let context else { return nil }
+        let epochs = epochs(for: request.key, keyDigest: request.expectation.keyDigest, context: context)
+        let path = context.directory.entryPath(for: request.expectation.identity)
+        let now = Syscall.realtimeNanoseconds
+        let read = context.files.read(
+            path, expecting: request.expectation, now: now, useMapping: context.isLocalFilesystem)
+        let strict = request.options.readFailurePolicy == .throwError
+        switch read {
+        case .success(let entry):
+            let value: Codec.Value
+            do {
+                value = try request.codec.decode(entry.payload)
+            } catch {
+                count { $0.corruptEntries += 1 }
+                _ = context.files.remove(path.relative)
+                if strict {
+                    throw .decodingFailed(codec: request.codec.identifier, reason: "\(error)")
+                }
+                return nil
+            }
+            context.files.touchIfStale(path, modifiedAt: entry.modifiedNanoseconds, now: now)
+            let metadata = request.key.metadata(header: entry.header, codecIdentifier: request.codec.identifier)
+            let cost =
+                request.options.cost
+                ?? request.codec.memoryCost(of: value, encodedByteCount: entry.payload.count)
+            if request.options.writePolicy != .disabled {
+                memory.insert(
+                    MemoryItem(
+                        value: value, cost: cost, metadata: metadata, slots: epochs?.0, stamp: epochs?.1,
+                        entryPath: path),
+                    for: request.memoryKey)
+                _ = memory.shouldTouch(request.memoryKey, now: now)
+            }
+            count { $0.storageHits += 1 }
+            return CacheResolution(value: value, source: .storage, metadata: metadata, wasSharedGeneration: shared)
+        case .failure(.missing):
+            return nil
+        case .failure(.expired):
+            _ = context.files.remove(path.relative)
+            return nil
+        case .failure(.corrupt(let corruption, _)):
+            count { $0.corruptEntries += 1 }
+            _ = context.files.remove(path.relative)
+            if strict { throw .corruptEntry(reason: corruption.description) }
+            return nil
+        case .failure(.system(let error)):
+            if strict { throw .system(error, path: storagePath, operation: "reading an entry") }
+            return nil
+        }
+    }
+
+    /// Memory, then storage. Storage failures to open are a miss unless `.throwError`.
+    func cachedValue<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) throws(YCacheError)
+        -> CacheResolution<Codec.Value>?
+    {
+        if let hit = memoryHit(request.memoryKey, codec: request.codec) { return hit }
+        return try storageHit(request, context: try readableStorage(request.options), shared: false)
+    }
+
+    private func readableStorage(_ options: YCache.Options) throws(YCacheError) -> StorageContext? {
+        switch storage() {
+        case .success(let context): return context
+        case .failure(let error):
+            if options.readFailurePolicy == .throwError { throw error }
+            return nil
+        }
+    }
+
+    // MARK: Get or generate
+
+    /// The full get-or-generate path. Returns nil only when an optional generator produced nil (or the
+    /// lookup is cache-only and missed).
+    func resolve<Codec: CacheCodec>(
+        _ request: ProductionRequest<Codec>, optional: Bool
+    ) async throws -> CacheResolution<Codec.Value>? {
+        switch request.options.lookupPolicy {
+        case .refresh:
+            return try await refresh(request)
+        case .cacheOnly:
+            return try cachedValue(request)
+        case .normal:
+            break
+        }
+        if let hit = try cachedValue(request) { return hit }
+        if request.options.singleFlightPolicy == .disabled {
+            return try await produceDirectly(request, coordinate: false)
+        }
+        // A joiner whose producer returned nil (an optional generator) or whose refresh failed runs its
+        // own generation instead of failing (no Yashima quirks: see the list).
+        for _ in 0..<3 {
+            let key = FlightKey(entry: request.memoryKey, kind: .lookup)
+            let (result, joined, kind) = try await flights.run(
+                key, cancelsWhenNoWaiters: request.options.singleFlightPolicy == .cancelWhenNoWaiters
+            ) { flight in
+                await self.produce(request, flight: flight, refreshing: false)
+            }
+            switch result {
+            case .value(let value, let metadata, let source, let sharedAcrossProcesses):
+                guard let value = value as? Codec.Value else { break }  // same codec id, other type: run our own
+                if joined { count { $0.sharedGenerations += 1 } }
+                return CacheResolution(
+                    value: value, source: source, metadata: metadata,
+                    wasSharedGeneration: joined || sharedAcrossProcesses)
+            case .noValue:
+                if optional { return nil }
+                if !joined { return nil }
+            case .failure(let error):
+                if kind == .refresh && joined { break }  // a refresh's error is private to its callers
+                throw error
+            }
+            if let hit = try cachedValue(request) { return hit }
+        }
+        return try await produceDirectly(request, coordinate: request.options.crossProcess == .coordinate)
+    }
+
+    /// `refresh`: always generates (sharing with concurrent refreshes of the same entry), then stores.
+    func refresh<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) async throws -> CacheResolution<Codec.Value>?
+    {
+        if request.options.singleFlightPolicy == .disabled {
+            return try await produceDirectly(request, coordinate: false, refreshing: true)
+        }
+        let key = FlightKey(entry: request.memoryKey, kind: .refresh)
+        let (result, joined, _) = try await flights.run(
+            key, cancelsWhenNoWaiters: request.options.singleFlightPolicy == .cancelWhenNoWaiters
+        ) { flight in
+            await self.produce(request, flight: flight, refreshing: true)
+        }
+        switch result {
+        case .value(let value, let metadata, let source, _):
+            guard let value = value as? Codec.Value else {
+                return try await produceDirectly(request, coordinate: false, refreshing: true)
+            }
+            return CacheResolution(value: value, source: source, metadata: metadata, wasSharedGeneration: joined)
+        case .noValue:
+            return nil
+        case .failure(let error):
+            throw error
+        }
+    }
+
+    /// Generation without an in-process flight (`.disabled`, or a fallback).
+    private func produceDirectly<Codec: CacheCodec>(
+        _ request: ProductionRequest<Codec>, coordinate: Bool, refreshing: Bool = false
+    ) async throws -> CacheResolution<Codec.Value>? {
+        var request = request
+        if !coordinate { request = request.with(crossProcess: .processLocal) }
+        switch await produce(request, flight: nil, refreshing: refreshing) {
+        case .value(let value, let metadata, let source, let shared):
+            guard let value = value as? Codec.Value else { return nil }
+            return CacheResolution(value: value, source: source, metadata: metadata, wasSharedGeneration: shared)
+        case .noValue: return nil
+        case .failure(let error): throw error
+        }
+    }
+
+    /// The producer: storage again, the cross-process lock (I5), generate, commit gate, publish.
+    func produce<Codec: CacheCodec>(
+        _ request: ProductionRequest<Codec>, flight: Flight?, refreshing: Bool
+    ) async -> FlightResult {
+        var held: HeldLock?
+        defer { held?.release(unlinking: true) }  // I6: the holder unlinks, then LOCK_UN, then close
+        do {
+            let context: StorageContext?
+            if request.options.writePolicy == .memoryAndStorage || !refreshing {
+                context = try readableStorage(request.options)
+            } else {
+                context = nil
+            }
+            if !refreshing, let hit = try storageHit(request, context: context, shared: false) {
+                return .value(hit.value, hit.metadata, .storage, sharedAcrossProcesses: false)
+            }
+            let coordinate =
+                request.options.crossProcess == .coordinate && request.options.singleFlightPolicy != .disabled
+                && request.options.writePolicy == .memoryAndStorage
+            if coordinate, let context, context.isLocalFilesystem {
+                let lockPath = context.directory.lockPath(forKeyDigest: request.expectation.keyDigest)
+                let outcome = try await CrossProcessFlight.acquire(
+                    lockPath, in: context.directory, timeout: request.options.crossProcessWaitTimeout
+                ) { () throws(YCacheError) -> CacheResolution<Codec.Value>? in
+                    refreshing ? nil : try self.storageHit(request, context: context, shared: true)
+                }
+                switch outcome {
+                case .found(let hit):
+                    count { $0.sharedGenerations += 1 }
+                    return .value(hit.value, hit.metadata, .storage, sharedAcrossProcesses: true)
+                case .acquired(let lock):
+                    held = lock
+                case .timedOut:
+                    count { $0.crossProcessTimeouts += 1 }
+                case .unavailable:
+                    break  // generate without the lock: a duplicate at worst, never a wrong value
+                }
+            }
+            let epochs = epochs(for: request.key, keyDigest: request.expectation.keyDigest, context: context)
+            guard let value = try await request.generate() else { return .noValue }
+            count { $0.generations += 1 }
+            if let flight, !flight.commit() { return .failure(CancellationError()) }
+            if flight == nil, request.options.singleFlightPolicy == .cancelWhenNoWaiters, Task.isCancelled {
+                return .failure(CancellationError())
+            }
+            let metadata = try await store(
+                value, request: request, context: context, epochs: epochs, bumpEpoch: refreshing)
+            return .value(value, metadata, .generated, sharedAcrossProcesses: false)
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    // MARK: Store
+
+    /// Writes `value` according to the options' write policy; returns its metadata. Under
+    /// `.throwError` a failed write leaves neither layer written; under `.bestEffort` memory keeps it.
+    func store<Codec: CacheCodec>(
+        _ value: Codec.Value, request: ProductionRequest<Codec>, context: StorageContext?,
+        epochs: (SharedState.Slots, SharedState.Stamp)?, bumpEpoch: Bool
+    ) async throws(YCacheError) -> CacheMetadata {
+        let options = request.options
+        let now = Syscall.realtimeNanoseconds
+        let expiresAt = options.expiry.expiresAtNanoseconds(now: now)
+        var metadata = request.key.metadata(
+            codecIdentifier: request.codec.identifier, createdAt: now, expiresAt: expiresAt, payloadByteCount: 0)
+        var epochs = epochs
+        var entryPath: EntryPath?
+        var encodedCount: Int?
+        if options.writePolicy == .disabled { return metadata }
+        if options.writePolicy == .memoryAndStorage {
+            do throws(YCacheError) {
+                let encoded: Data
+                do {
+                    encoded = try request.codec.encode(value)
+                } catch {
+                    throw YCacheError.encodingFailed(codec: request.codec.identifier, reason: "\(error)")
+                }
+                encodedCount = encoded.count
+                metadata = request.key.metadata(
+                    codecIdentifier: request.codec.identifier, createdAt: now, expiresAt: expiresAt,
+                    payloadByteCount: encoded.count)
+                let context = try storageForWriting(context)
+                let charged = EntryFile.chargedBytes(
+                    payloadByteCount: encoded.count, keyByteCount: request.expectation.keyBytes.count,
+                    codecByteCount: request.expectation.codecBytes.count)
+                if let budget = storageMaximumByteCount, charged > budget {
+                    // Larger than the whole budget: returned (and kept in memory) but never stored.
+                } else {
+                    let path = context.directory.entryPath(for: request.expectation.identity)
+                    let published = context.files.publish(
+                        encoded, to: path, expectation: request.expectation,
+                        codecIdentifier: request.codec.identifier, createdAt: now, expiresAt: expiresAt ?? 0)
+                    switch published {
+                    case .success: entryPath = path
+                    case .failure(let error):
+                        throw YCacheError.system(error, path: storagePath, operation: "publishing an entry")
+                    }
+                    if bumpEpoch {
+                        // A refresh or explicit store replaces the value: other processes' L1 copies go (I10).
+                        let slots = SharedState.slots(
+                            namespaceDigest: request.key.namespaceDigest, keyDigest: request.expectation.keyDigest)
+                        context.directory.state.bumpKey(slots)
+                        epochs = (slots, context.directory.state.stamp(slots))
+                    }
+                    if let budget = storageMaximumByteCount, context.directory.state.usage > budget {
+                        let trimmer = context.trimmer
+                        _ = await BlockingWork.run { trimmer.trimIfNeeded(budget: budget) }
+                    }
+                }
+            } catch {
+                count { $0.writeFailures += 1 }
+                if options.writeFailurePolicy == .throwError {
+                    memory.remove(request.memoryKey)
+                    throw error
+                }
+            }
+        }
+        let cost = options.cost ?? request.codec.memoryCost(of: value, encodedByteCount: encodedCount)
+        memory.insert(
+            MemoryItem(
+                value: value, cost: cost, metadata: metadata, slots: epochs?.0, stamp: epochs?.1, entryPath: entryPath),
+            for: request.memoryKey)
+        _ = memory.shouldTouch(request.memoryKey, now: now)
+        return metadata
+    }
+
+    private func storageForWriting(_ context: StorageContext?) throws(YCacheError) -> StorageContext {
+        if let context { return context }
+        switch storage() {
+        case .success(let context): return context
+        case .failure(let error): throw error
+        }
+    }
+
+    // MARK: Lifecycle
+
+    func metadata<Codec: CacheCodec>(for key: CacheKey, codec: Codec) throws(YCacheError) -> CacheMetadata? {
+        let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
+        let context: StorageContext
+        switch storage() {
+        case .success(let value): context = value
+        case .failure:
+            let now = Syscall.realtimeNanoseconds
+            return memory.item(for: memoryKey, state: nil, now: now)?.metadata
+        }
+        let expectation = EntryExpectation(key: key, codecIdentifier: codec.identifier)
+        let path = context.directory.entryPath(for: expectation.identity)
+        switch context.files.readHeader(path.relative) {
+        case .success(let (header, bytes, _)):
+            let matches = bytes.withUnsafeBytes {
+                EntryFormat.validateIdentity(
+                    header, bytes: $0, expectedIdentity: expectation.identity.digest, keyBytes: expectation.keyBytes,
+                    codecBytes: expectation.codecBytes)
+            }
+            guard case .success = matches, !header.isExpired(atNanoseconds: Syscall.realtimeNanoseconds) else {
+                return nil
+            }
+            return key.metadata(header: header, codecIdentifier: codec.identifier)
+        case .failure(.missing), .failure(.corrupt), .failure(.expired):
+            let now = Syscall.realtimeNanoseconds
+            return memory.item(for: memoryKey, state: context.directory.state, now: now)?.metadata
+        case .failure(.system(let error)):
+            throw .system(error, path: storagePath, operation: "reading an entry header")
+        }
+    }
+
+    func remove(key: CacheKey, codecIdentifier: String) throws(YCacheError) {
+        memory.remove(MemoryKey(key: key, codecIdentifier: codecIdentifier))
+        guard case .success(let context) = storage() else { return }
+        let slots = SharedState.slots(namespaceDigest: key.namespaceDigest, keyDigest: key.stableDigest)
+        context.directory.state.bumpKey(slots)  // I10: before unlinking
+        let path = context.directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: codecIdentifier))
+        if case .failure(let error) = context.files.remove(path.relative) {
+            throw .system(error, path: storagePath, operation: "removing an entry")
+        }
+    }
+
+    /// Removes every entry (whose namespace matches, when given). Blocking: run through BlockingWork.
+    func removeAll(inNamespace namespace: String?) throws(YCacheError) -> Int {
+        if let namespace { memory.removeAll(inNamespace: namespace) } else { memory.removeAll() }
+        guard case .success(let context) = storage() else { return 0 }
+        if let namespace {
+            let digest = SHA256.hash(Array(namespace.utf8))
+            context.directory.state.bumpNamespace(slot: Int(digest.prefixWord % UInt64(SharedState.namespaceSlots)))
+        } else {
+            context.directory.state.bumpGlobal()
+        }
+        var removed = 0
+        for entry in context.trimmer.scanEntries() {
+            if let namespace {
+                guard case .success(let (header, bytes, _)) = context.files.readHeader(entry.relative),
+                    let key = CacheKey(canonicalBytes: bytes[header.keyOffset..<header.codecOffset]),
+                    key.namespace == namespace
+                else { continue }
+            }
+            if case .success(true) = context.files.remove(entry.relative) { removed += 1 }
+        }
+        return removed
+    }
+
+    /// Removes expired entries. Blocking.
+    func removeExpired() -> Int {
+        guard case .success(let context) = storage() else { return 0 }
+        let now = Syscall.realtimeNanoseconds
+        var removed = 0
+        for entry in context.trimmer.scanEntries() {
+            guard case .success(let (header, _, _)) = context.files.readHeader(entry.relative),
+                header.isExpired(atNanoseconds: now)
+            else { continue }
+            if case .success(true) = context.files.remove(entry.relative) { removed += 1 }
+        }
+        return removed
+    }
+
+    /// Lists entries of `namespace` (all when nil). Blocking.
+    func entries(inNamespace namespace: String?) -> [StoredEntryInfo] {
+        guard case .success(let context) = storage() else { return [] }
+        let now = Syscall.realtimeNanoseconds
+        var found: [StoredEntryInfo] = []
+        for entry in context.trimmer.scanEntries() {
+            guard case .success(let (header, bytes, status)) = context.files.readHeader(entry.relative),
+                !header.isExpired(atNanoseconds: now),
+                let key = CacheKey(canonicalBytes: bytes[header.keyOffset..<header.codecOffset]),
+                namespace == nil || key.namespace == namespace,
+                let codec = String(validating: bytes[header.codecOffset..<header.payloadOffset], as: UTF8.self)
+            else { continue }
+            found.append(
+                StoredEntryInfo(
+                    key: key, metadata: key.metadata(header: header, codecIdentifier: codec),
+                    allocatedByteCount: status.allocatedBytes))
+        }
+        return found
+    }
+}
+
+extension ProductionRequest {
+    func with(crossProcess: YCache.Options.CrossProcessPolicy) -> ProductionRequest {
+        var options = self.options
+        options.crossProcess = crossProcess
+        return ProductionRequest(
+            key: key, codec: codec, options: options, memoryKey: memoryKey, expectation: expectation,
+            generate: generate)
+    }
+}
+
+extension CacheKey {
+    /// SHA-256 of the namespace: selects the namespace epoch slot.
+    var namespaceDigest: SHA256Digest { SHA256.hash(Array(namespace.utf8)) }
+
+    func metadata(header: EntryFormat.Header, codecIdentifier: String) -> CacheMetadata {
+        CacheMetadata(
+            keyStableIdentifier: stableIdentifier, codecIdentifier: codecIdentifier,
+            createdAtNanoseconds: header.createdAtNanoseconds,
+            expiresAtNanoseconds: header.expiresAtNanoseconds == 0 ? nil : header.expiresAtNanoseconds,
+            payloadByteCount: Int(header.payloadByteCount))
+    }
+
+    func metadata(codecIdentifier: String, createdAt: Int64, expiresAt: Int64?, payloadByteCount: Int) -> CacheMetadata {
+        CacheMetadata(
+            keyStableIdentifier: stableIdentifier, codecIdentifier: codecIdentifier, createdAtNanoseconds: createdAt,
+            expiresAtNanoseconds: expiresAt, payloadByteCount: payloadByteCount)
+    }
+}

@@ -1,0 +1,160 @@
+// The one lock primitive: a per-key lock file locked with flock (I5–I7). Non-blocking attempts run
+// inline; a blocking wait runs on a dedicated thread (never the cooperative pool) and hands the result to
+// the waiting task through a continuation. Used by CrossProcessFlight and by Trim's lock sweep.
+
+import Foundation
+import Synchronization
+
+/// A lock file this process holds (`flock(LOCK_EX)` on `descriptor`).
+struct HeldLock: Sendable {
+    let descriptor: Int32
+    let path: LockPath
+    let directory: Directory
+
+    /// Releases the lock. With `unlinking`, first unlinks the lock file, which is safe because we hold it
+    /// (I6): every other locker re-checks the inode. Then `LOCK_UN` before `close` (I7).
+    func release(unlinking: Bool) {
+        if Syscall.processID != directory.ownerProcessID {
+            // A forked child inherited this description: unlocking would release the parent's lock (I7).
+            Syscall.close(descriptor)
+            return
+        }
+        if unlinking { _ = Syscall.unlink(path.relative, in: directory.descriptor) }
+        Syscall.unlock(descriptor)
+        Syscall.close(descriptor)
+    }
+}
+
+/// Outcome of one attempt to lock a key's lock file.
+enum LockAttempt: Sendable {
+    /// We hold the lock on the file the path names.
+    case acquired(HeldLock)
+    /// Someone else holds it (non-blocking attempt only).
+    case busy
+    /// We locked an inode the path no longer names (its holder unlinked it, I6). Check storage, then retry.
+    case stale
+}
+
+enum LockFile {
+    /// One non-blocking attempt.
+    static func tryAcquire(_ path: LockPath, in directory: Directory) -> Result<LockAttempt, SystemCallError> {
+        attempt(path, in: directory, wait: false)
+    }
+
+    /// One blocking attempt: waits in `flock` until the holder releases. Blocking: call off the pool.
+    static func acquireBlocking(_ path: LockPath, in directory: Directory) -> Result<LockAttempt, SystemCallError> {
+        attempt(path, in: directory, wait: true)
+    }
+
+    private static func attempt(_ path: LockPath, in directory: Directory, wait: Bool)
+        -> Result<LockAttempt, SystemCallError>
+    {
+        let root = directory.descriptor
+        var opened = Syscall.open(path.relative, in: root, flags: [.readWrite, .create], mode: directory.fileMode)
+        if case .failure(let error) = opened, error.errno == .noSuchFile {
+            if case .failure(let mkdirError) = directory.ensureFanOut(path.fanOut) { return .failure(mkdirError) }
+            opened = Syscall.open(path.relative, in: root, flags: [.readWrite, .create], mode: directory.fileMode)
+        }
+        let fd: Int32
+        switch opened {
+        case .success(let value): fd = value
+        case .failure(let error): return .failure(error)
+        }
+        switch Syscall.lock(fd, exclusive: true, wait: wait) {
+        case .success: break
+        case .failure(let error) where error.errno == .wouldBlock:
+            Syscall.close(fd)  // we hold nothing on it
+            return .success(.busy)
+        case .failure(let error):
+            Syscall.close(fd)
+            return .failure(error)
+        }
+        // I6: the path must still name the inode we locked.
+        let locked = Syscall.status(of: fd)
+        let named = Syscall.status(of: path.relative, in: root)
+        guard case .success(let mine) = locked, mine.linkCount > 0, case .success(let current) = named,
+            current.isSameFile(as: mine)
+        else {
+            Syscall.unlock(fd)
+            Syscall.close(fd)
+            return .success(.stale)
+        }
+        if mine.permissionBits != directory.fileMode { _ = Syscall.setMode(fd, directory.fileMode) }
+        return .success(.acquired(HeldLock(descriptor: fd, path: path, directory: directory)))
+    }
+}
+
+/// Waits for a lock file on a dedicated thread, so the cooperative pool never blocks in `flock`.
+///
+/// The waiting task can leave early (cancellation, or the caller's deadline): it is resumed at once and
+/// the thread, still blocked in `flock`, releases the lock the moment it gets it. So no thread or
+/// descriptor stays blocked longer than the holder keeps the lock.
+final class LockWait: Sendable {
+    enum Outcome: Sendable {
+        case attempt(LockAttempt)
+        case timedOut
+    }
+
+    private enum State {
+        case waiting(CheckedContinuation<Outcome, any Error>)
+        case notStarted
+        case finished
+    }
+
+    private let state = Mutex<State>(.notStarted)
+
+    /// Waits for `path`'s lock; returns `.timedOut` after `timeout`; throws `CancellationError` promptly
+    /// when the task is cancelled.
+    static func wait(for path: LockPath, in directory: Directory, timeout: Duration?) async throws -> Outcome {
+        let wait = LockWait()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Outcome, any Error>) in
+                let proceed = wait.state.withLock { state -> Bool in
+                    if case .finished = state { return false }  // cancelled before we started
+                    state = .waiting(continuation)
+                    return true
+                }
+                guard proceed else {
+                    continuation.resume(throwing: CancellationError())
+                    return
+                }
+                let thread = Thread {
+                    let result = LockFile.acquireBlocking(path, in: directory)
+                    if !wait.finish(with: result.map(Outcome.attempt).mapError { $0 as any Error }), case .success(.acquired(let held)) = result {
+                        held.release(unlinking: false)  // nobody wants it any more
+                    }
+                }
+                thread.stackSize = 128 * 1024
+                thread.start()
+                if let timeout {
+                    let nanoseconds = max(0, timeout.components.seconds * 1_000_000_000
+                        + timeout.components.attoseconds / 1_000_000_000)
+                    DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) {
+                        _ = wait.finish(with: .success(.timedOut))
+                    }
+                }
+            }
+        } onCancel: {
+            _ = wait.finish(with: .failure(CancellationError()))
+        }
+    }
+
+    /// Resumes the waiting task once; returns false when it was already resumed.
+    private func finish(with result: Result<Outcome, any Error>) -> Bool {
+        let continuation = state.withLock { state -> CheckedContinuation<Outcome, any Error>? in
+            switch state {
+            case .waiting(let continuation):
+                state = .finished
+                return continuation
+            case .notStarted:
+                state = .finished
+                return nil
+            case .finished:
+                return nil
+            }
+        }
+        guard let continuation else { return false }
+        continuation.resume(with: result)
+        return true
+    }
+}

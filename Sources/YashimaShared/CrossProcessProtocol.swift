@@ -1,0 +1,100 @@
+// The cross-process protocol of a YashimaShared storage directory, written once. Code that relies on an
+// invariant cites it as `// I3` and so on; the README links here instead of restating it. Changing an
+// invariant or the on-disk layout bumps `CrossProcessProtocol.layoutVersion`.
+
+/// The contract every process that opens a storage directory follows.
+///
+/// ## Glossary
+/// - **root**: the storage directory given to `YCache(storageDirectory:)`.
+/// - **entry**: one file `entries/<xx>/<entry identity hex>.entry` holding a header, the key's canonical
+///   bytes, the codec identifier and the payload (see `EntryFormat`). `<xx>` is the first byte of the
+///   entry identity: 256 fan-out folders. No path contains key text.
+/// - **staging file**: `tmp/<random>.staging`, created `O_CREAT|O_EXCL` with an unpredictable name; it
+///   becomes an entry by `rename(2)`.
+/// - **publish**: the `rename(2)` of a complete staging file over the entry path: the commit point.
+/// - **lock file**: `locks/<xx>/<key stableIdentifier>.lock`, one per key in flight, locked with
+///   `flock(LOCK_EX)`. Its holder is the only process generating that key.
+/// - **state file**: `state`, a small file every process maps shared: usage counter and epochs.
+/// - **touch**: setting an entry's mtime to now to mark it recently used (the LRU signal).
+/// - **trim**: unlinking least-recently-used entries until usage is under the budget.
+///
+/// ## Invariants
+/// - **I1 Published entries are immutable.** New content is written to a staging file and published
+///   with `rename`; nothing ever opens a published path for writing, truncates it or rewrites it in
+///   place. So a reader that mapped an entry can never see it change or get SIGBUS from us.
+/// - **I2 Staging files live in `tmp/` under the root** (same filesystem: no EXDEV), are created with
+///   `O_EXCL` and mode set explicitly, and end either published or unlinked. Files in `tmp/` older than
+///   `Policy.stagingDebrisAge` are debris of a killed process and trim removes them.
+/// - **I3 Readers take no lock.** A reader opens the entry, checks the header (magic, version, lengths
+///   against the file size, header checksum), that the stored key bytes and codec identifier are the
+///   ones asked for, expiry, and the payload checksum. Anything else is a miss; a missing file (ENOENT)
+///   is a normal miss. Readers never unlink on a lookup except an entry proven corrupt or expired.
+/// - **I4 Unlinking keeps mappings valid.** Remove and trim only unlink; pages a reader already mapped stay
+///   readable, so trim may remove what others are reading.
+/// - **I5 One generator per key across processes.** After the in-process single-flight has chosen one
+///   task per process, that task (1) looks in storage, (2) opens the key's lock file and takes
+///   `flock(LOCK_EX)`, (3) looks in storage again, and only on a miss (4) generates, publishes, and then
+///   releases the lock. A failed, cancelled or nil generation publishes nothing; the next waiter then
+///   holds the lock and becomes the generator.
+/// - **I6 Lock files bind to an inode.** A lock file is unlinked only by a process holding its lock.
+///   Every process, once `flock` returns, checks that the path still names the inode it locked (`fstat`
+///   against `fstatat`, `st_nlink > 0`); if not, it first looks in storage (the old holder may have
+///   published) and otherwise retries on the new file. The generator unlinks the key's lock file before
+///   releasing it, so lock files exist only while a key is in flight; trim sweeps those left by killed
+///   processes (it unlinks only lock files it could lock).
+/// - **I7 Locks die with their process.** Every descriptor is `O_CLOEXEC`; locks are `flock` only (never
+///   `fcntl`/`lockf`); a lock is released with `LOCK_UN` before `close`. A process that finds its pid
+///   changed (a forked child) never unlocks a descriptor it inherited.
+/// - **I8 A waiter never waits forever on a live but hung holder** when the caller set
+///   `YCache.Options.crossProcessWaitTimeout`: past it, the waiter generates without the lock. That may
+///   duplicate work; it never yields a wrong value, because values for one key are interchangeable and
+///   publish is atomic.
+/// - **I9 Usage is a hint, reconciled by trim.** The state file holds the directory's allocated bytes
+///   (`st_blocks × 512` of entries), adjusted atomically by whoever publishes or unlinks. Trim runs in
+///   one process at a time (try-lock on `trim.lock`), recounts from a scan, re-checks each victim's mtime
+///   right before unlinking it, and never touches staging files younger than `Policy.stagingDebrisAge`.
+/// - **I10 Removal is seen everywhere.** `remove`, `removeAll(in:)` and `removeAll()` bump epochs in the
+///   state file (per key slot, per namespace slot, global) before unlinking. Every in-memory (L1) hit
+///   compares the epochs it recorded with the current ones, so no process's L1 serves a removed entry on
+///   its next lookup.
+/// - **I11 Touch is debounced.** A hit touches an entry's mtime at most once per `Policy.touchInterval`;
+///   trim's LRU order is therefore exact to within that interval.
+/// - **I12 The layout file is written once.** `layout` is created by `linkat` of a complete staging file
+///   (first creator wins); a process that finds a newer layout version refuses to use the directory.
+enum CrossProcessProtocol {
+    /// The on-disk layout version written to the `layout` file. Bump when any invariant or path changes.
+    static let layoutVersion = 1
+}
+
+/// Policy constants, each with its reason.
+enum Policy {
+    /// How often a hit may rewrite an entry's mtime. One minute keeps LRU order meaningful while a hot
+    /// entry costs one `utimensat` a minute, not one per hit (ccache learned that hits must touch; Go
+    /// touches hourly).
+    static let touchInterval: Int64 = 60 * 1_000_000_000
+
+    /// Staging files younger than this are someone's write in progress; older ones are debris of a
+    /// killed process. An hour is far longer than any write (Bazel and our PITFALLS rule R7 agree).
+    static let stagingDebrisAge: Int64 = 3600 * 1_000_000_000
+
+    /// Payloads at least this large are mapped (mmap) instead of read. Measured on this machine
+    /// (notes/LINUX.md §3): read(2) into a buffer wins below about 64 KiB, mmap wins above.
+    static let mapThreshold = 64 * 1024
+
+    /// Trim stops at this fraction of the budget, so a full directory is not trimmed on every write.
+    static let trimLowWaterFraction = 0.9
+
+    /// The most entries one trim pass unlinks before giving the trim lock back (bounded work per pass).
+    static let trimMaximumUnlinksPerPass = 4096
+
+    /// Staging files and lock files that trim may sweep in one pass.
+    static let sweepMaximumPerPass = 4096
+
+    /// A mapped payload's checksum is re-verified unless this process verified the same inode with the
+    /// same ctime before. Only ctimes older than this are trusted for that, because a coarse kernel
+    /// timestamp can leave ctime unchanged by a write within the same tick.
+    static let verifiedCtimeMinimumAge: Int64 = 2 * 1_000_000_000
+
+    /// How many (inode, ctime) verifications a process remembers.
+    static let verifiedInodeCapacity = 65_536
+}

@@ -1,0 +1,318 @@
+// The storage root: opening it (creating it if needed, checking the filesystem and the layout version),
+// and the only place that makes paths inside it. Paths are typed (`EntryPath`, `LockPath`) so a lock path
+// can never be passed where an entry path is expected. Relies on I2, I12. Does no entry I/O.
+
+/// How files in the storage directory are shared between users.
+public enum StorageSharingMode: Sendable, Equatable {
+    /// Only the owning user: directories 0700, files 0600 (the default).
+    case privateToUser
+    /// Every member of the directory's group (an app and a helper running as different users):
+    /// directories setgid 2770, files 0660.
+    case groupShared
+
+    var directoryMode: UInt32 { self == .privateToUser ? 0o700 : 0o2770 }
+    var fileMode: UInt32 { self == .privateToUser ? 0o600 : 0o660 }
+}
+
+/// A path of an entry file, relative to the root.
+struct EntryPath: Hashable, Sendable {
+    let fanOut: String  // "entries/ab"
+    let relative: String  // "entries/ab/<hex>.entry"
+}
+
+/// A path of a key's lock file, relative to the root.
+struct LockPath: Hashable, Sendable {
+    let fanOut: String  // "locks/ab"
+    let relative: String  // "locks/ab/<stableIdentifier>.lock"
+}
+
+/// An open storage root. The descriptor stays open for the life of the object; every path operation is
+/// relative to it (openat2 with RESOLVE_NO_SYMLINKS for opens).
+final class Directory: Sendable {
+    static let entriesFolder = "entries"
+    static let locksFolder = "locks"
+    static let stagingFolder = "tmp"
+    static let layoutFile = "layout"
+    static let stateFile = "state"
+    static let trimLockFile = "trim.lock"
+    static let entrySuffix = ".entry"
+    static let lockSuffix = ".lock"
+    static let stagingSuffix = ".staging"
+
+    let path: String
+    let descriptor: Int32
+    let sharing: StorageSharingMode
+    let state: SharedState
+    /// The process that opened this root. A forked child has another pid (I7).
+    let ownerProcessID: Int32
+    /// Name of a network or virtual filesystem the root sits on, when the caller allowed it (no mmap then).
+    let networkFilesystemName: String?
+
+    var fileMode: UInt32 { sharing.fileMode }
+    var directoryMode: UInt32 { sharing.directoryMode }
+
+    /// Opens (creating when missing) the storage root at `path`.
+    /// - Throws: `YCacheError` naming the problem: a file where the folder should be, no permission,
+    ///   a network filesystem (unless allowed), an unknown newer layout.
+    init(path: String, sharing: StorageSharingMode, allowNetworkFilesystem: Bool) throws(YCacheError) {
+        self.path = path
+        self.sharing = sharing
+        self.ownerProcessID = Syscall.processID
+        let fd = try Directory.openOrCreateRoot(path, mode: sharing.directoryMode)
+        var succeeded = false
+        defer { if !succeeded { Syscall.close(fd) } }
+
+        let filesystem = try Directory.checkFilesystem(fd, path: path, allowNetwork: allowNetworkFilesystem)
+        networkFilesystemName = filesystem
+        try Directory.checkOwnership(fd, path: path, sharing: sharing)
+        for folder in [Directory.entriesFolder, Directory.locksFolder, Directory.stagingFolder] {
+            try Directory.ensureFolder(folder, in: fd, mode: sharing.directoryMode, rootPath: path)
+        }
+        try Directory.ensureLayout(fd, path: path, fileMode: sharing.fileMode)
+        state = try SharedState.open(rootDescriptor: fd, rootPath: path, fileMode: sharing.fileMode)
+        descriptor = fd
+        succeeded = true
+    }
+
+    deinit {
+        Syscall.close(descriptor)
+    }
+
+    // MARK: Paths (the only place paths are made)
+
+    func entryPath(for identity: EntryIdentity) -> EntryPath {
+        let hex = identity.hex
+        let fanOut = Directory.entriesFolder + "/" + hex.prefix(2)
+        return EntryPath(fanOut: fanOut, relative: fanOut + "/" + hex + Directory.entrySuffix)
+    }
+
+    func lockPath(forKeyDigest digest: SHA256Digest) -> LockPath {
+        let hex = digest.hex
+        let fanOut = Directory.locksFolder + "/" + hex.prefix(2)
+        return LockPath(fanOut: fanOut, relative: fanOut + "/" + hex + Directory.lockSuffix)
+    }
+
+    /// A fresh, unpredictable staging-file path (I2).
+    func newStagingPath() -> String {
+        let random = Syscall.randomBytes(12)
+        var name = Directory.stagingFolder + "/"
+        for byte in random {
+            name.append(hexDigits[Int(byte >> 4)])
+            name.append(hexDigits[Int(byte & 0xF)])
+        }
+        return name + Directory.stagingSuffix
+    }
+
+    /// Creates a fan-out folder that is missing (another process may create it at the same moment).
+    func ensureFanOut(_ relative: String) -> Result<Void, SystemCallError> {
+        switch Syscall.makeDirectory(relative, in: descriptor, mode: directoryMode) {
+        case .success:
+            // mkdirat applies the umask; set the mode explicitly (never trust the umask).
+            if case .success(let fd) = Syscall.open(relative, in: descriptor, flags: [.directory]) {
+                _ = Syscall.setMode(fd, directoryMode)
+                Syscall.close(fd)
+            }
+            return .success(())
+        case .failure(let error) where error.errno == .fileExists:
+            return .success(())
+        case .failure(let error) where error.errno == .noSuchFile:
+            // The parent (entries/ or locks/) was removed under us: recreate it, then retry once.
+            let parent = String(relative.prefix(while: { $0 != "/" }))
+            if case .failure(let e) = Syscall.makeDirectory(parent, in: descriptor, mode: directoryMode),
+                e.errno != .fileExists
+            {
+                return .failure(e)
+            }
+            return ensureFanOut(relative)
+        case .failure(let error):
+            return .failure(error)
+        }
+    }
+
+    // MARK: Opening
+
+    private static func openOrCreateRoot(_ path: String, mode: UInt32) throws(YCacheError) -> Int32 {
+        switch Syscall.openRoot(path) {
+        case .success(let fd): return fd
+        case .failure(let error) where error.errno == .noSuchFile:
+            try createDirectoryChain(path, mode: mode)
+            switch Syscall.openRoot(path) {
+            case .success(let fd): return fd
+            case .failure(let error): throw .storageUnavailable(path: path, reason: "cannot open: \(error)")
+            }
+        case .failure(let error) where error.errno == .notDirectory:
+            throw .storageUnavailable(path: path, reason: "the path (or a parent) is a file, not a directory")
+        case .failure(let error):
+            throw .storageUnavailable(path: path, reason: "cannot open: \(error)")
+        }
+    }
+
+    private static func createDirectoryChain(_ path: String, mode: UInt32) throws(YCacheError) {
+        // mkdir -p: create each missing component; concurrent creators are fine (EEXIST).
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            prefix += "/" + component
+            switch Syscall.makeDirectory(prefix, in: Syscall.currentDirectory, mode: mode) {
+            case .success: continue
+            case .failure(let error) where error.errno == .fileExists: continue
+            case .failure(let error) where error.errno == .notDirectory:
+                throw .storageUnavailable(path: path, reason: "\(prefix) is a file, not a directory")
+            case .failure(let error):
+                throw .storageUnavailable(path: path, reason: "cannot create \(prefix): \(error)")
+            }
+        }
+    }
+
+    private static func ensureFolder(
+        _ name: String, in root: Int32, mode: UInt32, rootPath: String
+    ) throws(YCacheError) {
+        switch Syscall.status(of: name, in: root) {
+        case .success(let status) where status.isDirectory:
+            return
+        case .success:
+            throw .storageUnavailable(path: rootPath, reason: "\(name) exists and is not a directory")
+        case .failure(let error) where error.errno == .noSuchFile:
+            switch Syscall.makeDirectory(name, in: root, mode: mode) {
+            case .success:
+                if case .success(let fd) = Syscall.open(name, in: root, flags: [.directory]) {
+                    _ = Syscall.setMode(fd, mode)
+                    Syscall.close(fd)
+                }
+            case .failure(let error) where error.errno == .fileExists:
+                return try ensureFolder(name, in: root, mode: mode, rootPath: rootPath)
+            case .failure(let error):
+                throw .storageUnavailable(path: rootPath, reason: "cannot create \(name): \(error)")
+            }
+        case .failure(let error):
+            throw .storageUnavailable(path: rootPath, reason: "cannot inspect \(name): \(error)")
+        }
+    }
+
+    /// Known network and virtual filesystems (statfs f_type), refused by default (P11).
+    static let networkFilesystems: [Int64: String] = [
+        0x6969: "NFS", 0x517B: "SMB", 0xFF53_4D42: "CIFS", 0xFE53_4D42: "SMB2", 0x6573_5546: "FUSE",
+        0x0102_1997: "9p", 0x00C3_6400: "Ceph", 0x5346_414F: "AFS", 0x0BD0_0BD0: "Lustre",
+        0x4750_4653: "GPFS", 0x0133_7021: "OCFS2",
+    ]
+
+    private static func checkFilesystem(_ fd: Int32, path: String, allowNetwork: Bool) throws(YCacheError)
+        -> String?
+    {
+        guard case .success(let type) = Syscall.filesystemType(fd) else { return nil }
+        guard let name = networkFilesystems[type] else { return nil }
+        if allowNetwork { return name }
+        throw .networkFilesystem(path: path, filesystem: name)
+    }
+
+    private static func checkOwnership(_ fd: Int32, path: String, sharing: StorageSharingMode) throws(YCacheError) {
+        guard case .success(let status) = Syscall.status(of: fd) else { return }
+        guard status.isDirectory else {
+            throw .storageUnavailable(path: path, reason: "not a directory")
+        }
+        // Writable by others: anyone could plant entries (P12). Group-writable only in group-shared mode.
+        if status.permissionBits & 0o002 != 0 {
+            throw .insecureStorageDirectory(path: path, reason: "writable by other users (mode \(octal(status.mode)))")
+        }
+        if sharing == .privateToUser, status.permissionBits & 0o020 != 0 {
+            throw .insecureStorageDirectory(
+                path: path, reason: "group-writable (mode \(octal(status.mode))); use the group-shared mode")
+        }
+        let me = Syscall.effectiveUserID
+        if me != 0, status.owner != me, sharing == .privateToUser {
+            throw .insecureStorageDirectory(path: path, reason: "owned by uid \(status.owner), not this user")
+        }
+    }
+
+    /// Writes `layout` once (first creator wins, I12) and checks the version found.
+    private static func ensureLayout(_ root: Int32, path: String, fileMode: UInt32) throws(YCacheError) {
+        for _ in 0..<3 {
+            switch readSmallFile(layoutFile, in: root) {
+            case .success(let text?):
+                let version = parseLayoutVersion(text)
+                guard let version else {
+                    throw .storageUnavailable(path: path, reason: "unreadable layout file")
+                }
+                if version > CrossProcessProtocol.layoutVersion {
+                    throw .unsupportedLayout(path: path, found: version, supported: CrossProcessProtocol.layoutVersion)
+                }
+                if version < CrossProcessProtocol.layoutVersion {
+                    throw .unsupportedLayout(path: path, found: version, supported: CrossProcessProtocol.layoutVersion)
+                }
+                return
+            case .success(nil):
+                let text = "yashima-shared layout \(CrossProcessProtocol.layoutVersion)\n"
+                _ = try createOnce(layoutFile, in: root, bytes: Array(text.utf8), mode: fileMode, rootPath: path)
+            case .failure(let error):
+                throw .storageUnavailable(path: path, reason: "cannot read the layout file: \(error)")
+            }
+        }
+        throw .storageUnavailable(path: path, reason: "the layout file keeps disappearing")
+    }
+
+    static func parseLayoutVersion(_ bytes: [UInt8]) -> Int? {
+        guard let text = String(validating: bytes, as: UTF8.self) else { return nil }
+        let prefix = "yashima-shared layout "
+        guard text.hasPrefix(prefix) else { return nil }
+        return Int(text.dropFirst(prefix.count).trimmingWhitespace())
+    }
+
+    /// Creates `name` with `bytes` through a staging file and `linkat` (first creator wins). Returns
+    /// whether this call created it.
+    static func createOnce(
+        _ name: String, in root: Int32, bytes: [UInt8], mode: UInt32, rootPath: String, size: Int = 0
+    ) throws(YCacheError) -> Bool {
+        let random = Syscall.randomBytes(8).map { String($0, radix: 16) }.joined()
+        let staging = stagingFolder + "/" + name + "-" + random + stagingSuffix
+        let fd: Int32
+        switch Syscall.open(staging, in: root, flags: [.writeOnly, .create, .exclusive], mode: mode) {
+        case .success(let value): fd = value
+        case .failure(let error):
+            throw error.errno.isOutOfSpace
+                ? .storageFull(path: rootPath, detail: "\(error)")
+                : .storageUnavailable(path: rootPath, reason: "cannot create \(name): \(error)")
+        }
+        defer { _ = Syscall.unlink(staging, in: root) }
+        var result: Result<Void, SystemCallError> = Syscall.setMode(fd, mode)
+        if case .success = result, size > 0 { result = Syscall.truncate(fd, length: Int64(size)) }
+        if case .success = result { result = bytes.withUnsafeBytes { Syscall.write(fd, $0) } }
+        Syscall.close(fd)
+        if case .failure(let error) = result {
+            throw error.errno.isOutOfSpace
+                ? .storageFull(path: rootPath, detail: "\(error)")
+                : .storageUnavailable(path: rootPath, reason: "cannot write \(name): \(error)")
+        }
+        switch Syscall.link(staging, in: root, to: name, in: root) {
+        case .success: return true
+        case .failure(let error) where error.errno == .fileExists: return false
+        case .failure(let error):
+            throw .storageUnavailable(path: rootPath, reason: "cannot publish \(name): \(error)")
+        }
+    }
+
+    /// Reads a small file whole; `nil` when it does not exist.
+    static func readSmallFile(_ name: String, in root: Int32, limit: Int = 4096) -> Result<[UInt8]?, SystemCallError> {
+        let fd: Int32
+        switch Syscall.open(name, in: root, flags: [.readOnly]) {
+        case .success(let value): fd = value
+        case .failure(let error) where error.errno == .noSuchFile: return .success(nil)
+        case .failure(let error): return .failure(error)
+        }
+        defer { Syscall.close(fd) }
+        var buffer = [UInt8](repeating: 0, count: limit)
+        let read = buffer.withUnsafeMutableBytes { Syscall.read(fd, into: $0, at: 0) }
+        return read.map { Array(buffer[0..<$0]) }
+    }
+}
+
+private let hexDigits: [Character] = Array("0123456789abcdef")
+
+private func octal(_ mode: UInt32) -> String { "0" + String(mode & 0o7777, radix: 8) }
+
+extension Substring {
+    fileprivate func trimmingWhitespace() -> Substring {
+        var s = self
+        while let last = s.last, last.isWhitespace { s = s.dropLast() }
+        while let first = s.first, first.isWhitespace { s = s.dropFirst() }
+        return s
+    }
+}

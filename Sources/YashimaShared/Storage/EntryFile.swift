@@ -1,0 +1,355 @@
+// Reading, publishing and unlinking entry files. Reads take no lock (I3), publish is staging file +
+// rename (I1, I2), removal only unlinks (I4). Every call here is a short, local syscall sequence (no
+// waiting on other processes), so callers may run it inline; scans live in Trim.swift.
+
+import Foundation
+import Synchronization
+
+/// What a lookup asks for: the entry's identity, the exact key and codec bytes it must hold.
+struct EntryExpectation: Sendable {
+    let identity: EntryIdentity
+    let keyBytes: [UInt8]
+    let codecBytes: [UInt8]
+    let keyDigest: SHA256Digest
+
+    init(key: CacheKey, codecIdentifier: String) {
+        let keyBytes = key.canonicalBytes
+        self.keyBytes = keyBytes
+        self.codecBytes = Array(codecIdentifier.utf8)
+        self.identity = EntryIdentity(key: key, codecIdentifier: codecIdentifier)
+        self.keyDigest = key.stableDigest
+    }
+}
+
+/// An entry read from storage.
+struct StoredEntry: Sendable {
+    let header: EntryFormat.Header
+    /// The payload; backed by a private mapping (large) or a heap buffer (small), startIndex 0.
+    let payload: Data
+    /// Allocated bytes of the file (st_blocks × 512).
+    let allocatedBytes: Int64
+    /// The file's mtime: the LRU signal (I11).
+    let modifiedNanoseconds: Int64
+}
+
+/// Why a read produced no entry.
+enum EntryReadFailure: Error, Sendable {
+    case missing
+    case expired(allocatedBytes: Int64)
+    case corrupt(EntryFormat.Corruption, allocatedBytes: Int64)
+    case system(SystemCallError)
+}
+
+/// What a publish did, for usage accounting.
+struct PublishOutcome: Sendable {
+    let header: EntryFormat.Header
+    let allocatedBytes: Int64
+    let replacedAllocatedBytes: Int64
+}
+
+/// Entry-file operations relative to one storage root.
+struct EntryFile {
+    let directory: Directory
+
+    // MARK: Read (I3)
+
+    /// Reads and fully validates the entry at `path`: header, identity, expiry and payload checksum.
+    /// Large payloads are mapped privately (copy-on-write), small ones read into a heap buffer.
+    func read(_ path: EntryPath, expecting expectation: EntryExpectation, now: Int64, useMapping: Bool)
+        -> Result<StoredEntry, EntryReadFailure>
+    {
+        let fd: Int32
+        switch Syscall.open(path.relative, in: directory.descriptor, flags: [.readOnly]) {
+        case .success(let value): fd = value
+        case .failure(let error) where error.errno == .noSuchFile: return .failure(.missing)
+        case .failure(let error) where error.errno == .symlinkLoop:
+            return .failure(.corrupt(.badMagic, allocatedBytes: 0))  // a planted symlink: never followed
+        case .failure(let error): return .failure(.system(error))
+        }
+        defer { Syscall.close(fd) }
+        let status: FileStatus
+        switch Syscall.status(of: fd) {
+        case .success(let value): status = value
+        case .failure(let error): return .failure(.system(error))
+        }
+        guard status.isRegularFile else { return .failure(.corrupt(.badMagic, allocatedBytes: 0)) }
+        guard status.size >= Int64(EntryFormat.fixedHeaderSize), status.size <= Int64(Int.max / 2) else {
+            return .failure(.corrupt(.tooShort, allocatedBytes: status.allocatedBytes))
+        }
+        let size = Int(status.size)
+        if useMapping && size >= Policy.mapThreshold {
+            return readMapped(fd, status: status, size: size, expecting: expectation, now: now)
+        }
+        return readBuffered(fd, status: status, size: size, expecting: expectation, now: now)
+    }
+
+    private func readBuffered(
+        _ fd: Int32, status: FileStatus, size: Int, expecting expectation: EntryExpectation, now: Int64
+    ) -> Result<StoredEntry, EntryReadFailure> {
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
+        var handedOff = false
+        defer { if !handedOff { buffer.deallocate() } }
+        switch Syscall.read(fd, into: UnsafeMutableRawBufferPointer(start: buffer, count: size), at: 0) {
+        case .success(let count) where count == size: break
+        case .success:  // shorter than fstat said: a writer broke I1, or the file was replaced; a miss.
+            return .failure(.corrupt(.tooShort, allocatedBytes: status.allocatedBytes))
+        case .failure(let error): return .failure(.system(error))
+        }
+        let bytes = UnsafeRawBufferPointer(start: buffer, count: size)
+        let header: EntryFormat.Header
+        switch validate(bytes, status: status, expecting: expectation, now: now, verifyPayload: true) {
+        case .success(let value): header = value
+        case .failure(let failure): return .failure(failure)
+        }
+        let baseBits = UInt(bitPattern: buffer)
+        let payload = Data(
+            bytesNoCopy: buffer + header.payloadOffset, count: Int(header.payloadByteCount),
+            deallocator: .custom { _, _ in
+                // Captures only an integer: safe whichever thread frees the Data.
+                UnsafeMutableRawPointer(bitPattern: baseBits)?.deallocate()
+            })
+        handedOff = true
+        return .success(StoredEntry(
+            header: header, payload: payload, allocatedBytes: status.allocatedBytes,
+            modifiedNanoseconds: status.modifiedNanoseconds))
+    }
+
+    private func readMapped(
+        _ fd: Int32, status: FileStatus, size: Int, expecting expectation: EntryExpectation, now: Int64
+    ) -> Result<StoredEntry, EntryReadFailure> {
+        let base: UnsafeMutableRawPointer
+        switch Syscall.mapPrivate(fd, length: size) {
+        case .success(let pointer): base = pointer
+        case .failure(let error): return .failure(.system(error))
+        }
+        var handedOff = false
+        defer { if !handedOff { Syscall.unmap(base, length: size) } }
+        let bytes = UnsafeRawBufferPointer(start: base, count: size)
+        let verified = VerifiedInodes.shared.contains(status)
+        let header: EntryFormat.Header
+        switch validate(bytes, status: status, expecting: expectation, now: now, verifyPayload: !verified) {
+        case .success(let value): header = value
+        case .failure(let failure): return .failure(failure)
+        }
+        if !verified { VerifiedInodes.shared.insert(status, now: now) }
+        let baseBits = UInt(bitPattern: base)
+        let length = size
+        let payload = Data(
+            bytesNoCopy: base + header.payloadOffset, count: Int(header.payloadByteCount),
+            deallocator: .custom { _, _ in
+                // Captures only integers: safe whichever thread frees the Data. The mapping is
+                // MAP_PRIVATE and writable, so a caller mutating the bytes gets copy-on-write pages.
+                if let pointer = UnsafeMutableRawPointer(bitPattern: baseBits) {
+                    Syscall.unmap(pointer, length: length)
+                }
+            })
+        handedOff = true
+        return .success(StoredEntry(
+            header: header, payload: payload, allocatedBytes: status.allocatedBytes,
+            modifiedNanoseconds: status.modifiedNanoseconds))
+    }
+
+    private func validate(
+        _ bytes: UnsafeRawBufferPointer, status: FileStatus, expecting expectation: EntryExpectation, now: Int64,
+        verifyPayload: Bool
+    ) -> Result<EntryFormat.Header, EntryReadFailure> {
+        let allocated = status.allocatedBytes
+        let header: EntryFormat.Header
+        switch EntryFormat.parseFixedHeader(bytes, fileSize: status.size) {
+        case .success(let value): header = value
+        case .failure(let corruption): return .failure(.corrupt(corruption, allocatedBytes: allocated))
+        }
+        if case .failure(let corruption) = EntryFormat.validateHeaderChecksum(header, bytes: bytes) {
+            return .failure(.corrupt(corruption, allocatedBytes: allocated))
+        }
+        if case .failure(let corruption) = EntryFormat.validateIdentity(
+            header, bytes: bytes, expectedIdentity: expectation.identity.digest, keyBytes: expectation.keyBytes,
+            codecBytes: expectation.codecBytes)
+        {
+            return .failure(.corrupt(corruption, allocatedBytes: allocated))
+        }
+        if header.isExpired(atNanoseconds: now) { return .failure(.expired(allocatedBytes: allocated)) }
+        if verifyPayload {
+            let payload = UnsafeRawBufferPointer(
+                rebasing: bytes[header.payloadOffset..<(header.payloadOffset + Int(header.payloadByteCount))])
+            if CRC32C.checksum(payload) != header.payloadChecksum {
+                return .failure(.corrupt(.payloadChecksumMismatch, allocatedBytes: allocated))
+            }
+        }
+        return .success(header)
+    }
+
+    /// Reads only the header (fixed part, key and codec bytes) and checks its checksum; the payload is
+    /// not read. For `metadata`, `contains`, listing and namespace removal.
+    func readHeader(_ relative: String) -> Result<(EntryFormat.Header, [UInt8], FileStatus), EntryReadFailure> {
+        let fd: Int32
+        switch Syscall.open(relative, in: directory.descriptor, flags: [.readOnly]) {
+        case .success(let value): fd = value
+        case .failure(let error) where error.errno == .noSuchFile: return .failure(.missing)
+        case .failure(let error) where error.errno == .symlinkLoop:
+            return .failure(.corrupt(.badMagic, allocatedBytes: 0))
+        case .failure(let error): return .failure(.system(error))
+        }
+        defer { Syscall.close(fd) }
+        let status: FileStatus
+        switch Syscall.status(of: fd) {
+        case .success(let value): status = value
+        case .failure(let error): return .failure(.system(error))
+        }
+        guard status.isRegularFile else { return .failure(.corrupt(.badMagic, allocatedBytes: 0)) }
+        var buffer = [UInt8](repeating: 0, count: min(Int(max(status.size, 0)), EntryFormat.typicalHeaderReadSize))
+        guard buffer.count >= EntryFormat.fixedHeaderSize else {
+            return .failure(.corrupt(.tooShort, allocatedBytes: status.allocatedBytes))
+        }
+        if case .failure(let error) = buffer.withUnsafeMutableBytes({ Syscall.read(fd, into: $0, at: 0) }) {
+            return .failure(.system(error))
+        }
+        let header: EntryFormat.Header
+        switch buffer.withUnsafeBytes({ EntryFormat.parseFixedHeader($0, fileSize: status.size) }) {
+        case .success(let value): header = value
+        case .failure(let corruption): return .failure(.corrupt(corruption, allocatedBytes: status.allocatedBytes))
+        }
+        if buffer.count < header.payloadOffset {
+            buffer = [UInt8](repeating: 0, count: header.payloadOffset)
+            if case .failure(let error) = buffer.withUnsafeMutableBytes({ Syscall.read(fd, into: $0, at: 0) }) {
+                return .failure(.system(error))
+            }
+        }
+        let checked = buffer.withUnsafeBytes { EntryFormat.validateHeaderChecksum(header, bytes: $0) }
+        if case .failure(let corruption) = checked {
+            return .failure(.corrupt(corruption, allocatedBytes: status.allocatedBytes))
+        }
+        return .success((header, Array(buffer[0..<header.payloadOffset]), status))
+    }
+
+    // MARK: Publish (I1, I2)
+
+    /// Writes `payload` to a staging file and renames it over `path`: the commit point.
+    func publish(
+        _ payload: Data, to path: EntryPath, expectation: EntryExpectation, codecIdentifier: String,
+        createdAt: Int64, expiresAt: Int64
+    ) -> Result<PublishOutcome, SystemCallError> {
+        let checksum = payload.withUnsafeBytes { CRC32C.checksum($0) }
+        let headerBytes = EntryFormat.encodeHeader(
+            keyBytes: expectation.keyBytes, codecIdentifier: codecIdentifier,
+            entryIdentity: expectation.identity.digest, keyStableDigest: expectation.keyDigest,
+            payloadByteCount: payload.count, payloadChecksum: checksum, createdAtNanoseconds: createdAt,
+            expiresAtNanoseconds: expiresAt)
+        let root = directory.descriptor
+        let staging = directory.newStagingPath()
+        let fd: Int32
+        switch Syscall.open(staging, in: root, flags: [.writeOnly, .create, .exclusive], mode: directory.fileMode) {
+        case .success(let value): fd = value
+        case .failure(let error): return .failure(error)
+        }
+        var status: FileStatus?
+        var result = Syscall.setMode(fd, directory.fileMode)
+        if case .success = result { result = headerBytes.withUnsafeBytes { Syscall.write(fd, $0) } }
+        if case .success = result { result = payload.withUnsafeBytes { Syscall.write(fd, $0) } }
+        if case .success = result {
+            switch Syscall.status(of: fd) {
+            case .success(let value): status = value
+            case .failure(let error): result = .failure(error)
+            }
+        }
+        Syscall.close(fd)
+        if case .failure(let error) = result {
+            _ = Syscall.unlink(staging, in: root)  // no partial file ever becomes visible
+            return .failure(error)
+        }
+        let replaced: Int64
+        switch Syscall.status(of: path.relative, in: root) {
+        case .success(let old) where old.isRegularFile: replaced = old.allocatedBytes
+        default: replaced = 0
+        }
+        var renamed = Syscall.rename(staging, in: root, to: path.relative, in: root)
+        if case .failure(let error) = renamed, error.errno == .noSuchFile {
+            if case .failure(let mkdirError) = directory.ensureFanOut(path.fanOut) {
+                _ = Syscall.unlink(staging, in: root)
+                return .failure(mkdirError)
+            }
+            renamed = Syscall.rename(staging, in: root, to: path.relative, in: root)
+        }
+        if case .failure(let error) = renamed {
+            _ = Syscall.unlink(staging, in: root)
+            return .failure(error)
+        }
+        // ext4 reports delayed-allocation blocks in st_blocks, so this is the charge the file will have.
+        let allocated = max(status?.allocatedBytes ?? 0, roundUpToBlock(status?.size ?? 0))
+        directory.state.adjustUsage(by: allocated - replaced)
+        let header = EntryFormat.Header(
+            keyByteCount: expectation.keyBytes.count, codecByteCount: expectation.codecBytes.count,
+            payloadByteCount: Int64(payload.count), createdAtNanoseconds: createdAt, expiresAtNanoseconds: expiresAt,
+            payloadChecksum: checksum, entryIdentity: expectation.identity.digest,
+            keyStableDigest: expectation.keyDigest)
+        return .success(PublishOutcome(header: header, allocatedBytes: allocated, replacedAllocatedBytes: replaced))
+    }
+
+    /// The bytes an entry with this payload will be charged: its file size rounded up to 4 KiB blocks.
+    static func chargedBytes(payloadByteCount: Int, keyByteCount: Int, codecByteCount: Int) -> Int64 {
+        roundUpToBlock(Int64(EntryFormat.fixedHeaderSize + keyByteCount + codecByteCount + payloadByteCount))
+    }
+
+    // MARK: Remove (I4)
+
+    /// Unlinks `relative` and subtracts its allocated bytes from usage. A missing file is fine.
+    @discardableResult
+    func remove(_ relative: String) -> Result<Bool, SystemCallError> {
+        let root = directory.descriptor
+        let allocated: Int64
+        switch Syscall.status(of: relative, in: root) {
+        case .success(let status): allocated = status.isRegularFile ? status.allocatedBytes : 0
+        case .failure(let error) where error.errno == .noSuchFile: return .success(false)
+        case .failure(let error): return .failure(error)
+        }
+        switch Syscall.unlink(relative, in: root) {
+        case .success:
+            directory.state.adjustUsage(by: -allocated)
+            return .success(true)
+        case .failure(let error) where error.errno == .noSuchFile: return .success(false)
+        case .failure(let error): return .failure(error)
+        }
+    }
+
+    /// Marks an entry used (I11): sets its mtime to now when older than the touch interval.
+    func touchIfStale(_ path: EntryPath, modifiedAt: Int64, now: Int64) {
+        guard now - modifiedAt >= Policy.touchInterval else { return }
+        // Best effort: a failed touch only makes LRU order a little less exact.
+        _ = Syscall.touch(path.relative, in: directory.descriptor)
+    }
+}
+
+private func roundUpToBlock(_ size: Int64) -> Int64 { (size + 4095) / 4096 * 4096 }
+
+/// The (inode, ctime, size) of mapped files whose payload checksum this process already verified.
+/// Any write to a file changes its ctime, so a match proves the bytes are the verified ones; only ctimes
+/// older than `Policy.verifiedCtimeMinimumAge` are remembered (coarse timestamps, see Policy).
+final class VerifiedInodes: Sendable {
+    static let shared = VerifiedInodes()
+
+    private struct Identity: Hashable {
+        let device: UInt64
+        let inode: UInt64
+    }
+
+    private struct Seen: Equatable {
+        let changed: Int64
+        let size: Int64
+    }
+
+    private let table = Mutex<[Identity: Seen]>([:])
+
+    func contains(_ status: FileStatus) -> Bool {
+        let seen = table.withLock { $0[Identity(device: status.device, inode: status.inode)] }
+        return seen == Seen(changed: status.changedNanoseconds, size: status.size)
+    }
+
+    func insert(_ status: FileStatus, now: Int64) {
+        guard now - status.changedNanoseconds >= Policy.verifiedCtimeMinimumAge else { return }
+        table.withLock { table in
+            if table.count >= Policy.verifiedInodeCapacity { table.removeAll(keepingCapacity: true) }
+            table[Identity(device: status.device, inode: status.inode)] = Seen(
+                changed: status.changedNanoseconds, size: status.size)
+        }
+    }
+}

@@ -1,0 +1,146 @@
+// The `state` file every process maps shared: the directory's usage counter (I9) and the removal epochs
+// (I10). Words are only touched through the C atomics, so processes never tear each other's updates.
+// Created once (staging file + linkat, first creator wins) and never truncated afterwards.
+
+import CFileLock
+
+/// The shared state of one storage directory, mapped `MAP_SHARED` in every process.
+///
+/// Layout (little-endian, 8-byte words):
+/// | offset | field |
+/// |---|---|
+/// | 0 | magic `YSHSTATE` |
+/// | 8 | state format version (1) |
+/// | 16 | usage: allocated bytes of all entries (Int64, a hint reconciled by trim) |
+/// | 24 | reserved |
+/// | 32 | global epoch (bumped by `removeAll()`) |
+/// | 64 | namespace epochs, `namespaceSlots` words, slot = namespace digest mod count |
+/// | 64 + 8·namespaceSlots | key epochs, `keySlots` words, slot = key digest mod count |
+//
+// Safe to share across tasks (`@unchecked Sendable`): the only stored properties are immutable lets;
+// the mapping they point to is never unmapped while the object lives (munmap runs in deinit) and is only
+// read or written through sequentially consistent C atomics, which are safe from any thread and process.
+final class SharedState: @unchecked Sendable {
+    static let size = 65_536
+    static let magic: UInt64 = UInt64(littleEndian: Array("YSHSTATE".utf8).withUnsafeBytes { $0.load(as: UInt64.self) })
+    static let version: UInt64 = 1
+    static let namespaceSlots = 1024
+    static let keySlots = 4096
+    private static let usageOffset = 16
+    private static let globalEpochOffset = 32
+    private static let namespaceOffset = 64
+    private static let keyOffset = 64 + 8 * 1024
+
+    private let base: UnsafeMutableRawPointer
+
+    private init(base: UnsafeMutableRawPointer) {
+        self.base = base
+    }
+
+    deinit {
+        Syscall.unmap(base, length: SharedState.size)
+    }
+
+    /// Opens (creating once when missing) and maps the state file.
+    static func open(rootDescriptor root: Int32, rootPath: String, fileMode: UInt32) throws(YCacheError) -> SharedState {
+        for _ in 0..<3 {
+            switch Syscall.open(Directory.stateFile, in: root, flags: [.readWrite]) {
+            case .success(let fd):
+                defer { Syscall.close(fd) }
+                guard case .success(let status) = Syscall.status(of: fd), status.isRegularFile,
+                    status.size == Int64(size)
+                else {
+                    throw .storageUnavailable(path: rootPath, reason: "the state file is damaged (wrong size or type)")
+                }
+                let base: UnsafeMutableRawPointer
+                switch Syscall.mapShared(fd, length: size) {
+                case .success(let pointer): base = pointer
+                case .failure(let error):
+                    throw .storageUnavailable(path: rootPath, reason: "cannot map the state file: \(error)")
+                }
+                let state = SharedState(base: base)
+                let word = base.load(as: UInt64.self)
+                guard word == magic, state.load(8) == version else {
+                    throw .storageUnavailable(path: rootPath, reason: "the state file is damaged (bad magic)")
+                }
+                return state
+            case .failure(let error) where error.errno == .noSuchFile:
+                var bytes = [UInt8](repeating: 0, count: 16)
+                bytes.withUnsafeMutableBytes {
+                    $0.storeBytes(of: magic, toByteOffset: 0, as: UInt64.self)
+                    $0.storeBytes(of: version.littleEndian, toByteOffset: 8, as: UInt64.self)
+                }
+                _ = try Directory.createOnce(
+                    Directory.stateFile, in: root, bytes: bytes, mode: fileMode, rootPath: rootPath, size: size)
+            case .failure(let error):
+                throw .storageUnavailable(path: rootPath, reason: "cannot open the state file: \(error)")
+            }
+        }
+        throw .storageUnavailable(path: rootPath, reason: "the state file keeps disappearing")
+    }
+
+    private func load(_ offset: Int) -> UInt64 {
+        ysh_atomic_load_u64((base + offset).assumingMemoryBound(to: UInt64.self))
+    }
+
+    private func increment(_ offset: Int) {
+        _ = ysh_atomic_fetch_add_u64((base + offset).assumingMemoryBound(to: UInt64.self), 1)
+    }
+
+    // MARK: Usage (I9)
+
+    /// Allocated bytes of all entries, as last adjusted (never negative).
+    var usage: Int64 {
+        max(0, ysh_atomic_load_i64((base + SharedState.usageOffset).assumingMemoryBound(to: Int64.self)))
+    }
+
+    /// Adds `delta` (may be negative) to the usage counter.
+    func adjustUsage(by delta: Int64) {
+        guard delta != 0 else { return }
+        let word = (base + SharedState.usageOffset).assumingMemoryBound(to: Int64.self)
+        let old = ysh_atomic_fetch_add_i64(word, delta)
+        if old + delta < 0 {
+            // Drift below zero (an unlink counted twice): clamp, the next trim scan recounts.
+            _ = ysh_atomic_cas_i64(word, old + delta, 0)
+        }
+    }
+
+    // MARK: Epochs (I10)
+
+    /// The epochs an in-memory entry is valid for.
+    struct Stamp: Equatable, Sendable {
+        var global: UInt64
+        var namespace: UInt64
+        var key: UInt64
+    }
+
+    /// Slots of a key: where its namespace and key epochs live.
+    struct Slots: Equatable, Sendable {
+        var namespace: Int
+        var key: Int
+    }
+
+    static func slots(namespaceDigest: SHA256Digest, keyDigest: SHA256Digest) -> Slots {
+        Slots(
+            namespace: Int(namespaceDigest.prefixWord % UInt64(namespaceSlots)),
+            key: Int(keyDigest.prefixWord % UInt64(keySlots)))
+    }
+
+    func stamp(_ slots: Slots) -> Stamp {
+        Stamp(
+            global: load(SharedState.globalEpochOffset),
+            namespace: load(SharedState.namespaceOffset + 8 * slots.namespace),
+            key: load(SharedState.keyOffset + 8 * slots.key))
+    }
+
+    func bumpKey(_ slots: Slots) { increment(SharedState.keyOffset + 8 * slots.key) }
+    func bumpNamespace(slot: Int) { increment(SharedState.namespaceOffset + 8 * slot) }
+    func bumpGlobal() { increment(SharedState.globalEpochOffset) }
+}
+
+extension SHA256Digest {
+    /// The first 8 digest bytes as a number: a well-mixed slot selector.
+    var prefixWord: UInt64 {
+        withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 0, as: UInt64.self) }
+    }
+}

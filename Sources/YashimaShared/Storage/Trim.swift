@@ -1,0 +1,167 @@
+// Trimming and directory scans: keeping usage under the budget in LRU order (I9, I11), sweeping debris
+// (old staging files, unlocked lock files), and the whole-directory walks behind removeAll, listing and
+// usage. Everything here may take long: callers run it off the cooperative pool (BlockingWork).
+
+import Synchronization
+
+/// One entry file seen by a scan.
+struct ScannedEntry: Sendable {
+    let relative: String
+    let modified: Int64
+    let allocatedBytes: Int64
+}
+
+/// Budget enforcement and scans for one storage root.
+final class Trimmer: Sendable {
+    let directory: Directory
+
+    /// Victims from the last scan, oldest first, consumed from the front. Re-checked before each unlink,
+    /// so a stale index costs a skipped victim, never a wrong unlink. Rebuilt when exhausted: a write
+    /// pays for a full scan only once per index's worth of evictions (O(1) amortised).
+    private let index = Mutex<(victims: [ScannedEntry], next: Int)>(([], 0))
+
+    init(directory: Directory) {
+        self.directory = directory
+    }
+
+    private var files: EntryFile { EntryFile(directory: directory) }
+
+    // MARK: Scans
+
+    /// Every entry file (regular files ending in `.entry` under the fan-out folders). Blocking.
+    func scanEntries() -> [ScannedEntry] {
+        let root = directory.descriptor
+        var found: [ScannedEntry] = []
+        guard case .success(let folders) = Syscall.listDirectory(Directory.entriesFolder, in: root) else {
+            return found
+        }
+        for folder in folders where folder.isDirectory != false && folder.name.count == 2 {
+            let folderPath = Directory.entriesFolder + "/" + folder.name
+            guard case .success(let names) = Syscall.listDirectory(folderPath, in: root) else { continue }
+            for name in names where name.name.hasSuffix(Directory.entrySuffix) {
+                let relative = folderPath + "/" + name.name
+                // A file that vanished between listing and stat was removed by someone else: skip it.
+                guard case .success(let status) = Syscall.status(of: relative, in: root), status.isRegularFile else {
+                    continue
+                }
+                found.append(
+                    ScannedEntry(
+                        relative: relative, modified: status.modifiedNanoseconds, allocatedBytes: status.allocatedBytes))
+            }
+        }
+        return found
+    }
+
+    // MARK: Trim (I9)
+
+    /// Brings usage to at most `budget` if it is over: takes `trim.lock` (waiting for another trimmer, so
+    /// that the bound holds when this returns), then unlinks least-recently-used entries down to the low
+    /// water mark. Blocking.
+    func trimIfNeeded(budget: Int64, force: Bool = false) -> Result<Void, SystemCallError> {
+        let state = directory.state
+        guard force || state.usage > budget else { return .success(()) }
+        let lock: Int32
+        switch openTrimLock() {
+        case .success(let fd): lock = fd
+        case .failure(let error): return .failure(error)
+        }
+        defer {
+            Syscall.unlock(lock)  // I7: LOCK_UN before close
+            Syscall.close(lock)
+        }
+        if case .failure(let error) = Syscall.lock(lock, exclusive: true, wait: true) { return .failure(error) }
+        // Another process may have trimmed while we waited.
+        guard force || state.usage > budget else { return .success(()) }
+        var rescanned = false
+        if force {
+            rebuildIndex()  // an explicit trim recounts usage first (I9)
+            rescanned = true
+        }
+        let target = force ? budget : Int64(Double(budget) * Policy.trimLowWaterFraction)
+        var unlinked = 0
+        while state.usage > target {
+            guard let victim = nextVictim(rescanIfEmpty: !rescanned, rescanned: &rescanned) else { break }
+            // Re-check right before unlinking: an entry used since the scan has a newer mtime (I9, P7).
+            guard case .success(let status) = Syscall.status(of: victim.relative, in: directory.descriptor),
+                status.isRegularFile, status.modifiedNanoseconds == victim.modified
+            else { continue }
+            if case .success(true) = files.remove(victim.relative) { unlinked += 1 }
+            if unlinked >= Policy.trimMaximumUnlinksPerPass && !force { break }
+        }
+        if rescanned { sweepDebris() }
+        return .success(())
+    }
+
+    private func nextVictim(rescanIfEmpty: Bool, rescanned: inout Bool) -> ScannedEntry? {
+        if let victim = popIndex() { return victim }
+        guard rescanIfEmpty else { return nil }
+        rescanned = true
+        rebuildIndex()
+        return popIndex()
+    }
+
+    private func rebuildIndex() {
+        let before = directory.state.usage
+        let entries = scanEntries().sorted { $0.modified < $1.modified }
+        // Reconcile the usage hint with the scan (I9); concurrent publishes during the scan keep their delta.
+        let total = entries.reduce(Int64(0)) { $0 + $1.allocatedBytes }
+        directory.state.adjustUsage(by: total - before)
+        index.withLock { $0 = (entries, 0) }
+    }
+
+    private func popIndex() -> ScannedEntry? {
+        index.withLock { index in
+            guard index.next < index.victims.count else { return nil }
+            defer { index.next += 1 }
+            return index.victims[index.next]
+        }
+    }
+
+    private func openTrimLock() -> Result<Int32, SystemCallError> {
+        let result = Syscall.open(
+            Directory.trimLockFile, in: directory.descriptor, flags: [.readWrite, .create], mode: directory.fileMode)
+        if case .success(let fd) = result { _ = Syscall.setMode(fd, directory.fileMode) }
+        return result
+    }
+
+    /// Recounts usage from a scan and stores it (I9). Blocking.
+    func reconcileUsage() -> (bytes: Int64, entries: Int) {
+        let before = directory.state.usage
+        let entries = scanEntries()
+        let total = entries.reduce(Int64(0)) { $0 + $1.allocatedBytes }
+        directory.state.adjustUsage(by: total - before)
+        return (total, entries.count)
+    }
+
+    // MARK: Debris
+
+    /// Unlinks staging files older than `Policy.stagingDebrisAge` and lock files nobody holds. Blocking.
+    func sweepDebris() {
+        let root = directory.descriptor
+        let now = Syscall.realtimeNanoseconds
+        var budget = Policy.sweepMaximumPerPass
+        if case .success(let names) = Syscall.listDirectory(Directory.stagingFolder, in: root) {
+            for name in names where budget > 0 {
+                let relative = Directory.stagingFolder + "/" + name.name
+                guard case .success(let status) = Syscall.status(of: relative, in: root), status.isRegularFile,
+                    now - status.modifiedNanoseconds >= Policy.stagingDebrisAge
+                else { continue }
+                _ = Syscall.unlink(relative, in: root)
+                budget -= 1
+            }
+        }
+        guard case .success(let folders) = Syscall.listDirectory(Directory.locksFolder, in: root) else { return }
+        for folder in folders where folder.name.count == 2 && budget > 0 {
+            let folderPath = Directory.locksFolder + "/" + folder.name
+            guard case .success(let names) = Syscall.listDirectory(folderPath, in: root) else { continue }
+            for name in names where name.name.hasSuffix(Directory.lockSuffix) && budget > 0 {
+                let path = LockPath(fanOut: folderPath, relative: folderPath + "/" + name.name)
+                // I6: unlink only a lock we hold; a busy lock belongs to a live generator.
+                if case .success(.acquired(let held)) = LockFile.tryAcquire(path, in: directory) {
+                    held.release(unlinking: true)
+                    budget -= 1
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,15 @@
+// Runs blocking work (scans, trim, anything that may wait on another process) on a dedicated thread and
+// resumes the caller when it is done, so the cooperative pool (2 threads on 2 cores) never blocks.
+
+import Foundation
+
+enum BlockingWork {
+    /// Runs `body` on a new thread and returns its result. The caller's task is suspended, not blocked.
+    static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
+            let thread = Thread { continuation.resume(returning: body()) }
+            thread.stackSize = 512 * 1024
+            thread.start()
+        }
+    }
+}

@@ -1,0 +1,330 @@
+// The only Swift file that calls CFileLock for I/O. Each operation returns `Result<_, SystemCallError>`;
+// errno is captured by the C shim right after the call (never read here from the global) and EINTR is
+// retried in C. Callers above this file see typed errors, never errno.
+// Nothing here blocks on another process except `Syscall.lock(_:exclusive:wait: true)` (marked Blocking).
+
+import CFileLock
+import Glibc
+
+/// An errno value with names for the codes the cache handles.
+struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
+    let rawValue: Int32
+
+    static let noSuchFile = Errno(rawValue: 2)  // ENOENT
+    static let interrupted = Errno(rawValue: 4)  // EINTR
+    static let ioError = Errno(rawValue: 5)  // EIO
+    static let badDescriptor = Errno(rawValue: 9)  // EBADF
+    static let wouldBlock = Errno(rawValue: 11)  // EAGAIN / EWOULDBLOCK
+    static let outOfMemory = Errno(rawValue: 12)  // ENOMEM
+    static let permissionDenied = Errno(rawValue: 13)  // EACCES
+    static let fileExists = Errno(rawValue: 17)  // EEXIST
+    static let crossDevice = Errno(rawValue: 18)  // EXDEV
+    static let notDirectory = Errno(rawValue: 20)  // ENOTDIR
+    static let isDirectory = Errno(rawValue: 21)  // EISDIR
+    static let invalidArgument = Errno(rawValue: 22)  // EINVAL
+    static let fileTooLarge = Errno(rawValue: 27)  // EFBIG
+    static let noSpace = Errno(rawValue: 28)  // ENOSPC
+    static let readOnlyFilesystem = Errno(rawValue: 30)  // EROFS
+    static let tooManyLinks = Errno(rawValue: 31)  // EMLINK
+    static let nameTooLong = Errno(rawValue: 36)  // ENAMETOOLONG
+    static let directoryNotEmpty = Errno(rawValue: 39)  // ENOTEMPTY
+    static let symlinkLoop = Errno(rawValue: 40)  // ELOOP (O_NOFOLLOW met a symlink)
+    static let staleHandle = Errno(rawValue: 116)  // ESTALE
+    static let quotaExceeded = Errno(rawValue: 122)  // EDQUOT
+    static let operationNotPermitted = Errno(rawValue: 1)  // EPERM
+
+    /// True for the codes that mean "the disk (or a quota, or RLIMIT_FSIZE) is full".
+    var isOutOfSpace: Bool { self == .noSpace || self == .quotaExceeded || self == .fileTooLarge }
+
+    var description: String {
+        guard let text = strerrorText(rawValue) else { return "errno \(rawValue)" }
+        return "\(text) (errno \(rawValue))"
+    }
+}
+
+private func strerrorText(_ code: Int32) -> String? {
+    // strerror is not thread-safe in general, but glibc returns static strings for known codes.
+    guard let pointer = strerror(code) else { return nil }
+    return String(cString: pointer)
+}
+
+/// A failed system call: which call, and its errno.
+struct SystemCallError: Error, Hashable, Sendable, CustomStringConvertible {
+    let call: String
+    let errno: Errno
+    var description: String { "\(call): \(errno)" }
+}
+
+/// File status fields the cache uses (from `fstat(2)` / `fstatat(2)`).
+struct FileStatus: Sendable, Equatable {
+    var device: UInt64
+    var inode: UInt64
+    var linkCount: UInt64
+    var size: Int64
+    var allocatedBytes: Int64
+    var modifiedNanoseconds: Int64
+    var changedNanoseconds: Int64
+    var mode: UInt32
+    var owner: UInt32
+    var group: UInt32
+
+    init(_ raw: ysh_stat) {
+        device = raw.device
+        inode = raw.inode
+        linkCount = raw.link_count
+        size = raw.size
+        allocatedBytes = raw.allocated_bytes
+        modifiedNanoseconds = raw.modified_ns
+        changedNanoseconds = raw.changed_ns
+        mode = raw.mode
+        owner = raw.owner
+        group = raw.group
+    }
+
+    var isDirectory: Bool { mode & ysh_S_IFMT == ysh_S_IFDIR }
+    var isRegularFile: Bool { mode & ysh_S_IFMT == ysh_S_IFREG }
+    var permissionBits: UInt32 { mode & 0o7777 }
+    /// Same file: device and inode match.
+    func isSameFile(as other: FileStatus) -> Bool { device == other.device && inode == other.inode }
+}
+
+/// Open flags, spelled in Swift. O_CLOEXEC and O_NOFOLLOW are always added by the shim.
+struct OpenFlags: OptionSet, Sendable {
+    let rawValue: Int32
+    static let readOnly = OpenFlags([])
+    static let writeOnly = OpenFlags(rawValue: ysh_O_WRONLY)
+    static let readWrite = OpenFlags(rawValue: ysh_O_RDWR)
+    static let create = OpenFlags(rawValue: ysh_O_CREAT)
+    static let exclusive = OpenFlags(rawValue: ysh_O_EXCL)
+    static let directory = OpenFlags(rawValue: ysh_O_DIRECTORY)
+    static let append = OpenFlags(rawValue: ysh_O_APPEND)
+}
+
+/// Typed wrappers over the CFileLock shims. Each names its C call in its doc.
+enum Syscall {
+    @inline(__always)
+    private static func check(_ rc: Int32, _ err: Int32, _ call: String) -> Result<Void, SystemCallError> {
+        rc == -1 ? .failure(SystemCallError(call: call, errno: Errno(rawValue: err))) : .success(())
+    }
+
+    /// `openat(2)` relative to `directory`, never following a symlink, close-on-exec.
+    static func open(
+        _ path: String, in directory: Int32, flags: OpenFlags, mode: UInt32 = 0o600
+    ) -> Result<Int32, SystemCallError> {
+        var err: Int32 = 0
+        let fd = ysh_openat(directory, path, flags.rawValue, mode, &err)
+        if fd == -1 { return .failure(SystemCallError(call: "openat", errno: Errno(rawValue: err))) }
+        return .success(fd)
+    }
+
+    /// `open(2)` of the user-given storage root (O_DIRECTORY; symlinks in that path are the user's choice).
+    static func openRoot(_ path: String) -> Result<Int32, SystemCallError> {
+        var err: Int32 = 0
+        let fd = ysh_open_root(path, &err)
+        if fd == -1 { return .failure(SystemCallError(call: "open", errno: Errno(rawValue: err))) }
+        return .success(fd)
+    }
+
+    /// `close(2)`. Never retried; errors are reported but the descriptor is gone either way.
+    @discardableResult
+    static func close(_ fd: Int32) -> Result<Void, SystemCallError> {
+        var err: Int32 = 0
+        return check(ysh_close(fd, &err), err, "close")
+    }
+
+    /// `flock(2)`. With `wait: true` this blocks until the lock is granted. Blocking.
+    static func lock(_ fd: Int32, exclusive: Bool, wait: Bool) -> Result<Void, SystemCallError> {
+        var err: Int32 = 0
+        let op = (exclusive ? ysh_LOCK_EX : ysh_LOCK_SH) | (wait ? 0 : ysh_LOCK_NB)
+        return check(ysh_flock(fd, op, &err), err, "flock")
+    }
+
+    /// `flock(fd, LOCK_UN)`: always called before `close` (a just-spawned child may still share the file description).
+    @discardableResult
+    static func unlock(_ fd: Int32) -> Result<Void, SystemCallError> {
+        var err: Int32 = 0
+        return check(ysh_flock(fd, ysh_LOCK_UN, &err), err, "flock")
+    }
+
+    /// `fstat(2)`.
+    static func status(of fd: Int32) -> Result<FileStatus, SystemCallError> {
+        var raw = ysh_stat()
+        var err: Int32 = 0
+        if ysh_fstat(fd, &raw, &err) == -1 {
+            return .failure(SystemCallError(call: "fstat", errno: Errno(rawValue: err)))
+        }
+        return .success(FileStatus(raw))
+    }
+
+    /// `fstatat(2)` with AT_SYMLINK_NOFOLLOW.
+    static func status(of path: String, in directory: Int32) -> Result<FileStatus, SystemCallError> {
+        var raw = ysh_stat()
+        var err: Int32 = 0
+        if ysh_fstatat(directory, path, &raw, &err) == -1 {
+            return .failure(SystemCallError(call: "fstatat", errno: Errno(rawValue: err)))
+        }
+        return .success(FileStatus(raw))
+    }
+
+    /// `pread(2)` until `buffer` is full or the file ends; returns the byte count read.
+    static func read(
+        _ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64
+    ) -> Result<Int, SystemCallError> {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return .success(0) }
+        var err: Int32 = 0
+        let n = ysh_pread_full(fd, base, buffer.count, offset, &err)
+        if n < 0 { return .failure(SystemCallError(call: "pread", errno: Errno(rawValue: err))) }
+        return .success(n)
+    }
+
+    /// `write(2)` of the whole buffer.
+    static func write(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> Result<Void, SystemCallError> {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return .success(()) }
+        var err: Int32 = 0
+        let n = ysh_write_full(fd, base, buffer.count, &err)
+        if n < 0 { return .failure(SystemCallError(call: "write", errno: Errno(rawValue: err))) }
+        return .success(())
+    }
+
+    /// `mmap(2)`, PROT_READ|PROT_WRITE, MAP_PRIVATE (copy-on-write; the file is never modified).
+    static func mapPrivate(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, SystemCallError> {
+        var err: Int32 = 0
+        guard let p = ysh_mmap_private(fd, length, &err) else {
+            return .failure(SystemCallError(call: "mmap", errno: Errno(rawValue: err)))
+        }
+        return .success(p)
+    }
+
+    /// `mmap(2)`, PROT_READ|PROT_WRITE, MAP_SHARED.
+    static func mapShared(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, SystemCallError> {
+        var err: Int32 = 0
+        guard let p = ysh_mmap_shared(fd, length, &err) else {
+            return .failure(SystemCallError(call: "mmap", errno: Errno(rawValue: err)))
+        }
+        return .success(p)
+    }
+
+    /// `munmap(2)`.
+    static func unmap(_ address: UnsafeMutableRawPointer, length: Int) {
+        _ = ysh_munmap(address, length)
+    }
+
+    /// `renameat(2)`: atomically replaces `to`.
+    static func rename(
+        _ from: String, in fromDirectory: Int32, to: String, in toDirectory: Int32
+    ) -> Result<Void, SystemCallError> {
+        var err: Int32 = 0
+        return check(ysh_renameat(fromDirectory, from, toDirectory, to, &err), err, "renameat")
+    }
+
+    /// `linkat(2)`: creates `to` only if it does not exist (EEXIST otherwise). First writer wins.
+    static func link(
+        _ from: String, in fromDirectory: Int32, to: String, in toDirectory: Int32
+    ) -> Result<Void, SystemCallError> {
+        var err: Int32 = 0
+        return check(ysh_linkat(fromDirectory, from, toDirectory, to, &err), err, "linkat")
+    }
+
+    /// `unlinkat(2)`.
+    static func unlink(_ path: String, in directory: Int32, isDirectory: Bool = false) -> Result<Void, SystemCallError> {
+        var err: Int32 = 0
+        return check(ysh_unlinkat(directory, path, isDirectory ? ysh_AT_REMOVEDIR : 0, &err), err, "unlinkat")
+    }
+
+    /// `mkdirat(2)`.
+    static func makeDirectory(_ path: String, in directory: Int32, mode: UInt32) -> Result<Void, SystemCallError> {
+        var err: Int32 = 0
+        return check(ysh_mkdirat(directory, path, mode, &err), err, "mkdirat")
+    }
+
+    /// `fchmod(2)`: modes are always set explicitly, never left to the umask.
+    static func setMode(_ fd: Int32, _ mode: UInt32) -> Result<Void, SystemCallError> {
+        var err: Int32 = 0
+        return check(ysh_fchmod(fd, mode, &err), err, "fchmod")
+    }
+
+    /// `futimens(2)`: sets access and modification times (nanoseconds since the epoch).
+    static func setTimes(_ fd: Int32, nanoseconds: Int64) -> Result<Void, SystemCallError> {
+        var err: Int32 = 0
+        return check(ysh_futimens(fd, nanoseconds, &err), err, "futimens")
+    }
+
+    /// `utimensat(2)`, AT_SYMLINK_NOFOLLOW: sets the modification time to now.
+    static func touch(_ path: String, in directory: Int32) -> Result<Void, SystemCallError> {
+        var err: Int32 = 0
+        return check(ysh_touch_at(directory, path, &err), err, "utimensat")
+    }
+
+    /// `ftruncate(2)`. Only for files nobody else can see yet (staging files).
+    static func truncate(_ fd: Int32, length: Int64) -> Result<Void, SystemCallError> {
+        var err: Int32 = 0
+        return check(ysh_ftruncate(fd, length, &err), err, "ftruncate")
+    }
+
+    /// `fsync(2)`. Blocking.
+    static func synchronize(_ fd: Int32) -> Result<Void, SystemCallError> {
+        var err: Int32 = 0
+        return check(ysh_fsync(fd, &err), err, "fsync")
+    }
+
+    /// `fstatfs(2)`: the filesystem magic number.
+    static func filesystemType(_ fd: Int32) -> Result<Int64, SystemCallError> {
+        var type: Int64 = 0
+        var err: Int32 = 0
+        if ysh_fstatfs_type(fd, &type, &err) == -1 {
+            return .failure(SystemCallError(call: "fstatfs", errno: Errno(rawValue: err)))
+        }
+        return .success(type)
+    }
+
+    /// Names in a directory (not "." or ".."), with whether each is a directory when the filesystem says.
+    static func listDirectory(
+        _ path: String, in directory: Int32
+    ) -> Result<[(name: String, isDirectory: Bool?)], SystemCallError> {
+        var err: Int32 = 0
+        guard let stream = ysh_dir_open(directory, path, &err) else {
+            return .failure(SystemCallError(call: "opendir", errno: Errno(rawValue: err)))
+        }
+        defer { ysh_dir_close(stream) }
+        var names: [(name: String, isDirectory: Bool?)] = []
+        var kind: Int32 = -1
+        while let name = ysh_dir_next(stream, &kind) {
+            names.append((String(cString: name), kind < 0 ? nil : kind == 1))
+        }
+        return .success(names)
+    }
+
+    /// `getrandom(2)`: unpredictable bytes for staging-file names.
+    static func randomBytes(_ count: Int) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        let rc = bytes.withUnsafeMutableBytes { ysh_random_bytes($0.baseAddress, count) }
+        if rc != 0 {
+            // getrandom and /dev/urandom both failed (no such Linux here): fall back to the system RNG.
+            var generator = SystemRandomNumberGenerator()
+            for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255, using: &generator) }
+        }
+        return bytes
+    }
+
+    /// AT_FDCWD: resolve relative to the current directory (only for creating the user's root path).
+    static var currentDirectory: Int32 { ysh_AT_FDCWD }
+    /// `geteuid(2)`.
+    static var effectiveUserID: UInt32 { ysh_geteuid() }
+    /// `getpid(2)`.
+    static var processID: Int32 { ysh_getpid() }
+    /// CLOCK_REALTIME in nanoseconds since the epoch.
+    static var realtimeNanoseconds: Int64 { ysh_realtime_ns() }
+    /// CLOCK_MONOTONIC in nanoseconds.
+    static var monotonicNanoseconds: Int64 { ysh_monotonic_ns() }
+}
+
+extension Result where Failure == SystemCallError {
+    /// Treats ENOENT as `nil` (a missing file is normal in a shared directory).
+    func missingAsNil() -> Result<Success?, SystemCallError> {
+        switch self {
+        case .success(let value): return .success(value)
+        case .failure(let error) where error.errno == .noSuchFile: return .success(nil)
+        case .failure(let error): return .failure(error)
+        }
+    }
+}

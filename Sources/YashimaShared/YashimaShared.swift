@@ -1,2 +1,0 @@
-// Placeholder; replaced as the engine lands.
-enum YashimaSharedPlaceholder {}
