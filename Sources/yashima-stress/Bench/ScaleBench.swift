@@ -1,0 +1,90 @@
+// Section "scale": storage-hit latency as the directory grows (must stay flat), write cost as writes
+// push the directory past its budget (trimming must not put a full scan on every write), one trim pass,
+// and the memory layer's bookkeeping per entry.
+
+import Foundation
+import Glibc
+import YashimaShared
+
+enum ScaleBench {
+    static func run(_ context: BenchContext) async throws {
+        let report = context.report
+        report.section("scale: directory size and trimming (4 KiB values)")
+        let large = context.quick ? 20_000 : 100_000
+        let directory = context.directory("scale")
+        let cache = YCache(storageDirectory: directory, memoryMaximumCost: 0, storageMaximumByteCount: nil)
+        let payload = Data(count: 4096)
+        var filled = 0
+        var hitMedians: [Int: Double] = [:]
+        for target in [1_000, large] {
+            while filled < target {
+                _ = try await cache.data(for: CacheKey(namespace: "scale", identity: "e\(filled)")) { payload }
+                filled += 1
+            }
+            let probes = (0..<1000).map { CacheKey(namespace: "scale", identity: "e\($0 * (target / 1000))") }
+            var index = 0
+            let hits = try await measureAsync(rounds: 3, iterations: 2000) {
+                _ = try await cache.data(for: probes[index % probes.count]) { payload }
+                index += 1
+            }
+            hitMedians[target] = hits.median
+            let name = "storage hit with \(target) entries"
+            if target == 1_000 {
+                report.add(BenchRow(section: "scale", name: name, samples: hits))
+            } else {
+                report.add(
+                    BenchRow(section: "scale", name: name, samples: hits), comparedTo: "storage hit with 1000 entries",
+                    limit: 1.3)
+            }
+        }
+
+        // One full trim pass over every entry: force a trim to half the current usage.
+        let usage = try await cache.storageUsage()
+        let trimmer = YCache(storageDirectory: directory, memoryMaximumCost: 0, storageMaximumByteCount: Int(usage.byteCount / 2))
+        let start = monotonicNanoseconds()
+        try await trimmer.trimStorageIfNeeded()
+        let trimTime = Double(monotonicNanoseconds() - start)
+        report.add(
+            BenchRow(
+                section: "scale", name: "one trim pass over \(usage.entryCount) entries",
+                samples: Samples([trimTime]), note: "removed half the bytes"))
+
+        // Writes past the budget: per-write cost stays flat because trim works from an index.
+        let budgetDirectory = context.directory("scale-budget")
+        let budget = 2000 * 8192
+        let budgeted = YCache(storageDirectory: budgetDirectory, memoryMaximumCost: 0, storageMaximumByteCount: budget)
+        var below = Samples()
+        var above = Samples()
+        let writes = context.quick ? 8000 : 20_000
+        for index in 0..<writes {
+            let start = monotonicNanoseconds()
+            _ = try await budgeted.data(for: CacheKey(namespace: "fill", identity: "f\(index)")) { payload }
+            let elapsed = Double(monotonicNanoseconds() - start)
+            if index < 1500 { below.append(elapsed) } else if index >= 4000 { above.append(elapsed) }
+        }
+        report.add(BenchRow(section: "scale", name: "write while under budget", samples: below))
+        report.add(
+            BenchRow(section: "scale", name: "write while over budget (trimming)", samples: above),
+            comparedTo: "write while under budget")
+
+        // L1 bookkeeping: resident memory growth per memory item (tiny values, so overhead dominates).
+        let memoryCache = YCache(storageDirectory: context.directory("scale-memory"), memoryMaximumCost: nil, storageMaximumByteCount: nil)
+        let items = 50_000
+        let before = residentBytes()
+        for index in 0..<items {
+            memoryCache.putInMemory(Data([1]), for: CacheKey(namespace: "m", identity: "item-\(index)"), codec: DataCodec())
+        }
+        let perItem = Double(residentBytes() - before) / Double(items)
+        report.add(
+            BenchRow(
+                section: "scale", name: "L1 bookkeeping per entry",
+                note: String(format: "%.0f bytes/entry (RSS growth over %d entries with 1-byte values)", perItem, items)))
+    }
+
+    static func residentBytes() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+}

@@ -1,0 +1,198 @@
+// Section "single": one process. Storage hits against raw read(2) and raw mmap+touch of the same bytes,
+// memory hits, writes against a raw write-temp+rename, and the cost of contains/metadata.
+
+import Foundation
+import Glibc
+import YashimaShared
+
+enum SingleProcessBench {
+    static let sizes = [4 << 10, 64 << 10, 1 << 20, 16 << 20]
+
+    static func run(_ context: BenchContext) async throws {
+        let report = context.report
+        report.section("single process: storage hits vs raw reads (page cache warm)")
+        let directory = context.directory("single")
+        let rawDirectory = directory.appendingPathComponent("raw").path
+        mkdir(rawDirectory, 0o700)
+        // memoryMaximumCost 0: every lookup is a storage hit from an empty L1 (as a fresh YCache sees it).
+        let cache = YCache(storageDirectory: directory.appendingPathComponent("cache"), memoryMaximumCost: 0,
+            storageMaximumByteCount: nil)
+        for size in sizes {
+            let iterations = context.quick ? max(20, min(2000, (64 << 20) / size / 4)) : max(50, min(10_000, (256 << 20) / size / 4))
+            let rounds = context.quick ? 3 : 5
+            let payload = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+            let rawPath = rawDirectory + "/payload-\(size)"
+            try payload.write(to: URL(fileURLWithPath: rawPath))
+            let key = CacheKey(namespace: "bench", identity: "payload-\(size)")
+            _ = try await cache.data(for: key) { payload }
+            // Let ctimes age past the coarse-timestamp window so repeat hits use the verified-inode cache.
+            try await Task.sleep(for: .milliseconds(2100))
+            let label = formatBytes(size)
+            var buffer = [UInt8](repeating: 0, count: size)
+            let read = measure(rounds: rounds, iterations: iterations) { rawRead(rawPath, &buffer) }
+            report.add(BenchRow(section: "single", name: "raw open+read(2)+close \(label)", samples: read))
+            let mapped = measure(rounds: rounds, iterations: iterations) { rawMapTouch(rawPath) }
+            report.add(BenchRow(section: "single", name: "raw open+mmap+touch+munmap \(label)", samples: mapped))
+            let faster = read.median <= mapped.median ? "raw open+read(2)+close \(label)" : "raw open+mmap+touch+munmap \(label)"
+            let hit = try await measureAsync(rounds: rounds, iterations: iterations) {
+                let value = try await cache.data(for: key) { payload }
+                touchPages(value)
+            }
+            let limit = size >= (1 << 20) ? 1.5 : (size <= (4 << 10) ? 4.0 : nil)
+            report.add(
+                BenchRow(section: "single", name: "YCache storage hit +touch \(label)", samples: hit),
+                comparedTo: faster, limit: limit)
+            if size >= 1 << 20 {
+                // First read of files this process has not verified yet: the payload checksum runs.
+                let fresh = try await firstReads(cache, size: size, count: context.quick ? 6 : 16)
+                report.add(
+                    BenchRow(section: "single", name: "YCache first storage hit (CRC) \(label)", samples: fresh),
+                    comparedTo: faster)
+            }
+        }
+
+        report.section("single process: memory hits, writes, inspection")
+        let memoryCache = YCache(storageDirectory: directory.appendingPathComponent("memory"), storageMaximumByteCount: nil)
+        let small = Data(count: 4096)
+        let memoryKey = CacheKey(namespace: "bench", identity: "memory")
+        _ = try await memoryCache.data(for: memoryKey) { small }
+        let memory = try await measureAsync(rounds: 5, iterations: context.quick ? 20_000 : 100_000) {
+            _ = try await memoryCache.data(for: memoryKey) { small }
+        }
+        var memoryRow = BenchRow(section: "single", name: "YCache memory hit", samples: memory)
+        memoryRow.target = "< 2 µs"
+        memoryRow.met = memory.median < 2_000
+        report.add(memoryRow)
+
+        for size in [4 << 10, 1 << 20] {
+            let label = formatBytes(size)
+            let payload = Data((0..<size).map { UInt8(truncatingIfNeeded: $0) })
+            let count = context.quick ? 200 : (size > 65536 ? 300 : 2000)
+            let writeDirectory = directory.appendingPathComponent("writes-\(size)")
+            let writer = YCache(storageDirectory: writeDirectory, memoryMaximumCost: 0, storageMaximumByteCount: nil)
+            try writer.openStorage()
+            let rawTarget = writeDirectory.path + "/raw"
+            mkdir(rawTarget, 0o700)
+            var rawSamples = Samples()
+            var cacheSamples = Samples()
+            // Interleave raw and cache writes so both see the same machine state.
+            for index in 0..<count {
+                let start = monotonicNanoseconds()
+                rawWriteRename(directory: rawTarget, name: "w\(index)", payload)
+                rawSamples.append(Double(monotonicNanoseconds() - start))
+                let key = CacheKey(namespace: "bench", identity: "write-\(size)-\(index)")
+                let startCache = monotonicNanoseconds()
+                _ = try await writer.data(for: key) { payload }
+                cacheSamples.append(Double(monotonicNanoseconds() - startCache))
+            }
+            report.add(BenchRow(section: "single", name: "raw write-temp+rename \(label)", samples: rawSamples))
+            report.add(
+                BenchRow(section: "single", name: "YCache generate+publish \(label)", samples: cacheSamples),
+                comparedTo: "raw write-temp+rename \(label)", limit: 1.3)
+        }
+
+        let inspectKey = CacheKey(namespace: "bench", identity: "payload-4096")
+        let contains = try await measureAsync(rounds: 3, iterations: context.quick ? 2000 : 10_000) {
+            _ = try await cache.contains(for: inspectKey, codec: DataCodec())
+        }
+        report.add(BenchRow(section: "single", name: "YCache contains (header read)", samples: contains))
+        let metadata = try await measureAsync(rounds: 3, iterations: context.quick ? 2000 : 10_000) {
+            _ = try await cache.metadata(for: inspectKey, codec: DataCodec())
+        }
+        report.add(BenchRow(section: "single", name: "YCache metadata (header read)", samples: metadata))
+    }
+
+    /// Times the first read of `count` freshly published entries of `size` bytes.
+    private static func firstReads(_ cache: YCache, size: Int, count: Int) async throws -> Samples {
+        var samples = Samples()
+        let payload = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        var keys: [CacheKey] = []
+        for index in 0..<count {
+            let key = CacheKey(namespace: "bench", identity: "fresh-\(size)-\(index)")
+            keys.append(key)
+            _ = try await cache.data(for: key) { payload }
+        }
+        for key in keys {
+            let start = monotonicNanoseconds()
+            let value = try await cache.data(for: key) { payload }
+            touchPages(value)
+            samples.append(Double(monotonicNanoseconds() - start))
+        }
+        return samples
+    }
+}
+
+/// Reads one byte per 4 KiB page, as a caller using the value would.
+@inline(never)
+func touchPages(_ data: Data) {
+    data.withUnsafeBytes { raw in
+        var sum: UInt8 = 0
+        var offset = 0
+        while offset < raw.count {
+            sum &+= raw[offset]
+            offset += 4096
+        }
+        blackHole(sum)
+    }
+}
+
+@inline(never)
+func blackHole<T>(_ value: T) { withExtendedLifetime(value) {} }
+
+/// Baseline: open + fstat + read(2) into a reused buffer + close.
+@inline(never)
+func rawRead(_ path: String, _ buffer: inout [UInt8]) {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return }
+    var info = stat()
+    fstat(fd, &info)
+    let size = Int(info.st_size)
+    buffer.withUnsafeMutableBytes { raw in
+        var done = 0
+        while done < size {
+            let n = read(fd, raw.baseAddress! + done, size - done)
+            if n <= 0 { break }
+            done += n
+        }
+    }
+    close(fd)
+}
+
+/// Baseline: open + fstat + mmap + touch every page + munmap + close.
+@inline(never)
+func rawMapTouch(_ path: String) {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return }
+    var info = stat()
+    fstat(fd, &info)
+    let size = Int(info.st_size)
+    if let pointer = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), pointer != MAP_FAILED {
+        var sum: UInt8 = 0
+        var offset = 0
+        while offset < size {
+            sum &+= pointer.load(fromByteOffset: offset, as: UInt8.self)
+            offset += 4096
+        }
+        blackHole(sum)
+        munmap(pointer, size)
+    }
+    close(fd)
+}
+
+/// Baseline: create a temp file, write the bytes, close, rename into place (no fsync).
+@inline(never)
+func rawWriteRename(directory: String, name: String, _ payload: Data) {
+    let temp = directory + "/." + name + ".tmp"
+    let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { return }
+    payload.withUnsafeBytes { raw in
+        var done = 0
+        while done < raw.count {
+            let n = write(fd, raw.baseAddress! + done, raw.count - done)
+            if n <= 0 { break }
+            done += n
+        }
+    }
+    close(fd)
+    rename(temp, directory + "/" + name)
+}

@@ -1,0 +1,169 @@
+// The hidden `worker` subcommand: one process of a multi-process run. `worker get` and `worker remove`
+// are single operations used by the cross-process tests; scenario workers live in Scenarios/.
+// Workers print one JSON object per line on stdout; "READY" lines synchronise start (`--go`).
+
+import Foundation
+import Glibc
+import YashimaShared
+
+/// Options every worker understands.
+struct WorkerSetup {
+    var directory: URL
+    var seed: UInt64
+    var ledger: Ledger?
+    var budget: Int?
+    var memoryBudget: Int?
+
+    init(_ arguments: inout Arguments) throws {
+        guard let directory = arguments.string("directory") else {
+            throw ArgumentError(description: "worker needs --directory")
+        }
+        self.directory = URL(fileURLWithPath: directory)
+        seed = try arguments.uint64("seed") ?? 1
+        ledger = arguments.string("ledger").map(Ledger.init(path:))
+        budget = try arguments.int("budget")
+        memoryBudget = try arguments.int("memory-budget")
+    }
+
+    func makeCache() -> YCache {
+        YCache(
+            storageDirectory: directory, memoryMaximumCost: memoryBudget ?? 64 * 1024 * 1024,
+            storageMaximumByteCount: budget ?? 128 * 1024 * 1024)
+    }
+}
+
+/// Prints a line and flushes at once, so a parent reading the pipe sees it immediately.
+func emit(_ line: String) {
+    print(line)
+    fflush(nil)
+}
+
+/// Blocks until the parent writes a line on stdin (the start barrier), after announcing READY.
+func awaitGo() {
+    emit("READY")
+    _ = readLine()
+}
+
+func jsonLine(_ object: [String: Any]) -> String {
+    guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]),
+        let text = String(data: data, encoding: .utf8)
+    else { return "{}" }
+    return text
+}
+
+enum WorkerCommand {
+    static func run(_ words: [String]) async throws -> Int32 {
+        guard let command = words.first else { throw ArgumentError(description: "worker needs a command") }
+        var arguments = try Arguments(
+            Array(words.dropFirst()), flagNames: ["go", "announce", "process-local", "all", "refresh", "uniform"])
+        switch command {
+        case "get": return try await get(&arguments)
+        case "remove": return try await remove(&arguments)
+        case "churn": return try await churn(&arguments)
+        case "scenario": return try await ScenarioWorker.run(&arguments)
+        case "flock-wait": return try BenchWorker.flockWait(&arguments)
+        case "handoff-wait": return try await BenchWorker.handoffWait(&arguments)
+        case "mix": return try await BenchWorker.mix(&arguments)
+        default: throw ArgumentError(description: "unknown worker command '\(command)'")
+        }
+    }
+
+    /// `worker get`: get-or-generate one or more keys, checking every value against the expected bytes.
+    static func get(_ arguments: inout Arguments) async throws -> Int32 {
+        let setup = try WorkerSetup(&arguments)
+        let namespace = arguments.string("namespace") ?? "stress"
+        let identity = arguments.string("key") ?? "key"
+        let count = try arguments.int("count", default: 1, range: 1...1_000_000)!
+        let size = try arguments.int("size", default: 4096, range: 0...(1 << 30))!
+        let generateMilliseconds = try arguments.int("generate-ms", default: 0, range: 0...3_600_000)!
+        let timeout = try arguments.int("timeout-ms")
+        let announce = arguments.flag("announce")
+        let go = arguments.flag("go")
+        let processLocal = arguments.flag("process-local")
+        let refresh = arguments.flag("refresh")
+        try arguments.rejectUnknown()
+
+        let cache = setup.makeCache()
+        var options = YCache.Options()
+        options.crossProcess = processLocal ? .processLocal : .coordinate
+        options.crossProcessWaitTimeout = timeout.map { .milliseconds($0) }
+        if refresh { options.lookupPolicy = .refresh }
+        if go { awaitGo() }
+        let seed = setup.seed
+        let ledger = setup.ledger
+        let pid = getpid()
+        var allCorrect = true
+        for index in 0..<count {
+            let key = CacheKey(namespace: namespace, identity: count == 1 ? identity : "\(identity)-\(index)")
+            let expected = Payload.bytes(seed, key: key, kind: .data, size: size)
+            let start = DispatchTime.now().uptimeNanoseconds
+            let resolution = try await cache.resolve(for: key, codec: DataCodec(), options: options) {
+                if announce { emit("GENERATING \(key.identity)") }
+                ledger?.record("\(key.namespace)/\(key.identity) data \(pid)")
+                if generateMilliseconds > 0 { try await Task.sleep(for: .milliseconds(generateMilliseconds)) }
+                return expected
+            }
+            let elapsed = DispatchTime.now().uptimeNanoseconds - start
+            let correct = resolution.value == expected
+            allCorrect = allCorrect && correct
+            emit(
+                jsonLine([
+                    "key": key.identity, "source": resolution.source.rawValue,
+                    "shared": resolution.wasSharedGeneration, "correct": correct, "elapsedNs": elapsed,
+                    "pid": Int(pid), "finishedMonotonicNs": Int(DispatchTime.now().uptimeNanoseconds),
+                ]))
+        }
+        return allCorrect ? 0 : 1
+    }
+
+    /// `worker churn`: generate and remove the same key over and over. The generator writes "start" and
+    /// "end" monotonic times to the ledger, so overlapping generations (two lock holders) are visible.
+    static func churn(_ arguments: inout Arguments) async throws -> Int32 {
+        let setup = try WorkerSetup(&arguments)
+        let identity = arguments.string("key") ?? "churn"
+        let rounds = try arguments.int("rounds", default: 50, range: 1...1_000_000)!
+        let go = arguments.flag("go")
+        try arguments.rejectUnknown()
+        let cache = setup.makeCache()
+        let key = CacheKey(namespace: "churn", identity: identity)
+        let expected = Payload.bytes(setup.seed, key: key, kind: .data, size: 1024)
+        let ledger = setup.ledger
+        let pid = getpid()
+        if go { awaitGo() }
+        var wrong = 0
+        for _ in 0..<rounds {
+            let value = try await cache.value(for: key, codec: DataCodec()) {
+                let start = DispatchTime.now().uptimeNanoseconds
+                try await Task.sleep(for: .microseconds(200))
+                let end = DispatchTime.now().uptimeNanoseconds
+                ledger?.record("\(start) \(end) \(pid)")
+                return expected
+            }
+            if value != expected { wrong += 1 }
+            try await cache.remove(for: key, codec: DataCodec())
+        }
+        emit(jsonLine(["wrong": wrong, "pid": Int(pid)]))
+        return wrong == 0 ? 0 : 1
+    }
+
+    /// `worker remove`: remove a key, a namespace (`--namespace` with no `--key`), or everything (`--all`).
+    static func remove(_ arguments: inout Arguments) async throws -> Int32 {
+        let setup = try WorkerSetup(&arguments)
+        let namespace = arguments.string("namespace") ?? "stress"
+        let identity = arguments.string("key")
+        let all = arguments.flag("all")
+        let go = arguments.flag("go")
+        try arguments.rejectUnknown()
+        let cache = setup.makeCache()
+        if go { awaitGo() }
+        if all {
+            try await cache.removeAll()
+        } else if let identity {
+            try await cache.remove(for: CacheKey(namespace: namespace, identity: identity), codec: DataCodec())
+        } else {
+            try await cache.removeAll(in: namespace)
+        }
+        emit(jsonLine(["removed": true]))
+        return 0
+    }
+}

@@ -1,0 +1,250 @@
+// Cross-process behaviour with real child processes (the built `yashima-stress worker`), real files
+// and real SIGKILL. Children synchronise through READY/GO lines on pipes, never sleeps; where a test
+// must act "while a child generates", the child announces GENERATING first.
+
+import Foundation
+import Glibc
+import Testing
+
+@testable import YashimaShared
+
+@Suite(.serialized) struct CrossProcessTests {
+    private func worker(_ command: String, _ dir: TemporaryDirectory, _ extra: [String]) throws -> ChildProcess {
+        try ChildProcess(["worker", command, "--directory", dir.path] + extra)
+    }
+
+    // MARK: Single-flight across processes (I5)
+
+    @Test func eightProcessesMissingOneKeyGenerateOnce() throws {
+        let dir = TemporaryDirectory("burst")
+        let ledger = dir.path + ".ledger"
+        defer { unlink(ledger) }
+        let children = try (0..<8).map { _ in
+            try worker("get", dir, ["--key", "hot", "--generate-ms", "300", "--ledger", ledger, "--go", "--size", "65536"])
+        }
+        #expect(startTogether(children))
+        let results = children.compactMap { $0.readJSON(timeout: 60) }
+        #expect(results.count == 8)
+        #expect(results.allSatisfy { $0["correct"] as? Bool == true })
+        let generations = Ledger(path: ledger).lines()
+        #expect(generations.count == 1, "generations: \(generations)")
+        let shared = results.filter { $0["shared"] as? Bool == true }.count
+        #expect(shared == 7)
+        for child in children { #expect(child.wait() == 0) }
+    }
+
+    @Test func waiterTakesOverWhenGeneratorIsKilled() throws {
+        let dir = TemporaryDirectory("takeover")
+        let ledger = dir.path + ".ledger"
+        defer { unlink(ledger) }
+        let doomed = try worker("get", dir, ["--key", "k", "--generate-ms", "60000", "--announce", "--ledger", ledger])
+        #expect(doomed.readLine(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
+        let waiters = try (0..<3).map { _ in
+            try worker("get", dir, ["--key", "k", "--generate-ms", "100", "--ledger", ledger, "--announce"])
+        }
+        // The waiters are blocked on the lock (or about to be); the holder dies holding it.
+        usleep(200_000)
+        doomed.kill()
+        doomed.wait()
+        let results = waiters.compactMap { $0.readJSON(timeout: 60) }
+        #expect(results.count == 3, "a waiter hung after the holder was killed")
+        #expect(results.allSatisfy { $0["correct"] as? Bool == true })
+        // The killed holder's line, then exactly one takeover generation.
+        #expect(Ledger(path: ledger).lines().count == 2, "\(Ledger(path: ledger).lines())")
+        for waiter in waiters { #expect(waiter.wait() == 0) }
+    }
+
+    @Test func killingPublishersNeverLeavesATornEntry() throws {
+        let dir = TemporaryDirectory("publish-kill")
+        // Large values make the write window wide; kill at varied moments inside it.
+        for round in 0..<6 {
+            let child = try worker("get", dir, ["--key", "big-\(round)", "--size", "\(24 << 20)", "--announce"])
+            #expect(child.readLine(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
+            usleep(UInt32(round * 15_000))
+            child.kill()
+            child.wait()
+        }
+        // Every file at a published path validates completely (header, lengths, checksum).
+        #expect(invalidEntryFiles(dir.url).isEmpty)
+        // And a reader gets the right bytes for every key (from storage, or regenerated).
+        for round in 0..<6 {
+            let reader = try worker("get", dir, ["--key", "big-\(round)", "--size", "\(24 << 20)"])
+            #expect(reader.readJSON()?["correct"] as? Bool == true)
+            #expect(reader.wait() == 0)
+        }
+    }
+
+    @Test func removalInOneProcessIsSeenByOthers() async throws {
+        let dir = TemporaryDirectory("invalidate")
+        let cache = YCache(storageDirectory: dir.url)
+        let key = CacheKey(namespace: "stress", identity: "shared")
+        let other = CacheKey(namespace: "stress", identity: "other")
+        let keep = CacheKey(namespace: "kept", identity: "x")
+        for k in [key, other, keep] { _ = try await cache.data(for: k) { Data("v".utf8) } }
+        #expect(cache.peek(for: key, codec: DataCodec()) != nil)
+
+        let remover = try worker("remove", dir, ["--key", "shared"])
+        #expect(remover.wait() == 0)
+        #expect(try await cache.valueIfCached(for: key, codec: DataCodec()) == nil, "L1 served a removed entry")
+        #expect(try await cache.valueIfCached(for: other, codec: DataCodec()) != nil)
+
+        let namespaceRemover = try worker("remove", dir, ["--namespace", "stress"])
+        #expect(namespaceRemover.wait() == 0)
+        #expect(try await cache.valueIfCached(for: other, codec: DataCodec()) == nil)
+        #expect(try await cache.valueIfCached(for: keep, codec: DataCodec()) != nil)
+
+        let allRemover = try worker("remove", dir, ["--all"])
+        #expect(allRemover.wait() == 0)
+        #expect(try await cache.valueIfCached(for: keep, codec: DataCodec()) == nil)
+    }
+
+    // MARK: Shared quota (I9)
+
+    @Test func quotaHoldsWithFourWriters() throws {
+        let dir = TemporaryDirectory("quota")
+        let budget = 1 << 20
+        let entrySize = 16 * 1024
+        let children = try (0..<4).map { index in
+            try worker(
+                "get", dir,
+                [
+                    "--key", "w\(index)", "--count", "150", "--size", "\(entrySize)", "--budget", "\(budget)", "--go",
+                ])
+        }
+        #expect(startTogether(children))
+        // Sample real usage (allocated blocks of entry files) while they write.
+        var maximum: Int64 = 0
+        var running = true
+        while running {
+            maximum = max(maximum, allocatedEntryBytes(dir.url))
+            running = children.contains { $0.process.isRunning }
+            usleep(2000)
+        }
+        for child in children { #expect(child.wait() == 0) }
+        // Slack: one in-flight entry per writing process (header + payload, rounded to blocks).
+        let slack = Int64(4 * (entrySize + 8192))
+        #expect(maximum <= Int64(budget) + slack, "usage reached \(maximum) over a budget of \(budget)")
+        #expect(allocatedEntryBytes(dir.url) <= Int64(budget))
+    }
+
+    // MARK: Lock files (I6)
+
+    @Test func removeAndRegenerateRaceNeverHasTwoGenerators() throws {
+        let dir = TemporaryDirectory("churn")
+        let ledger = dir.path + ".ledger"
+        defer { unlink(ledger) }
+        let children = try (0..<4).map { _ in
+            try worker("churn", dir, ["--key", "contested", "--rounds", "60", "--ledger", ledger, "--go"])
+        }
+        #expect(startTogether(children))
+        for child in children {
+            #expect(child.readJSON(timeout: 120)?["wrong"] as? Int == 0)
+            #expect(child.wait() == 0)
+        }
+        let intervals = Ledger(path: ledger).lines().compactMap { line -> (UInt64, UInt64)? in
+            let parts = line.split(separator: " ")
+            guard parts.count == 3, let start = UInt64(parts[0]), let end = UInt64(parts[1]) else { return nil }
+            return (start, end)
+        }.sorted { $0.0 < $1.0 }
+        #expect(intervals.count >= 60)
+        for (previous, next) in zip(intervals, intervals.dropFirst()) {
+            #expect(next.0 >= previous.1, "two generators overlapped: \(previous) and \(next)")
+        }
+        // Holders unlink their lock file on release: none pile up.
+        #expect(lockFileCount(dir.url) <= 1)
+    }
+
+    // MARK: Waiting
+
+    @Test func cancelledWaiterReturnsPromptly() async throws {
+        let dir = TemporaryDirectory("cancel")
+        let holder = try worker("get", dir, ["--key", "slow", "--generate-ms", "20000", "--announce"])
+        #expect(holder.readLine(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
+        let cache = YCache(storageDirectory: dir.url)
+        let key = CacheKey(namespace: "stress", identity: "slow")
+        let waiter = Task {
+            try await cache.data(for: key) { Data("mine".utf8) }
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        let start = ContinuousClock.now
+        waiter.cancel()
+        let result = await waiter.result
+        let waited = ContinuousClock.now - start
+        #expect(throws: CancellationError.self) { try result.get() }
+        // Bounded, not a timing claim: far below the holder's 20 s.
+        #expect(waited < .seconds(5))
+        holder.kill()
+        holder.wait()
+    }
+
+    @Test func hungHolderIsBypassedAfterTheWaitTimeout() async throws {
+        let dir = TemporaryDirectory("timeout")
+        let holder = try worker("get", dir, ["--key", "hung", "--generate-ms", "60000", "--announce"])
+        #expect(holder.readLine(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
+        let cache = YCache(storageDirectory: dir.url)
+        let key = CacheKey(namespace: "stress", identity: "hung")
+        var options = YCache.Options()
+        options.crossProcessWaitTimeout = .milliseconds(200)
+        let resolution = try await cache.resolve(for: key, codec: DataCodec(), options: options) { Data("dup".utf8) }
+        #expect(resolution.source == .generated)
+        #expect(resolution.value == Data("dup".utf8))
+        #expect(cache.statistics.crossProcessTimeouts == 1)
+        holder.kill()
+        holder.wait()
+    }
+}
+
+/// Allocated bytes of every entry file under `root/entries`.
+func allocatedEntryBytes(_ root: URL) -> Int64 {
+    var total: Int64 = 0
+    let entries = root.appendingPathComponent("entries")
+    guard let folders = try? FileManager.default.contentsOfDirectory(atPath: entries.path) else { return 0 }
+    for folder in folders {
+        let path = entries.appendingPathComponent(folder).path
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { continue }
+        for name in names where name.hasSuffix(".entry") {
+            var info = stat()
+            if lstat(path + "/" + name, &info) == 0 { total += Int64(info.st_blocks) * 512 }
+        }
+    }
+    return total
+}
+
+/// Entry files that fail full validation (there must be none: publish is atomic, I1).
+func invalidEntryFiles(_ root: URL) -> [String] {
+    var bad: [String] = []
+    let entries = root.appendingPathComponent("entries")
+    let folders = (try? FileManager.default.contentsOfDirectory(atPath: entries.path)) ?? []
+    for folder in folders {
+        let path = entries.appendingPathComponent(folder).path
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] where name.hasSuffix(".entry") {
+            guard let data = FileManager.default.contents(atPath: path + "/" + name) else { continue }
+            let valid = data.withUnsafeBytes { bytes -> Bool in
+                guard case .success(let header) = EntryFormat.parseFixedHeader(bytes, fileSize: Int64(data.count)),
+                    case .success = EntryFormat.validateHeaderChecksum(header, bytes: bytes)
+                else { return false }
+                let payload = UnsafeRawBufferPointer(rebasing: bytes[header.payloadOffset...])
+                return CRC32C.checksum(payload) == header.payloadChecksum
+            }
+            if !valid { bad.append(name) }
+        }
+    }
+    return bad
+}
+
+func lockFileCount(_ root: URL) -> Int {
+    let locks = root.appendingPathComponent("locks")
+    guard let folders = try? FileManager.default.contentsOfDirectory(atPath: locks.path) else { return 0 }
+    return folders.reduce(0) { count, folder in
+        count + ((try? FileManager.default.contentsOfDirectory(atPath: locks.appendingPathComponent(folder).path))?.count ?? 0)
+    }
+}
+
+/// The O_APPEND ledger the workers write (same format as the runner's).
+struct Ledger {
+    let path: String
+    func lines() -> [String] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").map(String.init)
+    }
+}
