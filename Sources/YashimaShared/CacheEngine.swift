@@ -283,7 +283,10 @@ final class CacheEngine: Sendable {
         _ request: ProductionRequest<Codec>, flight: Flight?, refreshing: Bool
     ) async -> FlightResult {
         var held: HeldLock?
-        defer { held?.release(unlinking: true) }  // I6: the holder unlinks, then LOCK_UN, then close
+        // I6: a publish renamed the lock file into place; a generation that published nothing unlinks
+        // it (harmless after a publish: the path no longer names our inode, or names a newer lock file
+        // that we do not hold — so only unlink when the path still names ours).
+        defer { held?.release(unlinkingIfStillNamed: true) }
         do {
             let context: StorageContext?
             if request.options.writePolicy == .memoryAndStorage || !refreshing {
@@ -324,7 +327,7 @@ final class CacheEngine: Sendable {
                 return .failure(CancellationError())
             }
             let metadata = try await store(
-                value, request: request, context: context, epochs: epochs, bumpEpoch: refreshing)
+                value, request: request, context: context, epochs: epochs, bumpEpoch: refreshing, lock: held)
             return .value(value, metadata, .generated, sharedAcrossProcesses: false)
         } catch {
             return .failure(error)
@@ -337,7 +340,7 @@ final class CacheEngine: Sendable {
     /// `.throwError` a failed write leaves neither layer written; under `.bestEffort` memory keeps it.
     func store<Codec: CacheCodec>(
         _ value: Codec.Value, request: ProductionRequest<Codec>, context: StorageContext?,
-        epochs: (SharedState.Slots, SharedState.Stamp)?, bumpEpoch: Bool
+        epochs: (SharedState.Slots, SharedState.Stamp)?, bumpEpoch: Bool, lock: HeldLock? = nil
     ) async throws(YCacheError) -> CacheMetadata {
         let options = request.options
         let now = Syscall.realtimeNanoseconds
@@ -370,7 +373,8 @@ final class CacheEngine: Sendable {
                     let path = context.directory.entryPath(for: request.expectation.identity)
                     let published = context.files.publish(
                         encoded, to: path, expectation: request.expectation,
-                        codecIdentifier: request.codec.identifier, createdAt: now, expiresAt: expiresAt ?? 0)
+                        codecIdentifier: request.codec.identifier, createdAt: now, expiresAt: expiresAt ?? 0,
+                        lock: lock)
                     switch published {
                     case .success: entryPath = path
                     case .failure(let error):

@@ -9,11 +9,13 @@
 /// - **entry**: one file `entries/<xx>/<entry identity hex>.entry` holding a header, the key's canonical
 ///   bytes, the codec identifier and the payload (see `EntryFormat`). `<xx>` is the first byte of the
 ///   entry identity: 256 fan-out folders. No path contains key text.
-/// - **staging file**: `tmp/<random>.staging`, created `O_CREAT|O_EXCL` with an unpredictable name; it
-///   becomes an entry by `rename(2)`.
+/// - **staging file**: the key's lock file held by its generator (I6), or `tmp/<random>.staging`
+///   (created `O_CREAT|O_EXCL` with an unpredictable name) when a write is not coordinated; it becomes
+///   an entry by `rename(2)`.
 /// - **publish**: the `rename(2)` of a complete staging file over the entry path: the commit point.
 /// - **lock file**: `locks/<xx>/<key stableIdentifier>.lock`, one per key in flight, locked with
-///   `flock(LOCK_EX)`. Its holder is the only process generating that key.
+///   `flock(LOCK_EX)`. Its holder is the only process generating that key; it exists only while a
+///   generation is in flight (I6).
 /// - **state file**: `state`, a small file every process maps shared: usage counter and epochs.
 /// - **touch**: setting an entry's mtime to now to mark it recently used (the LRU signal).
 /// - **trim**: unlinking least-recently-used entries until usage is under the budget.
@@ -22,8 +24,8 @@
 /// - **I1 Published entries are immutable.** New content is written to a staging file and published
 ///   with `rename`; nothing ever opens a published path for writing, truncates it or rewrites it in
 ///   place. So a reader that mapped an entry can never see it change or get SIGBUS from us.
-/// - **I2 Staging files live in `tmp/` under the root** (same filesystem: no EXDEV), are created with
-///   `O_EXCL` and mode set explicitly, and end either published or unlinked. Files in `tmp/` older than
+/// - **I2 Staging files live under the root** (`tmp/` or `locks/`: same filesystem, no EXDEV), are
+///   created with their mode set explicitly (`O_EXCL` in `tmp/`), and end either published or unlinked. Files in `tmp/` older than
 ///   `Policy.stagingDebrisAge` are debris of a killed process and trim removes them.
 /// - **I3 Readers take no lock.** A reader opens the entry, checks the header (magic, version, lengths
 ///   against the file size, header checksum), that the stored key bytes and codec identifier are the
@@ -36,12 +38,15 @@
 ///   `flock(LOCK_EX)`, (3) looks in storage again, and only on a miss (4) generates, publishes, and then
 ///   releases the lock. A failed, cancelled or nil generation publishes nothing; the next waiter then
 ///   holds the lock and becomes the generator.
-/// - **I6 Lock files bind to an inode.** A lock file is unlinked only by a process holding its lock.
-///   Every process, once `flock` returns, checks that the path still names the inode it locked (`fstat`
-///   against `fstatat`, `st_nlink > 0`); if not, it first looks in storage (the old holder may have
-///   published) and otherwise retries on the new file. The generator unlinks the key's lock file before
-///   releasing it, so lock files exist only while a key is in flight; trim sweeps those left by killed
-///   processes (it unlinks only lock files it could lock).
+/// - **I6 Lock files bind to an inode.** A lock file is unlinked (or renamed away) only by a process
+///   holding its lock. Every process, once `flock` returns, checks that the path still names the inode
+///   it locked (`fstat` against `fstatat`, `st_nlink > 0`); if not, it first looks in storage and
+///   otherwise retries on the new file. A generator fills its lock file with the entry and renames it
+///   into place (the lock file is its staging file: one file created per generation, as a bare
+///   write-temp-and-rename would); a holder that publishes nothing unlinks it. So lock files exist only
+///   while a key is in flight; trim sweeps those left by killed processes once nobody has held them for
+///   `Policy.stagingDebrisAge`. (A lock file per entry, unlinked with it, would make every create pay
+///   ext4's scan past recently deleted inodes: measured, it doubled the write path.)
 /// - **I7 Locks die with their process.** Every descriptor is `O_CLOEXEC`; locks are `flock` only (never
 ///   `fcntl`/`lockf`); a lock is released with `LOCK_UN` before `close`. A process that finds its pid
 ///   changed (a forked child) never unlocks a descriptor it inherited.

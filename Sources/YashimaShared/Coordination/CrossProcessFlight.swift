@@ -45,16 +45,16 @@ enum CrossProcessFlight {
                 // Step 3: another process may have published while we waited.
                 let found: Found?
                 do { found = try lookup() } catch {
-                    held.release(unlinking: true)
+                    held.release(unlinkingIfStillNamed: true)
                     throw error
                 }
                 if let found {
-                    held.release(unlinking: true)
+                    held.release(unlinkingIfStillNamed: true)  // nothing to publish: the lock file goes (I6)
                     return .found(found)
                 }
                 return .acquired(held)
             case .stale:
-                // The holder unlinked the lock file on release (I6): it has most likely published.
+                // The lock file was unlinked under us (a removal, a failed generation, or trim; I6).
                 if let found = try lookup() { return .found(found) }
             case .busy:
                 continue

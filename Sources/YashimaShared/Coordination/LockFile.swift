@@ -23,6 +23,19 @@ struct HeldLock: Sendable {
         Syscall.unlock(descriptor)
         Syscall.close(descriptor)
     }
+
+    /// Releases the lock, first unlinking the lock file if the path still names the inode we hold (it
+    /// does not after a publish renamed it into place, I6).
+    func release(unlinkingIfStillNamed: Bool) {
+        var unlinking = false
+        if unlinkingIfStillNamed, case .success(let mine) = Syscall.status(of: descriptor), mine.linkCount > 0,
+            case .success(let current) = Syscall.status(of: path.relative, in: directory.descriptor),
+            current.isSameFile(as: mine)
+        {
+            unlinking = true
+        }
+        release(unlinking: unlinking)
+    }
 }
 
 /// Outcome of one attempt to lock a key's lock file.
@@ -36,6 +49,24 @@ enum LockAttempt: Sendable {
 }
 
 enum LockFile {
+    /// Unlinks a key's lock file if nobody holds it (I6: only a holder unlinks). Never creates one.
+    static func removeIfUnused(_ path: LockPath, in directory: Directory) {
+        guard case .success(let fd) = Syscall.open(path.relative, in: directory.descriptor, flags: [.readWrite]) else {
+            return  // no lock file: nothing to do
+        }
+        guard case .success = Syscall.lock(fd, exclusive: true, wait: false) else {
+            Syscall.close(fd)  // busy: a generator holds it and needs it
+            return
+        }
+        if case .success(let mine) = Syscall.status(of: fd), mine.linkCount > 0,
+            case .success(let current) = Syscall.status(of: path.relative, in: directory.descriptor),
+            current.isSameFile(as: mine)
+        {
+            _ = Syscall.unlink(path.relative, in: directory.descriptor)
+        }
+        HeldLock(descriptor: fd, path: path, directory: directory).release(unlinking: false)
+    }
+
     /// One non-blocking attempt.
     static func tryAcquire(_ path: LockPath, in directory: Directory) -> Result<LockAttempt, SystemCallError> {
         attempt(path, in: directory, wait: false)
@@ -121,7 +152,7 @@ final class LockWait: Sendable {
                 let thread = Thread {
                     let result = LockFile.acquireBlocking(path, in: directory)
                     if !wait.finish(with: result.map(Outcome.attempt).mapError { $0 as any Error }), case .success(.acquired(let held)) = result {
-                        held.release(unlinking: false)  // nobody wants it any more
+                        held.release(unlinkingIfStillNamed: true)  // nobody wants it any more (I6)
                     }
                 }
                 thread.stackSize = 128 * 1024

@@ -68,7 +68,15 @@ final class Directory: Sendable {
         for folder in [Directory.entriesFolder, Directory.locksFolder, Directory.stagingFolder] {
             try Directory.ensureFolder(folder, in: fd, mode: sharing.directoryMode, rootPath: path)
         }
-        try Directory.ensureLayout(fd, path: path, fileMode: sharing.fileMode)
+        if try Directory.ensureLayout(fd, path: path, fileMode: sharing.fileMode) {
+            // We created this directory: make all fan-out folders now, so writes never pay for mkdir.
+            for folder in [Directory.entriesFolder, Directory.locksFolder] {
+                for byte in 0..<256 {
+                    let name = folder + "/" + String(hexDigits[byte >> 4]) + String(hexDigits[byte & 0xF])
+                    _ = Directory.makeFolder(name, in: fd, mode: sharing.directoryMode)
+                }
+            }
+        }
         state = try SharedState.open(rootDescriptor: fd, rootPath: path, fileMode: sharing.fileMode)
         descriptor = fd
         succeeded = true
@@ -223,8 +231,26 @@ final class Directory: Sendable {
         }
     }
 
-    /// Writes `layout` once (first creator wins, I12) and checks the version found.
-    private static func ensureLayout(_ root: Int32, path: String, fileMode: UInt32) throws(YCacheError) {
+    /// Creates a folder with its mode set explicitly (mkdirat applies the umask); EEXIST is fine.
+    static func makeFolder(_ name: String, in root: Int32, mode: UInt32) -> Result<Void, SystemCallError> {
+        switch Syscall.makeDirectory(name, in: root, mode: mode) {
+        case .success:
+            if case .success(let fd) = Syscall.open(name, in: root, flags: [.directory]) {
+                _ = Syscall.setMode(fd, mode)
+                Syscall.close(fd)
+            }
+            return .success(())
+        case .failure(let error) where error.errno == .fileExists:
+            return .success(())
+        case .failure(let error):
+            return .failure(error)
+        }
+    }
+
+    /// Writes `layout` once (first creator wins, I12) and checks the version found. Returns true when
+    /// this call created it.
+    private static func ensureLayout(_ root: Int32, path: String, fileMode: UInt32) throws(YCacheError) -> Bool {
+        var created = false
         for _ in 0..<3 {
             switch readSmallFile(layoutFile, in: root) {
             case .success(let text?):
@@ -238,10 +264,10 @@ final class Directory: Sendable {
                 if version < CrossProcessProtocol.layoutVersion {
                     throw .unsupportedLayout(path: path, found: version, supported: CrossProcessProtocol.layoutVersion)
                 }
-                return
+                return created
             case .success(nil):
                 let text = "yashima-shared layout \(CrossProcessProtocol.layoutVersion)\n"
-                _ = try createOnce(layoutFile, in: root, bytes: Array(text.utf8), mode: fileMode, rootPath: path)
+                created = try createOnce(layoutFile, in: root, bytes: Array(text.utf8), mode: fileMode, rootPath: path)
             case .failure(let error):
                 throw .storageUnavailable(path: path, reason: "cannot read the layout file: \(error)")
             }

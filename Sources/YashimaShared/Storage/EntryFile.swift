@@ -225,9 +225,13 @@ struct EntryFile {
     // MARK: Publish (I1, I2)
 
     /// Writes `payload` to a staging file and renames it over `path`: the commit point.
+    ///
+    /// With `lock` (the key's held lock file), the lock file itself is the staging file: it is filled
+    /// and renamed into place, so a generation creates one file, not two (I2, I6). Waiters blocked on it
+    /// wake to find the lock path gone and read the entry. On failure the lock file is left to its holder.
     func publish(
         _ payload: Data, to path: EntryPath, expectation: EntryExpectation, codecIdentifier: String,
-        createdAt: Int64, expiresAt: Int64
+        createdAt: Int64, expiresAt: Int64, lock: HeldLock? = nil
     ) -> Result<PublishOutcome, SystemCallError> {
         let checksum = payload.withUnsafeBytes { CRC32C.checksum($0) }
         let headerBytes = EntryFormat.encodeHeader(
@@ -236,14 +240,26 @@ struct EntryFile {
             payloadByteCount: payload.count, payloadChecksum: checksum, createdAtNanoseconds: createdAt,
             expiresAtNanoseconds: expiresAt)
         let root = directory.descriptor
-        let staging = directory.newStagingPath()
+        let staging: String
         let fd: Int32
-        switch Syscall.open(staging, in: root, flags: [.writeOnly, .create, .exclusive], mode: directory.fileMode) {
-        case .success(let value): fd = value
-        case .failure(let error): return .failure(error)
+        var result: Result<Void, SystemCallError> = .success(())
+        if let lock {
+            staging = lock.path.relative
+            fd = lock.descriptor
+            // A lock file left by a killed holder may hold a partial write. It was never published
+            // (I1 does not cover it) and nobody maps lock files, so emptying it is safe.
+            if case .success(let status) = Syscall.status(of: fd), status.size > 0 {
+                result = Syscall.truncate(fd, length: 0)
+            }
+        } else {
+            staging = directory.newStagingPath()
+            switch Syscall.open(staging, in: root, flags: [.writeOnly, .create, .exclusive], mode: directory.fileMode) {
+            case .success(let value): fd = value
+            case .failure(let error): return .failure(error)
+            }
+            result = Syscall.setMode(fd, directory.fileMode)
         }
         var status: FileStatus?
-        var result = Syscall.setMode(fd, directory.fileMode)
         if case .success = result { result = headerBytes.withUnsafeBytes { Syscall.write(fd, $0) } }
         if case .success = result { result = payload.withUnsafeBytes { Syscall.write(fd, $0) } }
         if case .success = result {
@@ -252,9 +268,13 @@ struct EntryFile {
             case .failure(let error): result = .failure(error)
             }
         }
-        Syscall.close(fd)
+        if lock == nil { Syscall.close(fd) }
         if case .failure(let error) = result {
-            _ = Syscall.unlink(staging, in: root)  // no partial file ever becomes visible
+            if lock == nil {
+                _ = Syscall.unlink(staging, in: root)  // no partial file ever becomes visible
+            } else {
+                _ = Syscall.truncate(fd, length: 0)  // give the space back; the holder unlinks it
+            }
             return .failure(error)
         }
         let replaced: Int64
@@ -265,13 +285,13 @@ struct EntryFile {
         var renamed = Syscall.rename(staging, in: root, to: path.relative, in: root)
         if case .failure(let error) = renamed, error.errno == .noSuchFile {
             if case .failure(let mkdirError) = directory.ensureFanOut(path.fanOut) {
-                _ = Syscall.unlink(staging, in: root)
+                if lock == nil { _ = Syscall.unlink(staging, in: root) }
                 return .failure(mkdirError)
             }
             renamed = Syscall.rename(staging, in: root, to: path.relative, in: root)
         }
         if case .failure(let error) = renamed {
-            _ = Syscall.unlink(staging, in: root)
+            if lock == nil { _ = Syscall.unlink(staging, in: root) }
             return .failure(error)
         }
         // ext4 reports delayed-allocation blocks in st_blocks, so this is the charge the file will have.

@@ -156,11 +156,13 @@ final class Trimmer: Sendable {
             guard case .success(let names) = Syscall.listDirectory(folderPath, in: root) else { continue }
             for name in names where name.name.hasSuffix(Directory.lockSuffix) && budget > 0 {
                 let path = LockPath(fanOut: folderPath, relative: folderPath + "/" + name.name)
-                // I6: unlink only a lock we hold; a busy lock belongs to a live generator.
-                if case .success(.acquired(let held)) = LockFile.tryAcquire(path, in: directory) {
-                    held.release(unlinking: true)
-                    budget -= 1
-                }
+                // Lock files never written are as old as their creation; old ones belong to keys whose
+                // entries are gone or to killed processes. I6: unlink only what we can lock.
+                guard case .success(let status) = Syscall.status(of: path.relative, in: root),
+                    now - status.modifiedNanoseconds >= Policy.stagingDebrisAge
+                else { continue }
+                LockFile.removeIfUnused(path, in: directory)
+                budget -= 1
             }
         }
     }
