@@ -14,9 +14,11 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <linux/fs.h>
 #include <linux/openat2.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -124,6 +126,32 @@ ssize_t ysh_write_full(int fd, const void *buffer, size_t count, int *err) {
     size_t done = 0;
     while (done < count) {
         ssize_t n = write(fd, (const char *)buffer + done, count - done);
+        if (n == -1) {
+            if (errno == EINTR) continue;
+            FAIL_WITH_ERRNO(-1);
+        }
+        done += (size_t)n;
+    }
+    return (ssize_t)done;
+}
+
+ssize_t ysh_write2_full(int fd, const void *first, size_t first_count, const void *second, size_t second_count,
+                       int *err) {
+    struct iovec parts[2] = {{(void *)first, first_count}, {(void *)second, second_count}};
+    size_t total = first_count + second_count, done = 0;
+    while (done < total) {
+        // Skip what is already written, then write the rest in one call.
+        struct iovec rest[2];
+        int count = 0;
+        size_t skip = done;
+        for (int i = 0; i < 2; i++) {
+            if (skip >= parts[i].iov_len) { skip -= parts[i].iov_len; continue; }
+            rest[count].iov_base = (char *)parts[i].iov_base + skip;
+            rest[count].iov_len = parts[i].iov_len - skip;
+            skip = 0;
+            count++;
+        }
+        ssize_t n = writev(fd, rest, count);
         if (n == -1) {
             if (errno == EINTR) continue;
             FAIL_WITH_ERRNO(-1);
@@ -393,7 +421,6 @@ static void crc32c_setup(void) {
     __atomic_store_n(&crc32c_hardware, hardware, __ATOMIC_RELEASE);
 }
 
-#include <pthread.h>
 static pthread_once_t crc32c_once = PTHREAD_ONCE_INIT;
 
 uint32_t ysh_crc32c(uint32_t crc, const void *data, size_t length) {
@@ -437,5 +464,20 @@ int64_t ysh_monotonic_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-int ysh_getpid(void) { return (int)getpid(); }
+// getpid(2) is a real system call in current glibc; the cache checks it on every storage access to
+// notice a fork (I7). Cache it, and reset the cache in the child through pthread_atfork.
+static int cached_pid = 0;
+static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
+static void pid_after_fork(void) { __atomic_store_n(&cached_pid, 0, __ATOMIC_RELAXED); }
+static void pid_setup(void) { pthread_atfork(NULL, NULL, pid_after_fork); }
+
+int ysh_getpid(void) {
+    pthread_once(&pid_once, pid_setup);
+    int pid = __atomic_load_n(&cached_pid, __ATOMIC_RELAXED);
+    if (pid == 0) {
+        pid = (int)getpid();
+        __atomic_store_n(&cached_pid, pid, __ATOMIC_RELAXED);
+    }
+    return pid;
+}
 uint32_t ysh_geteuid(void) { return (uint32_t)geteuid(); }

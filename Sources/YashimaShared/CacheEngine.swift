@@ -33,6 +33,7 @@ final class CacheEngine: Sendable {
     let memory: MemoryStore
     let flights = FlightTable()
     let statistics = Mutex(CacheStatistics())
+    let expectations = ExpectationCache()
 
     private enum Opening {
         case notYet
@@ -101,7 +102,7 @@ final class CacheEngine: Sendable {
         -> (SharedState.Slots, SharedState.Stamp)?
     {
         guard let context else { return nil }
-        let slots = SharedState.slots(namespaceDigest: key.namespaceDigest, keyDigest: keyDigest)
+        let slots = SharedState.slots(namespace: key.namespace, keyDigest: keyDigest)
         return (slots, context.directory.state.stamp(slots))
     }
 
@@ -148,13 +149,14 @@ final class CacheEngine: Sendable {
             let cost =
                 request.options.cost
                 ?? request.codec.memoryCost(of: value, encodedByteCount: entry.payload.count)
-            if request.options.writePolicy != .disabled {
+            if request.options.writePolicy != .disabled,
                 memory.insert(
                     MemoryItem(
                         value: value, cost: cost, metadata: metadata, slots: epochs?.0, stamp: epochs?.1,
                         entryPath: path),
                     for: request.memoryKey)
-                _ = memory.shouldTouch(request.memoryKey, now: now)
+            {
+                _ = memory.shouldTouch(request.memoryKey, now: now)  // just touched (or fresh): start the interval
             }
             count { $0.storageHits += 1 }
             return CacheResolution(value: value, source: .storage, metadata: metadata, wasSharedGeneration: shared)
@@ -283,10 +285,14 @@ final class CacheEngine: Sendable {
         _ request: ProductionRequest<Codec>, flight: Flight?, refreshing: Bool
     ) async -> FlightResult {
         var held: HeldLock?
+        let published = PublishedFlag()  // set by store() once the lock file was renamed into place
         // I6: a publish renamed the lock file into place; a generation that published nothing unlinks
-        // it (harmless after a publish: the path no longer names our inode, or names a newer lock file
-        // that we do not hold — so only unlink when the path still names ours).
-        defer { held?.release(unlinkingIfStillNamed: true) }
+        // it (only if the path still names our inode).
+        defer {
+            if published.isSet { held?.release(unlinking: false) } else {
+                held?.release(unlinkingIfStillNamed: true)
+            }
+        }
         do {
             let context: StorageContext?
             if request.options.writePolicy == .memoryAndStorage || !refreshing {
@@ -294,13 +300,15 @@ final class CacheEngine: Sendable {
             } else {
                 context = nil
             }
-            if !refreshing, let hit = try storageHit(request, context: context, shared: false) {
-                return .value(hit.value, hit.metadata, .storage, sharedAcrossProcesses: false)
-            }
             let coordinate =
                 request.options.crossProcess == .coordinate && request.options.singleFlightPolicy != .disabled
-                && request.options.writePolicy == .memoryAndStorage
-            if coordinate, let context, context.isLocalFilesystem {
+                && request.options.writePolicy == .memoryAndStorage && (context?.isLocalFilesystem ?? false)
+            // The caller missed storage just before starting this flight; a coordinated producer looks
+            // again once it holds the lock (I5 step 3), an uncoordinated one looks again now.
+            if !refreshing, !coordinate, let hit = try storageHit(request, context: context, shared: false) {
+                return .value(hit.value, hit.metadata, .storage, sharedAcrossProcesses: false)
+            }
+            if coordinate, let context {
                 let lockPath = context.directory.lockPath(forKeyDigest: request.expectation.keyDigest)
                 let outcome = try await CrossProcessFlight.acquire(
                     lockPath, in: context.directory, timeout: request.options.crossProcessWaitTimeout
@@ -327,7 +335,8 @@ final class CacheEngine: Sendable {
                 return .failure(CancellationError())
             }
             let metadata = try await store(
-                value, request: request, context: context, epochs: epochs, bumpEpoch: refreshing, lock: held)
+                value, request: request, context: context, epochs: epochs, bumpEpoch: refreshing, lock: held,
+                published: published)
             return .value(value, metadata, .generated, sharedAcrossProcesses: false)
         } catch {
             return .failure(error)
@@ -340,13 +349,15 @@ final class CacheEngine: Sendable {
     /// `.throwError` a failed write leaves neither layer written; under `.bestEffort` memory keeps it.
     func store<Codec: CacheCodec>(
         _ value: Codec.Value, request: ProductionRequest<Codec>, context: StorageContext?,
-        epochs: (SharedState.Slots, SharedState.Stamp)?, bumpEpoch: Bool, lock: HeldLock? = nil
+        epochs: (SharedState.Slots, SharedState.Stamp)?, bumpEpoch: Bool, lock: HeldLock? = nil,
+        published: PublishedFlag? = nil
     ) async throws(YCacheError) -> CacheMetadata {
         let options = request.options
         let now = Syscall.realtimeNanoseconds
         let expiresAt = options.expiry.expiresAtNanoseconds(now: now)
         var metadata = request.key.metadata(
-            codecIdentifier: request.codec.identifier, createdAt: now, expiresAt: expiresAt, payloadByteCount: 0)
+            codecIdentifier: request.codec.identifier, createdAt: now, expiresAt: expiresAt, payloadByteCount: 0,
+            keyDigest: request.expectation.keyDigest)
         var epochs = epochs
         var entryPath: EntryPath?
         var encodedCount: Int?
@@ -362,7 +373,7 @@ final class CacheEngine: Sendable {
                 encodedCount = encoded.count
                 metadata = request.key.metadata(
                     codecIdentifier: request.codec.identifier, createdAt: now, expiresAt: expiresAt,
-                    payloadByteCount: encoded.count)
+                    payloadByteCount: encoded.count, keyDigest: request.expectation.keyDigest)
                 let context = try storageForWriting(context)
                 let charged = EntryFile.chargedBytes(
                     payloadByteCount: encoded.count, keyByteCount: request.expectation.keyBytes.count,
@@ -371,19 +382,21 @@ final class CacheEngine: Sendable {
                     // Larger than the whole budget: returned (and kept in memory) but never stored.
                 } else {
                     let path = context.directory.entryPath(for: request.expectation.identity)
-                    let published = context.files.publish(
+                    let outcome = context.files.publish(
                         encoded, to: path, expectation: request.expectation,
                         codecIdentifier: request.codec.identifier, createdAt: now, expiresAt: expiresAt ?? 0,
-                        lock: lock)
-                    switch published {
-                    case .success: entryPath = path
+                        lock: lock, knownAbsent: lock != nil && !bumpEpoch)
+                    switch outcome {
+                    case .success:
+                        entryPath = path
+                        published?.set()
                     case .failure(let error):
                         throw YCacheError.system(error, path: storagePath, operation: "publishing an entry")
                     }
                     if bumpEpoch {
                         // A refresh or explicit store replaces the value: other processes' L1 copies go (I10).
                         let slots = SharedState.slots(
-                            namespaceDigest: request.key.namespaceDigest, keyDigest: request.expectation.keyDigest)
+                            namespace: request.key.namespace, keyDigest: request.expectation.keyDigest)
                         context.directory.state.bumpKey(slots)
                         epochs = (slots, context.directory.state.stamp(slots))
                     }
@@ -401,11 +414,13 @@ final class CacheEngine: Sendable {
             }
         }
         let cost = options.cost ?? request.codec.memoryCost(of: value, encodedByteCount: encodedCount)
-        memory.insert(
+        if memory.insert(
             MemoryItem(
                 value: value, cost: cost, metadata: metadata, slots: epochs?.0, stamp: epochs?.1, entryPath: entryPath),
             for: request.memoryKey)
-        _ = memory.shouldTouch(request.memoryKey, now: now)
+        {
+            _ = memory.shouldTouch(request.memoryKey, now: now)
+        }
         return metadata
     }
 
@@ -452,7 +467,7 @@ final class CacheEngine: Sendable {
     func remove(key: CacheKey, codecIdentifier: String) throws(YCacheError) {
         memory.remove(MemoryKey(key: key, codecIdentifier: codecIdentifier))
         guard case .success(let context) = storage() else { return }
-        let slots = SharedState.slots(namespaceDigest: key.namespaceDigest, keyDigest: key.stableDigest)
+        let slots = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
         context.directory.state.bumpKey(slots)  // I10: before unlinking
         let path = context.directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: codecIdentifier))
         if case .failure(let error) = context.files.remove(path.relative) {
@@ -465,8 +480,7 @@ final class CacheEngine: Sendable {
         if let namespace { memory.removeAll(inNamespace: namespace) } else { memory.removeAll() }
         guard case .success(let context) = storage() else { return 0 }
         if let namespace {
-            let digest = SHA256.hash(Array(namespace.utf8))
-            context.directory.state.bumpNamespace(slot: Int(digest.prefixWord % UInt64(SharedState.namespaceSlots)))
+            context.directory.state.bumpNamespace(slot: SharedState.namespaceSlot(namespace))
         } else {
             context.directory.state.bumpGlobal()
         }
@@ -518,6 +532,30 @@ final class CacheEngine: Sendable {
     }
 }
 
+/// Set once a producer's lock file has been renamed into place as the entry.
+final class PublishedFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    func set() { flag.store(true, ordering: .releasing) }
+    var isSet: Bool { flag.load(ordering: .acquiring) }
+}
+
+/// Recently used keys' entry expectations (canonical bytes, identity and key digests): two SHA-256
+/// computations saved per storage lookup of a key seen before. Bounded; cleared when full.
+final class ExpectationCache: Sendable {
+    private let table = Mutex<[MemoryKey: EntryExpectation]>([:])
+    private static let capacity = 16_384
+
+    func expectation(for key: MemoryKey) -> EntryExpectation {
+        if let cached = table.withLock({ $0[key] }) { return cached }
+        let expectation = EntryExpectation(key: key.key, codecIdentifier: key.codecIdentifier)
+        table.withLock { table in
+            if table.count >= ExpectationCache.capacity { table.removeAll(keepingCapacity: true) }
+            table[key] = expectation
+        }
+        return expectation
+    }
+}
+
 extension ProductionRequest {
     func with(crossProcess: YCache.Options.CrossProcessPolicy) -> ProductionRequest {
         var options = self.options
@@ -529,20 +567,20 @@ extension ProductionRequest {
 }
 
 extension CacheKey {
-    /// SHA-256 of the namespace: selects the namespace epoch slot.
-    var namespaceDigest: SHA256Digest { SHA256.hash(Array(namespace.utf8)) }
-
     func metadata(header: EntryFormat.Header, codecIdentifier: String) -> CacheMetadata {
         CacheMetadata(
-            keyStableIdentifier: stableIdentifier, codecIdentifier: codecIdentifier,
+            keyStableIdentifier: header.keyStableDigest.hex, codecIdentifier: codecIdentifier,
             createdAtNanoseconds: header.createdAtNanoseconds,
             expiresAtNanoseconds: header.expiresAtNanoseconds == 0 ? nil : header.expiresAtNanoseconds,
             payloadByteCount: Int(header.payloadByteCount))
     }
 
-    func metadata(codecIdentifier: String, createdAt: Int64, expiresAt: Int64?, payloadByteCount: Int) -> CacheMetadata {
+    func metadata(
+        codecIdentifier: String, createdAt: Int64, expiresAt: Int64?, payloadByteCount: Int,
+        keyDigest: SHA256Digest? = nil
+    ) -> CacheMetadata {
         CacheMetadata(
-            keyStableIdentifier: stableIdentifier, codecIdentifier: codecIdentifier, createdAtNanoseconds: createdAt,
+            keyStableIdentifier: keyDigest?.hex ?? stableIdentifier, codecIdentifier: codecIdentifier, createdAtNanoseconds: createdAt,
             expiresAtNanoseconds: expiresAt, payloadByteCount: payloadByteCount)
     }
 }

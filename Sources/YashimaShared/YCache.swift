@@ -187,7 +187,7 @@ public final class YCache: Sendable {
         var slots: SharedState.Slots?
         var stamp: SharedState.Stamp?
         if let context = engine.openStorage {
-            let s = SharedState.slots(namespaceDigest: key.namespaceDigest, keyDigest: key.stableDigest)
+            let s = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
             slots = s
             stamp = context.directory.state.stamp(s)
         }
@@ -283,9 +283,9 @@ public final class YCache: Sendable {
         _ key: CacheKey, _ codec: Codec, _ options: Options,
         _ generate: @escaping @Sendable () async throws -> Codec.Value?
     ) -> ProductionRequest<Codec> {
-        ProductionRequest(
-            key: key, codec: codec, options: options,
-            memoryKey: MemoryKey(key: key, codecIdentifier: codec.identifier),
-            expectation: EntryExpectation(key: key, codecIdentifier: codec.identifier), generate: generate)
+        let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
+        return ProductionRequest(
+            key: key, codec: codec, options: options, memoryKey: memoryKey,
+            expectation: engine.expectations.expectation(for: memoryKey), generate: generate)
     }
 }

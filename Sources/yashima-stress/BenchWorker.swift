@@ -87,9 +87,10 @@ enum BenchWorker {
         }
         let elapsed = Double(monotonicNanoseconds() - started)
         func summary(_ samples: Samples) -> [String: Any] {
-            [
+            guard samples.count > 0 else { return ["count": 0] }
+            return [
                 "count": samples.count, "p50": samples.median, "p90": samples.percentile(90), "p99": samples.p99,
-                "max": samples.count > 0 ? samples.maximum : 0,
+                "max": samples.maximum,
             ]
         }
         emit(

@@ -10,6 +10,8 @@ struct HeldLock: Sendable {
     let descriptor: Int32
     let path: LockPath
     let directory: Directory
+    /// The lock file's size when locked: non-zero only for one left by a killed holder mid-write.
+    var sizeWhenLocked: Int64 = 0
 
     /// Releases the lock. With `unlinking`, first unlinks the lock file, which is safe because we hold it
     /// (I6): every other locker re-checks the inode. Then `LOCK_UN` before `close` (I7).
@@ -111,7 +113,7 @@ enum LockFile {
             return .success(.stale)
         }
         if mine.permissionBits != directory.fileMode { _ = Syscall.setMode(fd, directory.fileMode) }
-        return .success(.acquired(HeldLock(descriptor: fd, path: path, directory: directory)))
+        return .success(.acquired(HeldLock(descriptor: fd, path: path, directory: directory, sizeWhenLocked: mine.size)))
     }
 }
 

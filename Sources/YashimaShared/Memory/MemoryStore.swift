@@ -164,8 +164,14 @@ final class MemoryStore: Sendable {
         }
     }
 
-    func insert(_ item: MemoryItem, for key: MemoryKey) {
-        lru.withLock { _ = $0.insert(item, for: key, cost: item.cost) }
+    /// Inserts `item`; returns false when it was not kept (its cost alone exceeds the budget).
+    @discardableResult
+    func insert(_ item: MemoryItem, for key: MemoryKey) -> Bool {
+        lru.withLock { lru in
+            guard lru.maximumCost.map({ item.cost <= $0 }) ?? true, lru.maximumCount != 0 else { return false }
+            lru.insert(item, for: key, cost: item.cost)
+            return true
+        }
     }
 
     func remove(_ key: MemoryKey) {

@@ -231,7 +231,7 @@ struct EntryFile {
     /// wake to find the lock path gone and read the entry. On failure the lock file is left to its holder.
     func publish(
         _ payload: Data, to path: EntryPath, expectation: EntryExpectation, codecIdentifier: String,
-        createdAt: Int64, expiresAt: Int64, lock: HeldLock? = nil
+        createdAt: Int64, expiresAt: Int64, lock: HeldLock? = nil, knownAbsent: Bool = false
     ) -> Result<PublishOutcome, SystemCallError> {
         let checksum = payload.withUnsafeBytes { CRC32C.checksum($0) }
         let headerBytes = EntryFormat.encodeHeader(
@@ -248,9 +248,7 @@ struct EntryFile {
             fd = lock.descriptor
             // A lock file left by a killed holder may hold a partial write. It was never published
             // (I1 does not cover it) and nobody maps lock files, so emptying it is safe.
-            if case .success(let status) = Syscall.status(of: fd), status.size > 0 {
-                result = Syscall.truncate(fd, length: 0)
-            }
+            if lock.sizeWhenLocked > 0 { result = Syscall.truncate(fd, length: 0) }
         } else {
             staging = directory.newStagingPath()
             switch Syscall.open(staging, in: root, flags: [.writeOnly, .create, .exclusive], mode: directory.fileMode) {
@@ -259,13 +257,9 @@ struct EntryFile {
             }
             result = Syscall.setMode(fd, directory.fileMode)
         }
-        var status: FileStatus?
-        if case .success = result { result = headerBytes.withUnsafeBytes { Syscall.write(fd, $0) } }
-        if case .success = result { result = payload.withUnsafeBytes { Syscall.write(fd, $0) } }
         if case .success = result {
-            switch Syscall.status(of: fd) {
-            case .success(let value): status = value
-            case .failure(let error): result = .failure(error)
+            result = headerBytes.withUnsafeBytes { header in
+                payload.withUnsafeBytes { Syscall.write(fd, header, $0) }
             }
         }
         if lock == nil { Syscall.close(fd) }
@@ -277,10 +271,10 @@ struct EntryFile {
             }
             return .failure(error)
         }
-        let replaced: Int64
-        switch Syscall.status(of: path.relative, in: root) {
-        case .success(let old) where old.isRegularFile: replaced = old.allocatedBytes
-        default: replaced = 0
+        // A coordinated generation (holding the lock) just saw no entry; others may replace one.
+        var replaced: Int64 = 0
+        if !knownAbsent, case .success(let old) = Syscall.status(of: path.relative, in: root), old.isRegularFile {
+            replaced = old.allocatedBytes
         }
         var renamed = Syscall.rename(staging, in: root, to: path.relative, in: root)
         if case .failure(let error) = renamed, error.errno == .noSuchFile {
@@ -294,8 +288,8 @@ struct EntryFile {
             if lock == nil { _ = Syscall.unlink(staging, in: root) }
             return .failure(error)
         }
-        // ext4 reports delayed-allocation blocks in st_blocks, so this is the charge the file will have.
-        let allocated = max(status?.allocatedBytes ?? 0, roundUpToBlock(status?.size ?? 0))
+        // The charge: the file size in 4 KiB blocks (what ext4 allocates; trim recounts st_blocks, I9).
+        let allocated = roundUpToBlock(Int64(headerBytes.count + payload.count))
         directory.state.adjustUsage(by: allocated - replaced)
         let header = EntryFormat.Header(
             keyByteCount: expectation.keyBytes.count, codecByteCount: expectation.codecBytes.count,

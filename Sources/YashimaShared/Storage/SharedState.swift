@@ -120,10 +120,16 @@ final class SharedState: @unchecked Sendable {
         var key: Int
     }
 
-    static func slots(namespaceDigest: SHA256Digest, keyDigest: SHA256Digest) -> Slots {
-        Slots(
-            namespace: Int(namespaceDigest.prefixWord % UInt64(namespaceSlots)),
-            key: Int(keyDigest.prefixWord % UInt64(keySlots)))
+    /// The slots of a key. The namespace slot uses CRC32C of the namespace (stable across processes and
+    /// cheap on every lookup); the key slot uses the key's SHA-256 digest, already at hand.
+    static func slots(namespace: String, keyDigest: SHA256Digest) -> Slots {
+        Slots(namespace: namespaceSlot(namespace), key: Int(keyDigest.prefixWord % UInt64(keySlots)))
+    }
+
+    static func namespaceSlot(_ namespace: String) -> Int {
+        var namespace = namespace
+        let crc = namespace.withUTF8 { CRC32C.checksum(UnsafeRawBufferPointer($0)) }
+        return Int(crc % UInt32(namespaceSlots))
     }
 
     func stamp(_ slots: Slots) -> Stamp {

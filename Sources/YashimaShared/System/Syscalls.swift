@@ -186,6 +186,16 @@ enum Syscall {
         return .success(())
     }
 
+    /// `writev(2)` of two buffers, in order, as one write.
+    static func write(_ fd: Int32, _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer)
+        -> Result<Void, SystemCallError>
+    {
+        var err: Int32 = 0
+        let n = ysh_write2_full(fd, first.baseAddress, first.count, second.baseAddress, second.count, &err)
+        if n < 0 { return .failure(SystemCallError(call: "writev", errno: Errno(rawValue: err))) }
+        return .success(())
+    }
+
     /// `mmap(2)`, PROT_READ|PROT_WRITE, MAP_PRIVATE (copy-on-write; the file is never modified).
     static func mapPrivate(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, SystemCallError> {
         var err: Int32 = 0
