@@ -22,9 +22,15 @@ let package = Package(
             dependencies: ["YashimaShared", "CFileLock"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // The README's code samples as programs, so they keep compiling (and a test runs the quick start).
+        .executableTarget(
+            name: "yashima-examples",
+            dependencies: ["YashimaShared"],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         .testTarget(
             name: "YashimaSharedTests",
-            dependencies: ["YashimaShared", "CFileLock", "yashima-stress"],
+            dependencies: ["YashimaShared", "CFileLock", "yashima-stress", "yashima-examples"],
             path: "Tests/YashimaSharedTests",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

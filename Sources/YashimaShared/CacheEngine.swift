@@ -569,7 +569,7 @@ extension ProductionRequest {
 extension CacheKey {
     func metadata(header: EntryFormat.Header, codecIdentifier: String) -> CacheMetadata {
         CacheMetadata(
-            keyStableIdentifier: header.keyStableDigest.hex, codecIdentifier: codecIdentifier,
+            keyDigest: header.keyStableDigest, codecIdentifier: codecIdentifier,
             createdAtNanoseconds: header.createdAtNanoseconds,
             expiresAtNanoseconds: header.expiresAtNanoseconds == 0 ? nil : header.expiresAtNanoseconds,
             payloadByteCount: Int(header.payloadByteCount))
@@ -580,7 +580,7 @@ extension CacheKey {
         keyDigest: SHA256Digest? = nil
     ) -> CacheMetadata {
         CacheMetadata(
-            keyStableIdentifier: keyDigest?.hex ?? stableIdentifier, codecIdentifier: codecIdentifier, createdAtNanoseconds: createdAt,
+            keyDigest: keyDigest ?? stableDigest, codecIdentifier: codecIdentifier, createdAtNanoseconds: createdAt,
             expiresAtNanoseconds: expiresAt, payloadByteCount: payloadByteCount)
     }
 }

@@ -146,27 +146,28 @@ public enum CacheExpiry: Sendable, Equatable {
 /// Facts about a cached value, read without decoding its payload.
 public struct CacheMetadata: Sendable, Equatable {
     /// The key's `stableIdentifier`.
-    public let keyStableIdentifier: String
+    public var keyStableIdentifier: String { keyDigest?.hex ?? "" }
     /// The codec identifier the value was encoded with.
     public let codecIdentifier: String
     /// When the value was stored.
-    public let createdAt: Date
+    public var createdAt: Date { Date(timeIntervalSince1970: Double(createdAtNanoseconds) / 1e9) }
     /// When the value expires, or nil if it never does.
-    public let expiresAt: Date?
+    public var expiresAt: Date? { expiresAtNanoseconds.map { Date(timeIntervalSince1970: Double($0) / 1e9) } }
     /// The encoded payload's size in bytes (0 for a value kept only in memory without encoding).
     public let payloadByteCount: Int
 
+    let keyDigest: SHA256Digest?
+    let createdAtNanoseconds: Int64
     let expiresAtNanoseconds: Int64?
 
     init(
-        keyStableIdentifier: String, codecIdentifier: String, createdAtNanoseconds: Int64,
+        keyDigest: SHA256Digest?, codecIdentifier: String, createdAtNanoseconds: Int64,
         expiresAtNanoseconds: Int64?, payloadByteCount: Int
     ) {
-        self.keyStableIdentifier = keyStableIdentifier
+        self.keyDigest = keyDigest
         self.codecIdentifier = codecIdentifier
-        self.createdAt = Date(timeIntervalSince1970: Double(createdAtNanoseconds) / 1e9)
+        self.createdAtNanoseconds = createdAtNanoseconds
         self.expiresAtNanoseconds = expiresAtNanoseconds
-        self.expiresAt = expiresAtNanoseconds.map { Date(timeIntervalSince1970: Double($0) / 1e9) }
         self.payloadByteCount = payloadByteCount
     }
 }
