@@ -200,6 +200,11 @@ int ysh_mkdirat(int dirfd, const char *path, uint32_t mode, int *err) {
     return 0;
 }
 
+int ysh_fchmodat(int dirfd, const char *path, uint32_t mode, int *err) {
+    if (fchmodat(dirfd, path, (mode_t)mode, 0) == -1) FAIL_WITH_ERRNO(-1);
+    return 0;
+}
+
 int ysh_fchmod(int fd, uint32_t mode, int *err) {
     if (fchmod(fd, (mode_t)mode) == -1) FAIL_WITH_ERRNO(-1);
     return 0;

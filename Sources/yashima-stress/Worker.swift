@@ -84,6 +84,7 @@ enum WorkerCommand {
         try arguments.rejectUnknown()
 
         let cache = setup.makeCache()
+        try cache.openStorage()  // a worker opens its cache at start, before any timed call
         var options = YCache.Options()
         options.crossProcess = processLocal ? .processLocal : .coordinate
         options.crossProcessWaitTimeout = timeout.map { .milliseconds($0) }

@@ -86,6 +86,8 @@ int ysh_linkat(int fromdir, const char *from, int todir, const char *to, int *er
 int ysh_unlinkat(int dirfd, const char *path, int flags, int *err);
 /// mkdirat(2).
 int ysh_mkdirat(int dirfd, const char *path, uint32_t mode, int *err);
+/// fchmodat(2) (follows a final symlink: only for a folder this process just created).
+int ysh_fchmodat(int dirfd, const char *path, uint32_t mode, int *err);
 /// fchmod(2).
 int ysh_fchmod(int fd, uint32_t mode, int *err);
 /// futimens(2) setting both times to `ns` nanoseconds since the epoch (UTIME_NOW when ns < 0).

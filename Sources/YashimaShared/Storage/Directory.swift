@@ -235,11 +235,7 @@ final class Directory: Sendable {
     static func makeFolder(_ name: String, in root: Int32, mode: UInt32) -> Result<Void, SystemCallError> {
         switch Syscall.makeDirectory(name, in: root, mode: mode) {
         case .success:
-            if case .success(let fd) = Syscall.open(name, in: root, flags: [.directory]) {
-                _ = Syscall.setMode(fd, mode)
-                Syscall.close(fd)
-            }
-            return .success(())
+            return Syscall.setMode(name, in: root, mode)
         case .failure(let error) where error.errno == .fileExists:
             return .success(())
         case .failure(let error):

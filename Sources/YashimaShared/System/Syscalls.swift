@@ -253,6 +253,12 @@ enum Syscall {
         return check(ysh_fchmod(fd, mode, &err), err, "fchmod")
     }
 
+    /// `fchmodat(2)`: for a folder this process just created (one call instead of open+fchmod+close).
+    static func setMode(_ path: String, in directory: Int32, _ mode: UInt32) -> Result<Void, SystemCallError> {
+        var err: Int32 = 0
+        return check(ysh_fchmodat(directory, path, mode, &err), err, "fchmodat")
+    }
+
     /// `futimens(2)`: sets access and modification times (nanoseconds since the epoch).
     static func setTimes(_ fd: Int32, nanoseconds: Int64) -> Result<Void, SystemCallError> {
         var err: Int32 = 0
