@@ -184,3 +184,18 @@ final class FlightTable: Sendable {
         }
     }
 }
+
+// MARK: Test seams
+
+extension FlightTable {
+    /// How many callers wait on the flight for `key` right now (0 when none is in flight). Tests use it to
+    /// know that every caller has joined before they let a generator finish; nothing else may.
+    func waiterCount(_ key: FlightKey) -> Int {
+        flights.withLock { $0[key] }?.waiterCount ?? 0
+    }
+}
+
+extension Flight {
+    /// Registered waiters (test seam, see `FlightTable.waiterCount`).
+    var waiterCount: Int { state.withLock { $0.waiters.count } }
+}
