@@ -1,0 +1,248 @@
+// EntryFile on real files: publish (staging file + rename, usage accounting), read (buffered and
+// mapped), header-only reads, each kind of damage rejected with its reason, touch and remove.
+
+import Foundation
+import Testing
+
+@testable import YashimaShared
+
+@Suite("EntryFile")
+struct EntryFileTests {
+    /// An opened storage root in a fresh temporary directory.
+    struct Fixture {
+        let temporary = TemporaryDirectory("entryfile")
+        let directory: Directory
+        var files: EntryFile { EntryFile(directory: directory) }
+        var root: URL { temporary.url }
+
+        init() throws {
+            directory = try Directory(path: temporary.path, sharing: .privateToUser, allowNetworkFilesystem: false)
+        }
+
+        func path(_ key: CacheKey, _ codec: String = "data-v1") -> EntryPath {
+            directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: codec))
+        }
+
+        func url(_ path: EntryPath) -> URL { root.appendingPathComponent(path.relative) }
+
+        @discardableResult
+        func publish(_ key: CacheKey, _ payload: Data, codec: String = "data-v1", expiresAt: Int64 = 0) throws
+            -> PublishOutcome
+        {
+            try files.publish(
+                payload, to: path(key, codec), expectation: EntryExpectation(key: key, codecIdentifier: codec),
+                codecIdentifier: codec, createdAt: Syscall.realtimeNanoseconds, expiresAt: expiresAt
+            ).get()
+        }
+
+        func read(_ key: CacheKey, codec: String = "data-v1", now: Int64 = Syscall.realtimeNanoseconds)
+            -> Result<StoredEntry, EntryReadFailure>
+        {
+            files.read(path(key, codec), expecting: EntryExpectation(key: key, codecIdentifier: codec), now: now, useMapping: true)
+        }
+
+        func stagingFiles() throws -> [String] {
+            try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent(Directory.stagingFolder).path)
+        }
+    }
+
+    static func payload(_ count: Int, seed: UInt8 = 1) -> Data {
+        Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) })
+    }
+
+    // MARK: Publish and read
+
+    @Test("publish then read returns the payload, buffered and mapped", arguments: [0, 1, 5000, 64 * 1024, 300_000])
+    func publishThenRead(size: Int) throws {
+        let fixture = try Fixture()
+        let key = CacheKey("k\(size)")
+        let payload = Self.payload(size)
+        let outcome = try fixture.publish(key, payload)
+        let charged = EntryFile.chargedBytes(
+            payloadByteCount: size, keyByteCount: key.canonicalBytes.count, codecByteCount: 7)
+        #expect(outcome.allocatedBytes == charged)
+        #expect(outcome.replacedAllocatedBytes == 0)
+        #expect(fixture.directory.state.usage == charged)
+        let entry = try fixture.read(key).get()
+        #expect(entry.payload == payload)
+        #expect(entry.payload.startIndex == 0)
+        #expect(entry.header == outcome.header)
+        #expect(entry.allocatedBytes == charged)
+        #expect(try fixture.stagingFiles().isEmpty)
+        // The file is exactly the format's size, at the directory's path for this key.
+        let attributes = try FileManager.default.attributesOfItem(atPath: fixture.url(fixture.path(key)).path)
+        #expect((attributes[.size] as? Int) == EntryFormat.fixedHeaderSize + key.canonicalBytes.count + 7 + size)
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+    }
+
+    @Test("a missing entry is a plain miss")
+    func missing() throws {
+        let fixture = try Fixture()
+        guard case .failure(.missing) = fixture.read(CacheKey("absent")) else {
+            Issue.record("expected .missing")
+            return
+        }
+    }
+
+    @Test("a replaced entry leaves an earlier mapped payload intact, and usage counts the difference")
+    func replaceKeepsMappings() throws {
+        let fixture = try Fixture()
+        let key = CacheKey("replace")
+        let old = Self.payload(200_000, seed: 1)
+        try fixture.publish(key, old)
+        var mapped = try fixture.read(key).get().payload
+        let new = Self.payload(5_000, seed: 2)
+        let outcome = try fixture.publish(key, new)
+        #expect(outcome.replacedAllocatedBytes > 0)
+        #expect(fixture.directory.state.usage == outcome.allocatedBytes)
+        #expect(mapped == old)  // I1/I4: the old inode's pages stay valid
+        mapped[0] ^= 0xFF  // private mapping: writable, never written through
+        #expect(try fixture.read(key).get().payload == new)
+    }
+
+    @Test("mutating a mapped payload never changes the file")
+    func mappedPayloadIsPrivate() throws {
+        let fixture = try Fixture()
+        let key = CacheKey("private")
+        let payload = Self.payload(100_000)
+        try fixture.publish(key, payload)
+        var mapped = try fixture.read(key).get().payload
+        for index in stride(from: 0, to: mapped.count, by: 4096) { mapped[index] ^= 0xFF }
+        #expect(mapped != payload)
+        #expect(try fixture.read(key).get().payload == payload)
+    }
+
+    @Test("publishing into a fan-out path that is a file fails and leaves no staging file")
+    func publishIntoFileFails() throws {
+        let fixture = try Fixture()
+        let key = CacheKey("blocked")
+        let path = fixture.path(key)
+        try Data("not a folder".utf8).write(to: fixture.root.appendingPathComponent(path.fanOut))
+        let result = fixture.files.publish(
+            Data("v".utf8), to: path, expectation: EntryExpectation(key: key, codecIdentifier: "data-v1"),
+            codecIdentifier: "data-v1", createdAt: 1, expiresAt: 0)
+        guard case .failure(let error) = result else {
+            Issue.record("publish into a file succeeded")
+            return
+        }
+        #expect(error.errno == .notDirectory)
+        #expect(try fixture.stagingFiles().isEmpty)
+        #expect(fixture.directory.state.usage == 0)
+    }
+
+    @Test("a missing fan-out folder is created on publish")
+    func fanOutCreated() throws {
+        let fixture = try Fixture()
+        let key = CacheKey("fan")
+        try fixture.publish(key, Data("1".utf8))
+        try FileManager.default.removeItem(at: fixture.root.appendingPathComponent(Directory.entriesFolder))
+        try fixture.publish(key, Data("2".utf8))
+        #expect(try fixture.read(key).get().payload == Data("2".utf8))
+    }
+
+    // MARK: Rejections on real files
+
+    @Test(
+        "each damaged file is a miss with its reason (read and header-only read)",
+        arguments: EntryDamage.allCases, [200, 100_000])
+    func damagedFile(_ damage: EntryDamage, payloadSize: Int) throws {
+        let fixture = try Fixture()
+        let key = CacheKey("damaged", namespace: "files").variant("size", payloadSize)
+        let payload = Self.payload(payloadSize)
+        try fixture.publish(key, payload)
+        let url = fixture.url(fixture.path(key))
+        let entry = Array(try Data(contentsOf: url))
+        try replaceFile(at: url, with: Data(damage.apply(to: entry, key: key, codec: "data-v1", payload: Array(payload))))
+        let expected = damage.expected(entryCount: entry.count, keyCount: key.canonicalBytes.count, codecCount: 7)
+        switch fixture.read(key) {
+        case .failure(.corrupt(let corruption, _)): #expect(corruption == expected)
+        case .success: Issue.record("\(damage) was read as valid")
+        case .failure(let other): Issue.record("\(damage): \(other)")
+        }
+        // A header-only read (metadata, listing) sees every header damage; identity and payload are
+        // checked only by full reads.
+        switch fixture.files.readHeader(fixture.path(key).relative) {
+        case .success:
+            #expect([.identityMismatch, .payloadChecksumMismatch].contains(expected), "\(damage)")
+        case .failure(.corrupt(let corruption, _)): #expect(corruption == expected)
+        case .failure(let other): Issue.record("\(damage): \(other)")
+        }
+    }
+
+    @Test("a folder or a symlink at an entry path is a miss, never followed")
+    func notARegularFile() throws {
+        let fixture = try Fixture()
+        let folderKey = CacheKey("folder")
+        try fixture.publish(CacheKey("seed"), Data("x".utf8))  // creates some fan-out folders
+        let folderPath = fixture.path(folderKey)
+        try FileManager.default.createDirectory(
+            at: fixture.url(folderPath), withIntermediateDirectories: true)
+        guard case .failure(.corrupt) = fixture.read(folderKey) else {
+            Issue.record("a folder was read as an entry")
+            return
+        }
+        let linkKey = CacheKey("link")
+        let target = fixture.url(fixture.path(CacheKey("seed")))
+        let linkURL = fixture.url(fixture.path(linkKey))
+        try FileManager.default.createDirectory(
+            at: linkURL.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: linkURL, withDestinationURL: target)
+        guard case .failure(.corrupt) = fixture.read(linkKey) else {
+            Issue.record("a symlink was followed")
+            return
+        }
+    }
+
+    @Test("an expired entry is reported as expired from its expiry instant on")
+    func expired() throws {
+        let fixture = try Fixture()
+        let key = CacheKey("expiring")
+        let now = Syscall.realtimeNanoseconds
+        let expiresAt = now + 60_000_000_000
+        try fixture.publish(key, Data("v".utf8), expiresAt: expiresAt)
+        #expect(throws: Never.self) { try fixture.read(key, now: expiresAt - 1).get() }
+        guard case .failure(.expired) = fixture.read(key, now: expiresAt) else {
+            Issue.record("expected .expired")
+            return
+        }
+    }
+
+    // MARK: Touch and remove
+
+    @Test("touch rewrites mtime only when it is older than the touch interval")
+    func touch() throws {
+        let fixture = try Fixture()
+        let key = CacheKey("touch")
+        try fixture.publish(key, Data("v".utf8))
+        let url = fixture.url(fixture.path(key))
+        try setModificationTime(url, secondsAgo: 3600)
+        let old = try modificationTime(url)
+        let now = Syscall.realtimeNanoseconds
+        let recent = now - Policy.touchInterval + 1_000_000_000
+        fixture.files.touchIfStale(fixture.path(key), modifiedAt: recent, now: now)
+        #expect(try modificationTime(url) == old)
+        fixture.files.touchIfStale(fixture.path(key), modifiedAt: now - Policy.touchInterval, now: now)
+        #expect(try modificationTime(url).timeIntervalSinceNow > -600)
+    }
+
+    @Test("remove unlinks and gives the bytes back; removing a missing entry is fine")
+    func remove() throws {
+        let fixture = try Fixture()
+        let key = CacheKey("gone")
+        try fixture.publish(key, Self.payload(10_000))
+        #expect(fixture.directory.state.usage > 0)
+        #expect(try fixture.files.remove(fixture.path(key).relative).get() == true)
+        #expect(fixture.directory.state.usage == 0)
+        #expect(!fileExists(fixture.url(fixture.path(key))))
+        #expect(try fixture.files.remove(fixture.path(key).relative).get() == false)
+    }
+
+    @Test("the charge is the file size rounded up to 4 KiB")
+    func chargedBytes() {
+        let fixed = EntryFormat.fixedHeaderSize
+        #expect(EntryFile.chargedBytes(payloadByteCount: 0, keyByteCount: 0, codecByteCount: 0) == 4096)
+        #expect(EntryFile.chargedBytes(payloadByteCount: 4096 - fixed - 20, keyByteCount: 10, codecByteCount: 10) == 4096)
+        #expect(EntryFile.chargedBytes(payloadByteCount: 4097 - fixed - 20, keyByteCount: 10, codecByteCount: 10) == 8192)
+        #expect(EntryFile.chargedBytes(payloadByteCount: 1 << 20, keyByteCount: 0, codecByteCount: 0) == (1 << 20) + 4096)
+    }
+}

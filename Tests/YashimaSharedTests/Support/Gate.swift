@@ -1,0 +1,108 @@
+// Deterministic ordering for concurrency tests: gates that hold a generator open until the test lets it
+// go, counters, and a bounded wait that fails a test instead of hanging it. No sleeps order events here;
+// the only clock is the generous "does not hang" bound.
+
+import Foundation
+import Synchronization
+import Testing
+
+@testable import YashimaShared
+
+/// A one-shot gate: `wait()` suspends until `open()` (and returns at once afterwards).
+/// Waiting ignores task cancellation on purpose, so a generator can "ignore cancellation".
+final class Gate: Sendable {
+    private let state = Mutex<(isOpen: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    var isOpen: Bool { state.withLock { $0.isOpen } }
+
+    func open() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.isOpen = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow = state.withLock { state -> Bool in
+                if state.isOpen { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+
+    /// Waits for the gate, but gives up after `seconds` (a bound for "does not hang"). True when open.
+    func wait(within seconds: Double) async -> Bool {
+        let gate = self
+        let task = Task<Void, any Error> { await gate.wait() }
+        return await result(of: task, within: seconds) != nil
+    }
+}
+
+/// A thread-safe counter.
+final class Counter: Sendable {
+    private let count = Mutex(0)
+
+    @discardableResult
+    func increment() -> Int { count.withLock { $0 += 1; return $0 } }
+
+    var value: Int { count.withLock { $0 } }
+}
+
+/// A continuation resumed by whichever of several racers comes first.
+private final class ResumeOnce<T: Sendable>: Sendable {
+    private let continuation = Mutex<CheckedContinuation<T, Never>?>(nil)
+
+    func set(_ value: CheckedContinuation<T, Never>) { continuation.withLock { $0 = value } }
+
+    func resume(returning value: T) { continuation.withLock { $0.take() }?.resume(returning: value) }
+}
+
+/// The result of `task`, or nil (and a recorded issue) when it does not finish within `seconds`.
+/// Returns at the deadline without waiting for the task, so a hung task fails the test, not the run.
+func result<T: Sendable>(
+    of task: Task<T, any Error>, within seconds: Double = 30, sourceLocation: SourceLocation = #_sourceLocation
+) async -> Result<T, any Error>? {
+    let once = ResumeOnce<Result<T, any Error>?>()
+    let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>?, Never>) in
+        once.set(continuation)
+        Task {
+            let result = await task.result
+            once.resume(returning: result)
+        }
+        Task {
+            try? await Task.sleep(for: .seconds(seconds))
+            once.resume(returning: nil)
+        }
+    }
+    if outcome == nil { Issue.record("task did not finish within \(seconds) s", sourceLocation: sourceLocation) }
+    return outcome
+}
+
+/// Polls `condition` (a state flag, not a clock) until it holds or `seconds` pass. For states the code
+/// under test exposes no continuation for, like "both callers have joined the flight".
+func eventually(
+    within seconds: Double = 30, sourceLocation: SourceLocation = #_sourceLocation, _ condition: () -> Bool
+) async -> Bool {
+    let deadline = ContinuousClock.now.advanced(by: .seconds(seconds))
+    while !condition() {
+        if ContinuousClock.now > deadline {
+            Issue.record("condition did not hold within \(seconds) s", sourceLocation: sourceLocation)
+            return false
+        }
+        try? await Task.sleep(for: .milliseconds(1))
+    }
+    return true
+}
+
+extension YCache {
+    /// Callers waiting on this cache's in-flight production of `key` for `codec` (test seam).
+    func waiters<Codec: CacheCodec>(_ key: CacheKey, _ codec: Codec, refresh: Bool = false) -> Int {
+        engine.flights.waiterCount(
+            FlightKey(entry: MemoryKey(key: key, codecIdentifier: codec.identifier), kind: refresh ? .refresh : .lookup))
+    }
+}

@@ -1,0 +1,98 @@
+// Helpers for tests that look at or damage the storage directory from outside: where an entry lives,
+// replacing a file the way a concurrent writer would (a new inode renamed over the path, never an
+// in-place write to a file that might be mapped), and setting mtimes to build an LRU order.
+
+import Foundation
+import Synchronization
+import Testing
+
+@testable import YashimaShared
+
+extension YCache {
+    /// The opened storage context (opens the directory if needed).
+    func storageContext() throws -> StorageContext {
+        try engine.storage().get()
+    }
+
+    /// Where the entry of `key` encoded by `codec` lives.
+    func entryURL<Codec: CacheCodec>(_ key: CacheKey, _ codec: Codec) throws -> URL {
+        let path = try storageContext().directory.entryPath(
+            for: EntryIdentity(key: key, codecIdentifier: codec.identifier))
+        return storageDirectory.appendingPathComponent(path.relative)
+    }
+}
+
+/// Writes `bytes` to a sibling file and renames it over `url` (a new inode: mappings of the old file,
+/// if any, are untouched, as I1 requires of everyone).
+func replaceFile(at url: URL, with bytes: Data) throws {
+    let staging = url.deletingLastPathComponent().appendingPathComponent(".replacement-\(UUID().uuidString)")
+    try bytes.write(to: staging)
+    guard rename(staging.path, url.path) == 0 else {
+        throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path])
+    }
+}
+
+/// Sets the file's mtime to `secondsAgo` seconds before now.
+func setModificationTime(_ url: URL, secondsAgo: Double) throws {
+    try FileManager.default.setAttributes(
+        [.modificationDate: Date(timeIntervalSinceNow: -secondsAgo)], ofItemAtPath: url.path)
+}
+
+/// The file's mtime.
+func modificationTime(_ url: URL) throws -> Date {
+    try FileManager.default.attributesOfItem(atPath: url.path)[.modificationDate] as! Date
+}
+
+/// Every `*.entry` file under `root/entries`.
+func entryFiles(in root: URL) -> [URL] {
+    let entries = root.appendingPathComponent(Directory.entriesFolder)
+    guard let walker = FileManager.default.enumerator(at: entries, includingPropertiesForKeys: nil) else { return [] }
+    return walker.compactMap { $0 as? URL }.filter { $0.lastPathComponent.hasSuffix(Directory.entrySuffix) }
+}
+
+func fileExists(_ url: URL) -> Bool {
+    FileManager.default.fileExists(atPath: url.path)
+}
+
+// MARK: Codecs for tests
+
+/// A string codec that counts encode and decode calls.
+struct CountingCodec: CacheCodec {
+    final class Calls: Sendable {
+        let encodes = Counter()
+        let decodes = Counter()
+    }
+
+    let calls = Calls()
+    var identifier: String { "counting-v1" }
+
+    func encode(_ value: String) throws -> Data {
+        calls.encodes.increment()
+        return Data(value.utf8)
+    }
+
+    func decode(_ data: Data) throws -> String {
+        calls.decodes.increment()
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+struct CodecFailure: Error, Equatable {}
+
+/// A string codec whose encode always throws.
+struct UnencodableCodec: CacheCodec {
+    var identifier: String { "unencodable-v1" }
+    func encode(_ value: String) throws -> Data { throw CodecFailure() }
+    func decode(_ data: Data) throws -> String { String(decoding: data, as: UTF8.self) }
+}
+
+/// A string codec whose decode always throws (its encode works).
+struct UndecodableCodec: CacheCodec {
+    var identifier: String { "undecodable-v1" }
+    func encode(_ value: String) throws -> Data { Data(value.utf8) }
+    func decode(_ data: Data) throws -> String { throw CodecFailure() }
+}
+
+struct GeneratorFailure: Error, Equatable {
+    var label = "boom"
+}
