@@ -92,10 +92,10 @@ final class Flight: Sendable {
     func depart(_ id: Int) -> Bool {
         let (continuation, producerToCancel) = state.withLock {
             state -> (CheckedContinuation<FlightResult, any Error>?, Task<Void, Never>?) in
-            guard let continuation = state.waiters.removeValue(forKey: id) else {
-                if state.result == nil { state.departed.insert(id) }
-                return (nil, nil)
-            }
+            let continuation = state.waiters.removeValue(forKey: id)
+            if continuation == nil, state.result == nil { state.departed.insert(id) }
+            // A waiter cancelled before it registered leaves too: when it was the last, the producer goes
+            // (waiters holding an id but not yet registered will find the flight cancelled and start anew).
             if state.waiters.isEmpty, cancelsWhenNoWaiters, !state.committed, state.result == nil {
                 state.cancelled = true
                 return (continuation, state.producer)
