@@ -1,0 +1,190 @@
+// Flight and FlightTable on their own: registration, departure before and after registering, the
+// commit gate, and which flights a lookup or a refresh may join. No storage involved.
+
+import Foundation
+import Testing
+
+@testable import YashimaShared
+
+@Suite("SingleFlight", .timeLimit(.minutes(1)))
+struct SingleFlightTests {
+    static let entry = MemoryKey(key: CacheKey("flight"), codecIdentifier: "data-v1")
+
+    /// A producer task that runs until `release` opens.
+    static func producer(_ release: Gate) -> Task<Void, Never> {
+        Task { await release.wait() }
+    }
+
+    static func register(_ flight: Flight, _ id: Int) async throws -> FlightResult {
+        try await withCheckedThrowingContinuation { continuation in
+            if !flight.register(id, continuation) { continuation.resume(returning: .noValue) }
+        }
+    }
+
+    // MARK: Flight
+
+    @Test("a waiter registering after completion gets the result at once")
+    func lateRegistration() async throws {
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: false)
+        let id = flight.newWaiterID()
+        flight.complete(.noValue)
+        guard case .noValue = try await Self.register(flight, id) else {
+            Issue.record("expected the stored result")
+            return
+        }
+    }
+
+    @Test("cancelWhenNoWaiters: the last registered waiter leaving cancels the producer and closes the commit gate")
+    func lastWaiterCancels() async throws {
+        let release = Gate()
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: true)
+        let producer = Self.producer(release)
+        flight.setProducer(producer)
+        let first = flight.newWaiterID()
+        let second = flight.newWaiterID()
+        let waiting = [first, second].map { id in Task { try await Self.register(flight, id) } }
+        #expect(await eventually { flight.waiterCount == 2 })
+        #expect(!flight.depart(first))
+        #expect(!producer.isCancelled)
+        #expect(flight.depart(second))
+        #expect(producer.isCancelled)
+        #expect(flight.isCancelled)
+        #expect(!flight.commit())
+        for task in waiting {
+            let outcome = await result(of: task)
+            #expect(throws: CancellationError.self) { try outcome?.get() }
+        }
+        release.open()
+    }
+
+    @Test("cancelWhenNoWaiters: a waiter cancelled before it registered also counts as leaving")
+    func departBeforeRegistering() async throws {
+        let release = Gate()
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: true)
+        let producer = Self.producer(release)
+        flight.setProducer(producer)
+        // The caller took a waiter id, then was cancelled before its continuation registered (the
+        // cancellation handler runs first when the task is already cancelled).
+        let id = flight.newWaiterID()
+        #expect(flight.depart(id))
+        #expect(producer.isCancelled, "nobody waits any more, yet the producer keeps running")
+        #expect(!flight.commit(), "the result of a producer nobody waits for would be stored")
+        // Registering afterwards reports the cancellation.
+        let outcome = await result(of: Task { try await Self.register(flight, id) })
+        #expect(throws: CancellationError.self) { try outcome?.get() }
+        release.open()
+    }
+
+    @Test("share: waiters leaving never cancel the producer, and it may commit")
+    func shareNeverCancels() async throws {
+        let release = Gate()
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: false)
+        let producer = Self.producer(release)
+        flight.setProducer(producer)
+        let early = flight.newWaiterID()
+        #expect(!flight.depart(early))
+        let id = flight.newWaiterID()
+        let waiting = Task { try await Self.register(flight, id) }
+        #expect(await eventually { flight.waiterCount == 1 })
+        #expect(!flight.depart(id))
+        #expect(!producer.isCancelled)
+        #expect(flight.commit())
+        let outcome = await result(of: waiting)
+        #expect(throws: CancellationError.self) { try outcome?.get() }
+        release.open()
+    }
+
+    @Test("after the commit gate, leaving no longer cancels the producer")
+    func committedIsNotCancelled() async throws {
+        let release = Gate()
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: true)
+        let producer = Self.producer(release)
+        flight.setProducer(producer)
+        let id = flight.newWaiterID()
+        let waiting = Task { try await Self.register(flight, id) }
+        #expect(await eventually { flight.waiterCount == 1 })
+        #expect(flight.commit())
+        #expect(!flight.depart(id))
+        #expect(!producer.isCancelled)
+        _ = await result(of: waiting)
+        release.open()
+    }
+
+    @Test("a producer set after the flight was cancelled is cancelled at once")
+    func lateProducerCancelled() async {
+        let release = Gate()
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: true)
+        let id = flight.newWaiterID()
+        let waiting = Task { try await Self.register(flight, id) }
+        #expect(await eventually { flight.waiterCount == 1 })
+        _ = flight.depart(id)
+        let producer = Self.producer(release)
+        flight.setProducer(producer)
+        #expect(producer.isCancelled)
+        _ = await result(of: waiting)
+        release.open()
+    }
+
+    // MARK: FlightTable
+
+    @Test("a lookup joins a refresh of the same entry; a refresh never joins a lookup")
+    func joiningRules() async throws {
+        let table = FlightTable()
+        let release = Gate()
+        let lookupKey = FlightKey(entry: Self.entry, kind: .lookup)
+        let refreshKey = FlightKey(entry: Self.entry, kind: .refresh)
+        let produced = Counter()
+        let refresh = Task {
+            try await table.run(refreshKey, cancelsWhenNoWaiters: false) { _ in
+                produced.increment()
+                await release.wait()
+                return .noValue
+            }
+        }
+        #expect(await eventually { table.waiterCount(refreshKey) == 1 })
+        let lookup = Task {
+            try await table.run(lookupKey, cancelsWhenNoWaiters: false) { _ in
+                produced.increment()
+                return .noValue
+            }
+        }
+        #expect(await eventually { table.waiterCount(refreshKey) == 2 })
+        #expect(table.waiterCount(lookupKey) == 0)
+        release.open()
+        let joined = try #require(await result(of: lookup)).get()
+        #expect(joined.joined)
+        #expect(joined.kind == .refresh)
+        #expect(try #require(await result(of: refresh)).get().joined == false)
+        #expect(produced.value == 1)
+
+        // Now the other way round: a lookup in flight, then a refresh starts its own flight.
+        let held = Gate()
+        let lookup2 = Task {
+            try await table.run(lookupKey, cancelsWhenNoWaiters: false) { _ in
+                await held.wait()
+                return .noValue
+            }
+        }
+        #expect(await eventually { table.waiterCount(lookupKey) == 1 })
+        let refresh2 = try await table.run(refreshKey, cancelsWhenNoWaiters: false) { _ in .noValue }
+        #expect(refresh2.joined == false)
+        held.open()
+        _ = await result(of: lookup2)
+    }
+
+    @Test("a finished flight leaves the table; the next call starts a new one")
+    func finishedFlightLeaves() async throws {
+        let table = FlightTable()
+        let key = FlightKey(entry: Self.entry, kind: .lookup)
+        let produced = Counter()
+        for _ in 0..<3 {
+            let outcome = try await table.run(key, cancelsWhenNoWaiters: false) { _ in
+                produced.increment()
+                return .noValue
+            }
+            #expect(!outcome.joined)
+        }
+        #expect(produced.value == 3)
+        #expect(table.waiterCount(key) == 0)
+    }
+}
