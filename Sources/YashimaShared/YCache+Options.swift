@@ -132,13 +132,16 @@ public enum CacheExpiry: Sendable, Equatable {
         case .after(let duration):
             let (seconds, attoseconds) = duration.components
             let nanoseconds = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-            if nanoseconds.overflow { return seconds > 0 ? nil : now }
-            let total = now.addingReportingOverflow(nanoseconds.partialValue + attoseconds / 1_000_000_000)
+            // Adding the fraction can overflow too (9_223_372_036 s + 0.9 s), not only the product.
+            let exact = nanoseconds.partialValue.addingReportingOverflow(attoseconds / 1_000_000_000)
+            if nanoseconds.overflow || exact.overflow { return seconds > 0 ? nil : now }
+            let total = now.addingReportingOverflow(exact.partialValue)
             return total.overflow ? nil : max(1, total.partialValue)
         case .at(let date):
             let seconds = date.timeIntervalSince1970
             guard seconds.isFinite, seconds < 9.2e9 else { return nil }
-            return max(1, Int64(seconds * 1e9))
+            // Dates before 1970 are already expired; converting them could trap below Int64.min.
+            return seconds <= 0 ? 1 : max(1, Int64(seconds * 1e9))
         }
     }
 }
