@@ -1,0 +1,108 @@
+// Corrupt entries end to end: a real entry written through YCache is damaged on disk the way another
+// writer would (a modified copy renamed over it), then a fresh instance looks it up. Corrupt is a miss
+// that removes the file and regenerates, or a typed error under `readFailurePolicy: .throwError`.
+
+import Foundation
+import Testing
+
+@testable import YashimaShared
+
+@Suite("YCache corrupt entries")
+struct YCacheCorruptionTests {
+    static let codec = DataCodec()
+    static let strict = YCache.Options(readFailurePolicy: .throwError)
+
+    /// Writes an entry through YCache, damages it, and returns the entry URL and the expected reason.
+    static func damagedEntry(
+        _ damage: EntryDamage, in dir: TemporaryDirectory, key: CacheKey, payloadSize: Int
+    ) async throws -> (url: URL, reason: EntryFormat.Corruption) {
+        let payload = Data((0..<payloadSize).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+        let writer = YCache(storageDirectory: dir.url)
+        _ = try await writer.value(for: key, codec: codec) { payload }
+        let url = try writer.entryURL(key, codec)
+        let entry = Array(try Data(contentsOf: url))
+        try replaceFile(at: url, with: Data(damage.apply(to: entry, key: key, codec: codec.identifier, payload: Array(payload))))
+        let reason = damage.expected(
+            entryCount: entry.count, keyCount: key.canonicalBytes.count, codecCount: codec.identifier.utf8.count)
+        return (url, reason)
+    }
+
+    @Test("a damaged entry is a miss: the file is removed and the value regenerated",
+          arguments: EntryDamage.allCases, [100, 100_000])
+    func damagedIsMiss(_ damage: EntryDamage, payloadSize: Int) async throws {
+        let dir = TemporaryDirectory("corrupt")
+        let key = CacheKey("victim", namespace: "corrupt").variant("size", payloadSize)
+        let (url, _) = try await Self.damagedEntry(damage, in: dir, key: key, payloadSize: payloadSize)
+
+        let reader = YCache(storageDirectory: dir.url)
+        #expect(try await reader.valueIfCached(for: key, codec: Self.codec) == nil)
+        #expect(!fileExists(url), "the corrupt file is still there")
+        #expect(reader.statistics.corruptEntries == 1)
+        #expect(try await reader.storageUsage().entryCount == 0)
+
+        // Damage it again; a normal lookup regenerates and publishes a good entry over it.
+        _ = try await Self.damagedEntry(damage, in: dir, key: key, payloadSize: payloadSize)
+        let calls = Counter()
+        let regenerated = try await YCache(storageDirectory: dir.url).resolve(for: key, codec: Self.codec) {
+            calls.increment()
+            return Data("regenerated".utf8)
+        }
+        #expect(regenerated.source == .generated)
+        #expect(regenerated.value == Data("regenerated".utf8))
+        #expect(calls.value == 1)
+        let again = try await YCache(storageDirectory: dir.url).resolve(for: key, codec: Self.codec) { Data() }
+        #expect(again.source == .storage)
+        #expect(again.value == Data("regenerated".utf8))
+    }
+
+    @Test("under readFailurePolicy .throwError a damaged entry throws corruptEntry with its reason",
+          arguments: EntryDamage.allCases)
+    func damagedThrows(_ damage: EntryDamage) async throws {
+        let dir = TemporaryDirectory("corrupt-strict")
+        let key = CacheKey("strict", namespace: "corrupt")
+        let (_, reason) = try await Self.damagedEntry(damage, in: dir, key: key, payloadSize: 500)
+        let calls = Counter()
+        await #expect(throws: YCacheError.corruptEntry(reason: reason.description)) {
+            try await YCache(storageDirectory: dir.url).value(for: key, codec: Self.codec, options: Self.strict) {
+                calls.increment()
+                return Data()
+            }
+        }
+        #expect(calls.value == 0)
+
+        _ = try await Self.damagedEntry(damage, in: dir, key: key, payloadSize: 500)
+        await #expect(throws: YCacheError.corruptEntry(reason: reason.description)) {
+            try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec, options: Self.strict)
+        }
+    }
+
+    @Test("a payload the codec cannot decode is a miss, or decodingFailed under .throwError")
+    func undecodable() async throws {
+        let dir = TemporaryDirectory("undecodable")
+        let key = CacheKey("undecodable")
+        let codec = UndecodableCodec()
+        _ = try await YCache(storageDirectory: dir.url).value(for: key, codec: codec) { "stored" }
+        let url = try YCache(storageDirectory: dir.url).entryURL(key, codec)
+        #expect(fileExists(url))
+
+        await #expect(throws: YCacheError.decodingFailed(codec: codec.identifier, reason: "\(CodecFailure())")) {
+            try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: codec, options: Self.strict)
+        }
+        _ = try await YCache(storageDirectory: dir.url).value(for: key, codec: codec) { "stored" }
+        let reader = YCache(storageDirectory: dir.url)
+        #expect(try await reader.valueIfCached(for: key, codec: codec) == nil)
+        #expect(!fileExists(url))
+        #expect(reader.statistics.corruptEntries == 1)
+    }
+
+    @Test("metadata and contains treat a damaged entry as absent without throwing")
+    func damagedMetadata() async throws {
+        let dir = TemporaryDirectory("corrupt-meta")
+        let key = CacheKey("meta", namespace: "corrupt")
+        _ = try await Self.damagedEntry(.flipCreatedAt, in: dir, key: key, payloadSize: 100)
+        let reader = YCache(storageDirectory: dir.url)
+        #expect(try await reader.metadata(for: key, codec: Self.codec) == nil)
+        #expect(try await reader.contains(for: key, codec: Self.codec) == false)
+        #expect(try await reader.entries().isEmpty)
+    }
+}
