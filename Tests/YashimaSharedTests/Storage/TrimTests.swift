@@ -1,0 +1,219 @@
+// Trimming through YCache and the Trimmer: LRU order (mtimes set explicitly, since a hit touches at
+// most once per `Policy.touchInterval`), the budget after every write and after an explicit trim, the
+// exact fit, oversized values, staging and lock debris, and reconciling the usage counter.
+
+import Foundation
+import Testing
+
+@testable import YashimaShared
+
+@Suite("Trim")
+struct TrimTests {
+    static let codec = StringCodec()
+    static let block = 4096
+
+    /// Writes one small entry (charged one block) per name with an unbounded cache.
+    static func writeEntries(_ names: [String], in dir: TemporaryDirectory) async throws -> [String: URL] {
+        let writer = YCache(storageDirectory: dir.url, storageMaximumByteCount: nil)
+        var urls: [String: URL] = [:]
+        for name in names {
+            _ = try await writer.value(for: CacheKey(name), codec: codec) { "value of \(name)" }
+            urls[name] = try writer.entryURL(CacheKey(name), codec)
+        }
+        return urls
+    }
+
+    /// Gives the entries mtimes one hour apart, the first name the oldest.
+    static func age(_ oldestFirst: [String], _ urls: [String: URL]) throws {
+        for (rank, name) in oldestFirst.enumerated() {
+            try setModificationTime(urls[name]!, secondsAgo: Double(oldestFirst.count - rank) * 3600)
+        }
+    }
+
+    static func present(_ urls: [String: URL]) -> Set<String> {
+        Set(urls.filter { fileExists($0.value) }.keys)
+    }
+
+    // MARK: LRU order
+
+    @Test("a write over budget trims least recently used entries first")
+    func lruOrderOnWrite() async throws {
+        let dir = TemporaryDirectory("trim-lru")
+        let names = (0..<10).map { "entry-\($0)" }
+        var urls = try await Self.writeEntries(names, in: dir)
+        let oldestFirst = [3, 7, 1, 9, 0, 5, 2, 8, 4, 6].map { names[$0] }
+        try Self.age(oldestFirst, urls)
+
+        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: 10 * Self.block)
+        _ = try await cache.value(for: CacheKey("newest"), codec: Self.codec) { "n" }
+        urls["newest"] = try cache.entryURL(CacheKey("newest"), Self.codec)
+        // Over budget by one block: trimmed to the low-water mark (90 %), so the two oldest go.
+        #expect(Self.present(urls) == Set(urls.keys).subtracting(oldestFirst.prefix(2)))
+        #expect(try await cache.storageUsage().byteCount <= Int64(10 * Self.block))
+    }
+
+    @Test("a storage hit counts as a use; metadata and contains do not")
+    func hitsTouch() async throws {
+        let dir = TemporaryDirectory("trim-touch")
+        let urls = try await Self.writeEntries(["a", "b", "c", "d"], in: dir)
+        try Self.age(["a", "b", "c", "d"], urls)
+        let aBefore = try modificationTime(urls["a"]!)
+
+        let reader = YCache(storageDirectory: dir.url)
+        #expect(try await reader.metadata(for: CacheKey("a"), codec: Self.codec) != nil)
+        #expect(try await reader.contains(for: CacheKey("a"), codec: Self.codec))
+        #expect(try await reader.entries().count == 4)
+        #expect(try modificationTime(urls["a"]!) == aBefore)
+        #expect(try await reader.resolve(for: CacheKey("b"), codec: Self.codec) { "x" }.source == .storage)
+        #expect(try modificationTime(urls["b"]!).timeIntervalSinceNow > -600)
+
+        let trimmer = YCache(storageDirectory: dir.url, storageMaximumByteCount: 2 * Self.block)
+        try await trimmer.trimStorageIfNeeded()
+        #expect(Self.present(urls) == ["b", "d"])
+    }
+
+    // MARK: Budget
+
+    @Test("the budget holds after every write")
+    func budgetAfterEveryWrite() async throws {
+        let dir = TemporaryDirectory("trim-every")
+        let budget = 5 * Self.block
+        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: budget)
+        for index in 0..<30 {
+            let size = [10, 3000, 4500, 9000][index % 4]
+            let value = try await cache.value(for: CacheKey("w\(index)"), codec: Self.codec) {
+                String(repeating: "x", count: size)
+            }
+            #expect(value.utf8.count == size)
+            let usage = try await cache.storageUsage()
+            #expect(usage.byteCount <= Int64(budget), "after write \(index)")
+            #expect(usage.entryCount > 0)
+        }
+    }
+
+    @Test("trimStorageIfNeeded brings a directory filled by others within this budget, oldest first")
+    func explicitTrim() async throws {
+        let dir = TemporaryDirectory("trim-explicit")
+        let names = (0..<8).map { "e\($0)" }
+        let urls = try await Self.writeEntries(names, in: dir)
+        let oldestFirst = [5, 2, 7, 0, 4, 1, 6, 3].map { names[$0] }
+        try Self.age(oldestFirst, urls)
+        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: 3 * Self.block)
+        try await cache.trimStorageIfNeeded()
+        #expect(Self.present(urls) == Set(oldestFirst.suffix(3)))
+        let usage = try await cache.storageUsage()
+        #expect(usage.entryCount == 3)
+        #expect(usage.byteCount <= Int64(3 * Self.block))
+    }
+
+    @Test("an entry whose charge equals the budget is kept")
+    func exactFit() async throws {
+        let dir = TemporaryDirectory("trim-exact")
+        let key = CacheKey("exact")
+        let value = String(repeating: "e", count: 5000)
+        let charged = EntryFile.chargedBytes(
+            payloadByteCount: 5000, keyByteCount: key.canonicalBytes.count,
+            codecByteCount: Self.codec.identifier.utf8.count)
+        #expect(charged == 8192)
+        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: Int(charged))
+        _ = try await cache.value(for: key, codec: Self.codec) { value }
+        try await cache.trimStorageIfNeeded()
+        #expect(try await cache.storageUsage().byteCount == charged)
+        let fresh = YCache(storageDirectory: dir.url, storageMaximumByteCount: Int(charged))
+        #expect(try await fresh.resolve(for: key, codec: Self.codec) { "" }.source == .storage)
+
+        // One byte less and the same value no longer fits.
+        let tight = TemporaryDirectory("trim-exact-minus")
+        _ = try await YCache(storageDirectory: tight.url, storageMaximumByteCount: Int(charged) - 1)
+            .value(for: key, codec: Self.codec) { value }
+        #expect(entryFiles(in: tight.url).isEmpty)
+    }
+
+    @Test("a value larger than the whole budget is returned and kept in memory, not stored, evicting nothing")
+    func oversized() async throws {
+        let dir = TemporaryDirectory("trim-oversized")
+        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: 2 * Self.block)
+        _ = try await cache.value(for: CacheKey("small"), codec: Self.codec) { "small" }
+        let big = String(repeating: "B", count: 3 * Self.block)
+        let resolution = try await cache.resolve(for: CacheKey("big"), codec: Self.codec) { big }
+        #expect(resolution.value == big)
+        #expect(resolution.source == .generated)
+        #expect(cache.peek(for: CacheKey("big"), codec: Self.codec) == big)
+        let fresh = YCache(storageDirectory: dir.url)
+        #expect(try await fresh.valueIfCached(for: CacheKey("big"), codec: Self.codec) == nil)
+        #expect(try await fresh.valueIfCached(for: CacheKey("small"), codec: Self.codec) == "small")
+        #expect(entryFiles(in: dir.url).count == 1)
+    }
+
+    // MARK: Debris
+
+    @Test("trim removes staging files older than an hour and unheld lock files; keeps the rest",
+          arguments: [Int?.none, 1 << 20])
+    func debris(budget: Int?) async throws {
+        let dir = TemporaryDirectory("trim-debris")
+        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: budget)
+        try cache.openStorage()
+        let staging = dir.url.appendingPathComponent(Directory.stagingFolder)
+        let old = staging.appendingPathComponent("old.staging")
+        let young = staging.appendingPathComponent("young.staging")
+        try Data("partial".utf8).write(to: old)
+        try Data("partial".utf8).write(to: young)
+        try setModificationTime(old, secondsAgo: 2 * 3600)
+        try setModificationTime(young, secondsAgo: 50 * 60)
+
+        let directory = try cache.storageContext().directory
+        let abandoned = directory.lockPath(forKeyDigest: CacheKey("abandoned").stableDigest)
+        let busy = directory.lockPath(forKeyDigest: CacheKey("busy").stableDigest)
+        guard case .success(.acquired(let abandonedLock)) = LockFile.tryAcquire(abandoned, in: directory),
+            case .success(.acquired(let busyLock)) = LockFile.tryAcquire(busy, in: directory)
+        else {
+            Issue.record("could not take the lock files")
+            return
+        }
+        abandonedLock.release(unlinking: false)  // a killed process leaves its (unlocked) lock file behind
+        defer { busyLock.release(unlinking: true) }
+
+        _ = try await cache.value(for: CacheKey("kept"), codec: Self.codec) { "kept" }
+        try await cache.trimStorageIfNeeded()
+        #expect(!fileExists(old))
+        #expect(fileExists(young))
+        #expect(!fileExists(dir.url.appendingPathComponent(abandoned.relative)))
+        #expect(fileExists(dir.url.appendingPathComponent(busy.relative)))
+        #expect(try await cache.valueIfCached(for: CacheKey("kept"), codec: Self.codec) == "kept")
+    }
+
+    // MARK: Usage
+
+    @Test("storageUsage recounts from the directory and reconciles the shared counter")
+    func usageReconciles() async throws {
+        let dir = TemporaryDirectory("trim-usage")
+        let urls = try await Self.writeEntries(["u1", "u2", "u3"], in: dir)
+        let cache = YCache(storageDirectory: dir.url)
+        let state = try cache.storageContext().directory.state
+        #expect(state.usage == Int64(3 * Self.block))
+        // Another party removes an entry behind our back, and leaves a file that is not an entry.
+        try FileManager.default.removeItem(at: urls["u2"]!)
+        try Data("note".utf8).write(to: urls["u1"]!.deletingLastPathComponent().appendingPathComponent("README"))
+        state.adjustUsage(by: 1_000_000)  // and the hint drifted
+        let usage = try await cache.storageUsage()
+        #expect(usage == StorageUsage(byteCount: Int64(2 * Self.block), entryCount: 2))
+        #expect(state.usage == usage.byteCount)
+    }
+
+    @Test("a scan lists only entry files in fan-out folders")
+    func scanIgnoresStrangers() async throws {
+        let dir = TemporaryDirectory("trim-scan")
+        let urls = try await Self.writeEntries(["s1", "s2"], in: dir)
+        let entries = dir.url.appendingPathComponent(Directory.entriesFolder)
+        try FileManager.default.createDirectory(
+            at: entries.appendingPathComponent("not-fan-out"), withIntermediateDirectories: true)
+        try Data().write(to: entries.appendingPathComponent("not-fan-out/x.entry"))
+        try Data().write(to: urls["s1"]!.deletingLastPathComponent().appendingPathComponent("x.staging"))
+        try FileManager.default.createDirectory(
+            at: urls["s1"]!.deletingLastPathComponent().appendingPathComponent("folder.entry"),
+            withIntermediateDirectories: true)
+        let scanned = try YCache(storageDirectory: dir.url).storageContext().trimmer.scanEntries()
+        #expect(Set(scanned.map { dir.url.appendingPathComponent($0.relative).path })
+            == Set(urls.values.map(\.path)))
+    }
+}
