@@ -56,11 +56,12 @@ struct CostLRU<Key: Hashable, Value> {
     }
 
     /// Inserts or replaces, then evicts least recently used items over the bounds. An item whose cost
-    /// alone exceeds the cost bound is not kept. Returns the evicted keys.
+    /// alone exceeds the cost bound is not kept, and a bound of 0 keeps nothing (not even items of cost 0,
+    /// as `YCache` documents for a memory budget of 0 or less). Returns the evicted keys.
     @discardableResult
     mutating func insert(_ value: Value, for key: Key, cost: Int) -> [Key] {
         let cost = max(0, cost)
-        if let maximumCost, cost > maximumCost {
+        if let maximumCost, cost > maximumCost || maximumCost <= 0 {
             removeValue(for: key)
             return [key]
         }
