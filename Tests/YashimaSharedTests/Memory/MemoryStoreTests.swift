@@ -1,0 +1,214 @@
+// The in-memory layer: CostLRU on its own (order, cost and count bounds, replacement, slot reuse) and
+// MemoryStore's item checks (expiry against an explicit clock, removal epochs, namespace removal).
+
+import Foundation
+import Testing
+
+@testable import YashimaShared
+
+@Suite("CostLRU")
+struct CostLRUTests {
+    @Test("the cost bound evicts the least recently used; a read makes an item recent")
+    func costBound() {
+        var lru = CostLRU<String, Int>(maximumCost: 10, maximumCount: nil)
+        #expect(lru.insert(1, for: "a", cost: 4).isEmpty)
+        #expect(lru.insert(2, for: "b", cost: 4).isEmpty)
+        #expect(lru.value(for: "a") == 1)  // "b" is now the least recently used
+        #expect(lru.insert(3, for: "c", cost: 4) == ["b"])
+        #expect(lru.value(for: "b") == nil)
+        #expect(lru.totalCost == 8)
+        #expect(lru.insert(4, for: "d", cost: 9) == ["a", "c"])  // evicts in LRU order until it fits
+        #expect(lru.count == 1)
+        #expect(lru.totalCost == 9)
+    }
+
+    @Test("the count bound evicts the least recently used")
+    func countBound() {
+        var lru = CostLRU<Int, Int>(maximumCost: nil, maximumCount: 3)
+        for key in 0..<3 { lru.insert(key, for: key, cost: 1_000_000) }
+        _ = lru.value(for: 0)
+        #expect(lru.insert(3, for: 3, cost: 1) == [1])
+        #expect(lru.insert(4, for: 4, cost: 1) == [2])
+        #expect(lru.value(for: 0) == 0)
+        #expect(lru.count == 3)
+    }
+
+    @Test("an item costing more than the whole bound is not kept, and replaces nothing else")
+    func oversized() {
+        var lru = CostLRU<String, Int>(maximumCost: 10, maximumCount: nil)
+        lru.insert(1, for: "a", cost: 5)
+        lru.insert(2, for: "b", cost: 5)
+        #expect(lru.insert(3, for: "b", cost: 11) == ["b"])  // the old "b" goes too: it was replaced
+        #expect(lru.value(for: "b") == nil)
+        #expect(lru.value(for: "a") == 1)
+        #expect(lru.totalCost == 5)
+        #expect(lru.insert(4, for: "c", cost: 10) == ["a"])  // exactly the bound fits
+        #expect(lru.value(for: "c") == 4)
+    }
+
+    @Test("a bound of 0 keeps nothing, not even items of cost 0")
+    func zeroBounds() {
+        var byCost = CostLRU<String, Int>(maximumCost: 0, maximumCount: nil)
+        byCost.insert(1, for: "a", cost: 0)
+        byCost.insert(2, for: "b", cost: 1)
+        #expect(byCost.count == 0)
+        var byCount = CostLRU<String, Int>(maximumCost: nil, maximumCount: 0)
+        byCount.insert(1, for: "a", cost: 0)
+        #expect(byCount.count == 0)
+        #expect(byCount.value(for: "a") == nil)
+    }
+
+    @Test("replacing updates value and cost; negative costs count as 0")
+    func replace() {
+        var lru = CostLRU<String, Int>(maximumCost: 10, maximumCount: nil)
+        lru.insert(1, for: "a", cost: 3)
+        lru.insert(2, for: "a", cost: 7)
+        #expect(lru.count == 1)
+        #expect(lru.totalCost == 7)
+        #expect(lru.value(for: "a") == 2)
+        lru.insert(3, for: "n", cost: -5)
+        #expect(lru.totalCost == 7)
+        #expect(lru.removeValue(for: "a") == 2)
+        #expect(lru.removeValue(for: "a") == nil)
+        #expect(lru.totalCost == 0)
+    }
+
+    @Test("removeAll(where:) and removeAll() keep the list consistent; freed slots are reused")
+    func removals() {
+        var lru = CostLRU<Int, Int>(maximumCost: 100, maximumCount: nil)
+        for key in 0..<10 { lru.insert(key, for: key, cost: 1) }
+        lru.removeAll { $0 % 2 == 0 }
+        #expect(lru.count == 5)
+        #expect(lru.totalCost == 5)
+        for key in 10..<15 { lru.insert(key, for: key, cost: 1) }  // reuses the freed slots
+        #expect(lru.count == 10)
+        // LRU order is still insertion order: each eviction takes the oldest survivor.
+        var lru2 = lru
+        let evicted = (0..<10).flatMap { lru2.insert(100 + $0, for: 100 + $0, cost: 10) }
+        #expect(evicted == [1, 3, 5, 7, 9, 10, 11, 12, 13, 14])
+        lru.removeAll()
+        #expect(lru.count == 0)
+        #expect(lru.totalCost == 0)
+        lru.insert(1, for: 1, cost: 1)
+        #expect(lru.value(for: 1) == 1)
+    }
+
+    @Test("random operations agree with a simple reference model")
+    func againstModel() {
+        var lru = CostLRU<Int, Int>(maximumCost: 50, maximumCount: 8)
+        var model: [(key: Int, cost: Int)] = []  // least recently used first
+        var state: UInt64 = 42
+        func next(_ bound: Int) -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int(state >> 33) % bound
+        }
+        for _ in 0..<5000 {
+            let key = next(20)
+            switch next(3) {
+            case 0:
+                let cost = next(30)
+                lru.insert(key, for: key, cost: cost)
+                model.removeAll { $0.key == key }
+                if cost <= 50 {
+                    model.append((key, cost))
+                    while model.reduce(0, { $0 + $1.cost }) > 50 || model.count > 8 { model.removeFirst() }
+                }
+            case 1:
+                let found = lru.value(for: key)
+                if let index = model.firstIndex(where: { $0.key == key }) {
+                    model.append(model.remove(at: index))
+                    #expect(found == key)
+                } else {
+                    #expect(found == nil)
+                }
+            default:
+                lru.removeValue(for: key)
+                model.removeAll { $0.key == key }
+            }
+            #expect(lru.count == model.count)
+            #expect(lru.totalCost == model.reduce(0) { $0 + $1.cost })
+        }
+    }
+}
+
+@Suite("MemoryStore")
+struct MemoryStoreTests {
+    static func item(_ value: String, cost: Int = 1, expiresAt: Int64? = nil, slots: SharedState.Slots? = nil,
+                     stamp: SharedState.Stamp? = nil) -> MemoryItem
+    {
+        MemoryItem(
+            value: value, cost: cost,
+            metadata: CacheMetadata(
+                keyStableIdentifier: "k", codecIdentifier: "c", createdAtNanoseconds: 0,
+                expiresAtNanoseconds: expiresAt, payloadByteCount: 0),
+            slots: slots, stamp: stamp, entryPath: nil)
+    }
+
+    static func key(_ identity: String, namespace: String = "default", codec: String = "c") -> MemoryKey {
+        MemoryKey(key: CacheKey(identity, namespace: namespace), codecIdentifier: codec)
+    }
+
+    @Test("an item is live until its expiry instant, then dropped")
+    func expiry() {
+        let store = MemoryStore(maximumCost: nil, maximumCount: nil)
+        store.insert(Self.item("v", expiresAt: 1000), for: Self.key("a"))
+        #expect(store.item(for: Self.key("a"), state: nil, now: 999)?.value as? String == "v")
+        #expect(store.item(for: Self.key("a"), state: nil, now: 1000) == nil)
+        #expect(store.count == 0)
+    }
+
+    @Test("an item stored under older epochs is dropped (I10)")
+    func epochs() throws {
+        let dir = TemporaryDirectory("memory-epochs")
+        let directory = try Directory(path: dir.path, sharing: .privateToUser, allowNetworkFilesystem: false)
+        let state = directory.state
+        let key = CacheKey("epoch", namespace: "ns")
+        let slots = SharedState.slots(namespaceDigest: key.namespaceDigest, keyDigest: key.stableDigest)
+        let store = MemoryStore(maximumCost: nil, maximumCount: nil)
+        let memoryKey = MemoryKey(key: key, codecIdentifier: "c")
+        for bump in [{ state.bumpKey(slots) }, { state.bumpNamespace(slot: slots.namespace) }, { state.bumpGlobal() }] {
+            store.insert(Self.item("v", slots: slots, stamp: state.stamp(slots)), for: memoryKey)
+            #expect(store.item(for: memoryKey, state: state, now: 0) != nil)
+            bump()
+            #expect(store.item(for: memoryKey, state: state, now: 0) == nil)
+            #expect(store.count == 0)
+        }
+        // Without storage (no slots) an item is never invalidated by epochs.
+        store.insert(Self.item("v"), for: memoryKey)
+        state.bumpGlobal()
+        #expect(store.item(for: memoryKey, state: state, now: 0) != nil)
+    }
+
+    @Test("removal by entry, by key (every codec), by namespace and of everything")
+    func removals() {
+        let store = MemoryStore(maximumCost: nil, maximumCount: nil)
+        let keys = [
+            Self.key("a"), Self.key("a", codec: "other"), Self.key("b"), Self.key("c", namespace: "x"),
+            Self.key("d", namespace: "x"),
+        ]
+        for key in keys { store.insert(Self.item("v"), for: key) }
+        store.remove(keys[2])
+        #expect(store.count == 4)
+        store.remove(key: CacheKey("a"))
+        #expect(store.count == 2)
+        store.removeAll(inNamespace: "default")
+        #expect(store.count == 2)
+        store.removeAll(inNamespace: "x")
+        #expect(store.count == 0)
+        for key in keys { store.insert(Self.item("v", cost: 3), for: key) }
+        #expect(store.totalCost == 15)
+        store.removeAll()
+        #expect(store.count == 0)
+        #expect(store.totalCost == 0)
+    }
+
+    @Test("a key is due for a touch at most once per touch interval")
+    func touchDebounce() {
+        let store = MemoryStore(maximumCost: nil, maximumCount: nil)
+        let key = Self.key("t")
+        #expect(store.shouldTouch(key, now: 0))
+        #expect(!store.shouldTouch(key, now: Policy.touchInterval - 1))
+        #expect(store.shouldTouch(key, now: Policy.touchInterval))
+        #expect(store.shouldTouch(Self.key("other"), now: 1))
+    }
+}
