@@ -17,7 +17,7 @@ struct YCacheFailureTests {
         let cache = YCache(storageDirectory: dir.url)
         try cache.openStorage()
         let fanOut = try cache.entryURL(key, codec).deletingLastPathComponent()
-        try Data("in the way".utf8).write(to: fanOut)
+        try writeFile(Data("in the way".utf8), to: fanOut)
         return cache
     }
 
@@ -97,7 +97,7 @@ struct YCacheFailureTests {
     @Test("a storage path that is a regular file: storageUnavailable, or memory only under best effort")
     func storagePathIsFile() async throws {
         let dir = TemporaryDirectory("fail-file")
-        try Data("a file".utf8).write(to: dir.url)
+        try writeFile(Data("a file".utf8), to: dir.url)
         let cache = YCache(storageDirectory: dir.url)
         let key = CacheKey("k")
         await #expect(performing: { try await cache.value(for: key, codec: Self.codec) { "v" } }, throws: Self.isUnavailable)
@@ -122,7 +122,7 @@ struct YCacheFailureTests {
     @Test("a parent component that is a file, or a storage folder that is a file: storageUnavailable")
     func parentIsFile() async throws {
         let dir = TemporaryDirectory("fail-parent")
-        try Data("a file".utf8).write(to: dir.url)
+        try writeFile(Data("a file".utf8), to: dir.url)
         let nested = YCache(storageDirectory: dir.url.appendingPathComponent("cache/inner"))
         #expect(Self.isUnavailable(try Self.error { try nested.openStorage() }))
         await #expect(performing: { try await nested.data(for: CacheKey("k")) { Data() } }, throws: Self.isUnavailable)
@@ -130,7 +130,7 @@ struct YCacheFailureTests {
         for folder in [Directory.entriesFolder, Directory.stagingFolder, Directory.locksFolder] {
             let root = TemporaryDirectory("fail-folder")
             try FileManager.default.createDirectory(at: root.url, withIntermediateDirectories: true)
-            try Data().write(to: root.url.appendingPathComponent(folder))
+            try writeFile(Data(), to: root.url.appendingPathComponent(folder))
             #expect(Self.isUnavailable(try Self.error { try YCache(storageDirectory: root.url).openStorage() }), "\(folder)")
         }
     }
@@ -158,7 +158,7 @@ struct YCacheFailureTests {
     func layoutVersions(_ text: String) async throws {
         let dir = TemporaryDirectory("layout")
         try FileManager.default.createDirectory(at: dir.url, withIntermediateDirectories: true)
-        try Data(text.utf8).write(to: dir.url.appendingPathComponent("layout"))
+        try writeFile(Data(text.utf8), to: dir.url.appendingPathComponent("layout"))
         let cache = YCache(storageDirectory: dir.url)
         let error = try Self.error { try cache.openStorage() }
         switch text {

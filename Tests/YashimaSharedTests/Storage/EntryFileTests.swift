@@ -46,6 +46,9 @@ struct EntryFileTests {
         }
     }
 
+    /// Payloads for the damage tests: buffered and mapped (past `Policy.mapThreshold`), made once.
+    static let damagePayloads = [200: payload(200), 66_000: payload(66_000)]
+
     static func payload(_ count: Int, seed: UInt8 = 1) -> Data {
         Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) })
     }
@@ -117,7 +120,7 @@ struct EntryFileTests {
         let fixture = try Fixture()
         let key = CacheKey("blocked")
         let path = fixture.path(key)
-        try Data("not a folder".utf8).write(to: fixture.root.appendingPathComponent(path.fanOut))
+        try writeFile(Data("not a folder".utf8), to: fixture.root.appendingPathComponent(path.fanOut))
         let result = fixture.files.publish(
             Data("v".utf8), to: path, expectation: EntryExpectation(key: key, codecIdentifier: "data-v1"),
             codecIdentifier: "data-v1", createdAt: 1, expiresAt: 0)
@@ -144,11 +147,11 @@ struct EntryFileTests {
 
     @Test(
         "each damaged file is a miss with its reason (read and header-only read)",
-        arguments: EntryDamage.allCases, [200, 100_000])
+        arguments: EntryDamage.allCases, [200, 66_000])
     func damagedFile(_ damage: EntryDamage, payloadSize: Int) throws {
         let fixture = try Fixture()
         let key = CacheKey("damaged", namespace: "files").variant("size", payloadSize)
-        let payload = Self.payload(payloadSize)
+        let payload = Self.damagePayloads[payloadSize]!
         try fixture.publish(key, payload)
         let url = fixture.url(fixture.path(key))
         let entry = Array(try Data(contentsOf: url))

@@ -156,8 +156,8 @@ struct TrimTests {
         let staging = dir.url.appendingPathComponent(Directory.stagingFolder)
         let old = staging.appendingPathComponent("old.staging")
         let young = staging.appendingPathComponent("young.staging")
-        try Data("partial".utf8).write(to: old)
-        try Data("partial".utf8).write(to: young)
+        try writeFile(Data("partial".utf8), to: old)
+        try writeFile(Data("partial".utf8), to: young)
         try setModificationTime(old, secondsAgo: 2 * 3600)
         try setModificationTime(young, secondsAgo: 50 * 60)
 
@@ -193,7 +193,7 @@ struct TrimTests {
         #expect(state.usage == Int64(3 * Self.block))
         // Another party removes an entry behind our back, and leaves a file that is not an entry.
         try FileManager.default.removeItem(at: urls["u2"]!)
-        try Data("note".utf8).write(to: urls["u1"]!.deletingLastPathComponent().appendingPathComponent("README"))
+        try writeFile(Data("note".utf8), to: urls["u1"]!.deletingLastPathComponent().appendingPathComponent("README"))
         state.adjustUsage(by: 1_000_000)  // and the hint drifted
         let usage = try await cache.storageUsage()
         #expect(usage == StorageUsage(byteCount: Int64(2 * Self.block), entryCount: 2))
@@ -207,8 +207,8 @@ struct TrimTests {
         let entries = dir.url.appendingPathComponent(Directory.entriesFolder)
         try FileManager.default.createDirectory(
             at: entries.appendingPathComponent("not-fan-out"), withIntermediateDirectories: true)
-        try Data().write(to: entries.appendingPathComponent("not-fan-out/x.entry"))
-        try Data().write(to: urls["s1"]!.deletingLastPathComponent().appendingPathComponent("x.staging"))
+        try writeFile(Data(), to: entries.appendingPathComponent("not-fan-out/x.entry"))
+        try writeFile(Data(), to: urls["s1"]!.deletingLastPathComponent().appendingPathComponent("x.staging"))
         try FileManager.default.createDirectory(
             at: urls["s1"]!.deletingLastPathComponent().appendingPathComponent("folder.entry"),
             withIntermediateDirectories: true)

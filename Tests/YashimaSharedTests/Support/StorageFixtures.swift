@@ -22,11 +22,27 @@ extension YCache {
     }
 }
 
+/// Creates `url` (which must not exist) holding `bytes`. Plain open/write/close: Foundation's
+/// `Data.write(to:)` calls fsync, and a few hundred fsyncs make the suite wait on the disk for seconds.
+func writeFile(_ bytes: Data, to url: URL) throws {
+    let fd = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path]) }
+    defer { close(fd) }
+    try bytes.withUnsafeBytes { raw in
+        var offset = 0
+        while offset < raw.count {
+            let written = write(fd, raw.baseAddress! + offset, raw.count - offset)
+            guard written > 0 else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path]) }
+            offset += written
+        }
+    }
+}
+
 /// Writes `bytes` to a sibling file and renames it over `url` (a new inode: mappings of the old file,
 /// if any, are untouched, as I1 requires of everyone).
 func replaceFile(at url: URL, with bytes: Data) throws {
     let staging = url.deletingLastPathComponent().appendingPathComponent(".replacement-\(UUID().uuidString)")
-    try bytes.write(to: staging)
+    try writeFile(bytes, to: staging)
     guard rename(staging.path, url.path) == 0 else {
         throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path])
     }
