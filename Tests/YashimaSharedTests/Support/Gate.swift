@@ -36,10 +36,10 @@ final class Gate: Sendable {
     }
 
     /// Waits for the gate, but gives up after `seconds` (a bound for "does not hang"). True when open.
-    func wait(within seconds: Double) async -> Bool {
+    func wait(within seconds: Double, sourceLocation: SourceLocation = #_sourceLocation) async -> Bool {
         let gate = self
         let task = Task<Void, any Error> { await gate.wait() }
-        return await result(of: task, within: seconds) != nil
+        return await result(of: task, within: seconds, sourceLocation: sourceLocation) != nil
     }
 }
 
@@ -53,13 +53,45 @@ final class Counter: Sendable {
     var value: Int { count.withLock { $0 } }
 }
 
-/// A continuation resumed by whichever of several racers comes first.
+/// A continuation resumed by whichever of several racers comes first (even one that comes before the
+/// continuation exists).
 private final class ResumeOnce<T: Sendable>: Sendable {
-    private let continuation = Mutex<CheckedContinuation<T, Never>?>(nil)
+    private enum State {
+        case idle
+        case waiting(CheckedContinuation<T, Never>)
+        case early(T)
+        case finished
+    }
 
-    func set(_ value: CheckedContinuation<T, Never>) { continuation.withLock { $0 = value } }
+    private let state = Mutex<State>(.idle)
 
-    func resume(returning value: T) { continuation.withLock { $0.take() }?.resume(returning: value) }
+    func set(_ continuation: CheckedContinuation<T, Never>) {
+        let early = state.withLock { state -> T? in
+            if case .early(let value) = state {
+                state = .finished
+                return value
+            }
+            state = .waiting(continuation)
+            return nil
+        }
+        if let early { continuation.resume(returning: early) }
+    }
+
+    func resume(returning value: T) {
+        let continuation = state.withLock { state -> CheckedContinuation<T, Never>? in
+            switch state {
+            case .idle:
+                state = .early(value)
+                return nil
+            case .waiting(let continuation):
+                state = .finished
+                return continuation
+            case .early, .finished:
+                return nil
+            }
+        }
+        continuation?.resume(returning: value)
+    }
 }
 
 /// The result of `task`, or nil (and a recorded issue) when it does not finish within `seconds`.
@@ -68,17 +100,18 @@ func result<T: Sendable>(
     of task: Task<T, any Error>, within seconds: Double = 30, sourceLocation: SourceLocation = #_sourceLocation
 ) async -> Result<T, any Error>? {
     let once = ResumeOnce<Result<T, any Error>?>()
+    let timer = Task {
+        try? await Task.sleep(for: .seconds(seconds))
+        once.resume(returning: nil)
+    }
     let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>?, Never>) in
         once.set(continuation)
         Task {
             let result = await task.result
             once.resume(returning: result)
         }
-        Task {
-            try? await Task.sleep(for: .seconds(seconds))
-            once.resume(returning: nil)
-        }
     }
+    timer.cancel()
     if outcome == nil { Issue.record("task did not finish within \(seconds) s", sourceLocation: sourceLocation) }
     return outcome
 }
