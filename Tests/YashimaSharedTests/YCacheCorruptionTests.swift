@@ -13,9 +13,10 @@ struct YCacheCorruptionTests {
     static let strict = YCache.Options(readFailurePolicy: .throwError)
 
     /// A small payload (read into a buffer) and one past `Policy.mapThreshold` (mapped), made once.
-    static let payloads: [Int: Data] = Dictionary(uniqueKeysWithValues: [100, 66_000].map { size in
-        (size, Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 13) }))
-    })
+    static let payloads: [Int: Data] = Dictionary(
+        uniqueKeysWithValues: [100, 66_000].map { size in
+            (size, Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 13) }))
+        })
 
     /// Writes an entry through YCache, damages it, and returns the entry URL, the damaged bytes and the
     /// reason a reader must give.
@@ -34,8 +35,9 @@ struct YCacheCorruptionTests {
         return (url, damaged, reason)
     }
 
-    @Test("a damaged entry is a miss: a fresh instance replaces it with a regenerated value",
-          arguments: EntryDamage.allCases, [100, 66_000])
+    @Test(
+        "a damaged entry is a miss: a fresh instance replaces it with a regenerated value",
+        arguments: EntryDamage.allCases, [100, 66_000])
     func damagedIsMiss(_ damage: EntryDamage, payloadSize: Int) async throws {
         let dir = TemporaryDirectory("corrupt")
         let key = CacheKey("victim", namespace: "corrupt").variant("size", payloadSize)
@@ -71,8 +73,9 @@ struct YCacheCorruptionTests {
         }
     }
 
-    @Test("under readFailurePolicy .throwError a damaged entry throws corruptEntry with its reason",
-          arguments: EntryDamage.allCases)
+    @Test(
+        "under readFailurePolicy .throwError a damaged entry throws corruptEntry with its reason",
+        arguments: EntryDamage.allCases)
     func damagedThrows(_ damage: EntryDamage) async throws {
         let dir = TemporaryDirectory("corrupt-strict")
         let key = CacheKey("strict", namespace: "corrupt")

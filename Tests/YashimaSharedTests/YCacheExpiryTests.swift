@@ -17,7 +17,9 @@ struct YCacheExpiryTests {
         let cache = YCache(storageDirectory: dir.url)
         let key = CacheKey("hour")
         let before = Date()
-        let resolution = try await cache.resolve(for: key, codec: Self.codec, options: .init(expiry: .after(.seconds(3600)))) {
+        let resolution = try await cache.resolve(
+            for: key, codec: Self.codec, options: .init(expiry: .after(.seconds(3600)))
+        ) {
             "v"
         }
         let expiresAt = try #require(resolution.metadata.expiresAt)
@@ -44,8 +46,12 @@ struct YCacheExpiryTests {
         #expect(try await cache.metadata(for: CacheKey("never"), codec: Self.codec)?.expiresAt == nil)
     }
 
-    @Test("a value already expired when stored is returned to its generating caller only, never again",
-          arguments: [CacheExpiry.at(Date(timeIntervalSinceNow: -60)), .at(Date(timeIntervalSince1970: 0)), .after(.zero), .after(.seconds(-5))])
+    @Test(
+        "a value already expired when stored is returned to its generating caller only, never again",
+        arguments: [
+            CacheExpiry.at(Date(timeIntervalSinceNow: -60)), .at(Date(timeIntervalSince1970: 0)), .after(.zero),
+            .after(.seconds(-5)),
+        ])
     func alreadyExpired(_ expiry: CacheExpiry) async throws {
         let dir = TemporaryDirectory("expiry-past")
         let cache = YCache(storageDirectory: dir.url)
@@ -78,11 +84,15 @@ struct YCacheExpiryTests {
 
         let reader = YCache(storageDirectory: dir.url)
         #expect(try await reader.metadata(for: key, codec: Self.codec) == nil)
-        #expect(try await reader.valueIfCached(for: key, codec: Self.codec, options: .init(readFailurePolicy: .throwError)) == nil)
+        #expect(
+            try await reader.valueIfCached(for: key, codec: Self.codec, options: .init(readFailurePolicy: .throwError))
+                == nil)
         #expect(!fileExists(url))
         #expect(reader.statistics.corruptEntries == 0)
         try replaceFile(at: url, with: Data(expired))
-        #expect(try await YCache(storageDirectory: dir.url).value(for: key, codec: Self.codec) { "regenerated" } == "regenerated")
+        #expect(
+            try await YCache(storageDirectory: dir.url).value(for: key, codec: Self.codec) { "regenerated" }
+                == "regenerated")
         #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == "regenerated")
     }
 

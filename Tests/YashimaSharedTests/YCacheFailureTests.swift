@@ -34,21 +34,25 @@ struct YCacheFailureTests {
         let key = CacheKey("blocked")
         let cache = try Self.cacheWithBlockedKey(dir, key)
         let calls = Counter()
-        await #expect(performing: {
-            try await cache.value(for: key, codec: Self.codec) {
-                calls.increment()
-                return "lost"
-            }
-        }, throws: Self.isPublishFailure)
+        await #expect(
+            performing: {
+                try await cache.value(for: key, codec: Self.codec) {
+                    calls.increment()
+                    return "lost"
+                }
+            }, throws: Self.isPublishFailure)
         #expect(calls.value == 1)
         #expect(cache.peek(for: key, codec: Self.codec) == nil)
         #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == nil)
         #expect(cache.statistics.writeFailures == 1)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.url.appendingPathComponent("tmp").path).isEmpty)
         // Nothing was kept: the next call generates again (and fails again).
-        await #expect(performing: { try await cache.value(for: key, codec: Self.codec) { "again" } }, throws: Self.isPublishFailure)
+        await #expect(
+            performing: { try await cache.value(for: key, codec: Self.codec) { "again" } },
+            throws: Self.isPublishFailure)
         // An explicit store fails the same way.
-        await #expect(performing: { try await cache.store("stored", for: key, codec: Self.codec) }, throws: Self.isPublishFailure)
+        await #expect(
+            performing: { try await cache.store("stored", for: key, codec: Self.codec) }, throws: Self.isPublishFailure)
         #expect(cache.peek(for: key, codec: Self.codec) == nil)
     }
 
@@ -58,7 +62,9 @@ struct YCacheFailureTests {
         let key = CacheKey("blocked-refresh")
         let cache = try Self.cacheWithBlockedKey(dir, key)
         cache.putInMemory("old", for: key, codec: Self.codec)
-        await #expect(performing: { try await cache.refresh(for: key, codec: Self.codec) { "new" } }, throws: Self.isPublishFailure)
+        await #expect(
+            performing: { try await cache.refresh(for: key, codec: Self.codec) { "new" } },
+            throws: Self.isPublishFailure)
         #expect(cache.peek(for: key, codec: Self.codec) == nil)
     }
 
@@ -100,14 +106,17 @@ struct YCacheFailureTests {
         try writeFile(Data("a file".utf8), to: dir.url)
         let cache = YCache(storageDirectory: dir.url)
         let key = CacheKey("k")
-        await #expect(performing: { try await cache.value(for: key, codec: Self.codec) { "v" } }, throws: Self.isUnavailable)
+        await #expect(
+            performing: { try await cache.value(for: key, codec: Self.codec) { "v" } }, throws: Self.isUnavailable)
         #expect(throws: YCacheError.self) { try cache.openStorage() }
         #expect(Self.isUnavailable(try Self.error { try cache.openStorage() }))
         // Reads are misses unless asked to throw.
         #expect(try await cache.valueIfCached(for: key, codec: Self.codec) == nil)
-        await #expect(performing: {
-            try await cache.valueIfCached(for: key, codec: Self.codec, options: .init(readFailurePolicy: .throwError))
-        }, throws: Self.isUnavailable)
+        await #expect(
+            performing: {
+                try await cache.valueIfCached(
+                    for: key, codec: Self.codec, options: .init(readFailurePolicy: .throwError))
+            }, throws: Self.isUnavailable)
         await #expect(performing: { _ = try await cache.storageUsage() }, throws: Self.isUnavailable)
         await #expect(performing: { _ = try await cache.entries() }, throws: Self.isUnavailable)
         // Best effort: the value is still returned, and served from memory afterwards.
@@ -131,7 +140,9 @@ struct YCacheFailureTests {
             let root = TemporaryDirectory("fail-folder")
             try FileManager.default.createDirectory(at: root.url, withIntermediateDirectories: true)
             try writeFile(Data(), to: root.url.appendingPathComponent(folder))
-            #expect(Self.isUnavailable(try Self.error { try YCache(storageDirectory: root.url).openStorage() }), "\(folder)")
+            #expect(
+                Self.isUnavailable(try Self.error { try YCache(storageDirectory: root.url).openStorage() }), "\(folder)"
+            )
         }
     }
 
@@ -142,10 +153,14 @@ struct YCacheFailureTests {
         let cache = YCache(storageDirectory: root)
         try cache.openStorage()
         try cache.openStorage()
-        #expect(try String(contentsOf: root.appendingPathComponent("layout"), encoding: .utf8) == "yashima-shared layout 1\n")
+        #expect(
+            try String(contentsOf: root.appendingPathComponent("layout"), encoding: .utf8)
+                == "yashima-shared layout 1\n")
         for folder in [Directory.entriesFolder, Directory.stagingFolder, Directory.locksFolder] {
             var isDirectory: ObjCBool = false
-            #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent(folder).path, isDirectory: &isDirectory))
+            #expect(
+                FileManager.default.fileExists(
+                    atPath: root.appendingPathComponent(folder).path, isDirectory: &isDirectory))
             #expect(isDirectory.boolValue)
         }
         let mode = try FileManager.default.attributesOfItem(atPath: root.path)[.posixPermissions] as? Int
@@ -153,19 +168,21 @@ struct YCacheFailureTests {
         try YCache(storageDirectory: root).openStorage()  // a second instance accepts what the first wrote
     }
 
-    @Test("a layout file of another version is refused with unsupportedLayout; an unreadable one is unavailable",
-          arguments: ["yashima-shared layout 99\n", "yashima-shared layout 0\n", "something else\n"])
+    @Test(
+        "a layout file of another version is refused with unsupportedLayout; an unreadable one is unavailable",
+        arguments: ["yashima-shared layout 99\n", "yashima-shared layout 0\n", "something else\n"])
     func layoutVersions(_ text: String) async throws {
         let dir = TemporaryDirectory("layout")
         try FileManager.default.createDirectory(at: dir.url, withIntermediateDirectories: true)
         try writeFile(Data(text.utf8), to: dir.url.appendingPathComponent("layout"))
         let cache = YCache(storageDirectory: dir.url)
         let error = try Self.error { try cache.openStorage() }
+        let supported = CrossProcessProtocol.layoutVersion
         switch text {
         case "yashima-shared layout 99\n":
-            #expect(error == .unsupportedLayout(path: dir.url.path, found: 99, supported: CrossProcessProtocol.layoutVersion))
+            #expect(error == .unsupportedLayout(path: dir.url.path, found: 99, supported: supported))
         case "yashima-shared layout 0\n":
-            #expect(error == .unsupportedLayout(path: dir.url.path, found: 0, supported: CrossProcessProtocol.layoutVersion))
+            #expect(error == .unsupportedLayout(path: dir.url.path, found: 0, supported: supported))
         default:
             #expect(Self.isUnavailable(error))
         }

@@ -68,8 +68,10 @@ struct YCacheLifecycleTests {
         #expect(byKey[other]?.metadata.payloadByteCount == 5000)
         #expect(byKey[thumb]?.metadata.keyStableIdentifier == thumb.stableIdentifier)
         #expect(byKey[thumb]?.key.variants.map(\.value) == ["320x180"])
-        #expect(byKey[other]?.allocatedByteCount
-            == EntryFile.chargedBytes(payloadByteCount: 5000, keyByteCount: other.canonicalBytes.count, codecByteCount: 7))
+        #expect(
+            byKey[other]?.allocatedByteCount
+                == EntryFile.chargedBytes(
+                    payloadByteCount: 5000, keyByteCount: other.canonicalBytes.count, codecByteCount: 7))
         #expect(try await cache.entries().count == 3)
         #expect(try await cache.entries(in: "docs").map(\.key) == [doc])
         #expect(try await cache.entries(in: "nothing").isEmpty)
@@ -84,15 +86,17 @@ struct YCacheLifecycleTests {
         let key = CacheKey("stored")
         let calls = Counter()
         try await cache.store("first", for: key, codec: Self.codec)
-        #expect(try await cache.value(for: key, codec: Self.codec) {
-            calls.increment()
-            return "generated"
-        } == "first")
+        #expect(
+            try await cache.value(for: key, codec: Self.codec) {
+                calls.increment()
+                return "generated"
+            } == "first")
         let fresh = YCache(storageDirectory: dir.url)
-        #expect(try await fresh.value(for: key, codec: Self.codec) {
-            calls.increment()
-            return "generated"
-        } == "first")
+        #expect(
+            try await fresh.value(for: key, codec: Self.codec) {
+                calls.increment()
+                return "generated"
+            } == "first")
         try await cache.store("second", for: key, codec: Self.codec, options: .init(expiry: .after(.seconds(3600))))
         #expect(cache.peek(for: key, codec: Self.codec) == "second")
         #expect(try await fresh.value(for: key, codec: Self.codec) { "generated" } == "second")  // its copy went
@@ -160,7 +164,8 @@ struct YCacheLifecycleTests {
         }
         for key in kept {
             #expect(cache.peek(for: key, codec: Self.codec) == key.identity)
-            #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == key.identity)
+            #expect(
+                try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == key.identity)
         }
         #expect(try await cache.storageUsage().entryCount == 2)
     }
@@ -262,7 +267,9 @@ struct YCacheLifecycleTests {
         #expect(fresh.statistics.storageHits == 1)
         #expect(fresh.statistics.memoryHits == 1)
         #expect(fresh.statistics.generations == 0)
-        _ = try await fresh.value(for: CacheKey("b"), codec: UnencodableCodec(), options: .init(writeFailurePolicy: .bestEffort)) {
+        _ = try await fresh.value(
+            for: CacheKey("b"), codec: UnencodableCodec(), options: .init(writeFailurePolicy: .bestEffort)
+        ) {
             "b"
         }
         #expect(fresh.statistics.writeFailures == 1)

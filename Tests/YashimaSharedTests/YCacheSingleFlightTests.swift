@@ -29,7 +29,8 @@ struct YCacheSingleFlightTests {
         }
     }
 
-    static func expectCancelled<T>(_ outcome: Result<T, any Error>?, sourceLocation: SourceLocation = #_sourceLocation) {
+    static func expectCancelled<T>(_ outcome: Result<T, any Error>?, sourceLocation: SourceLocation = #_sourceLocation)
+    {
         guard let outcome else { return }  // already recorded as a timeout
         #expect(throws: CancellationError.self, sourceLocation: sourceLocation) { try outcome.get() }
     }
@@ -142,7 +143,9 @@ struct YCacheSingleFlightTests {
         let key = CacheKey("cancel-none")
         let codec = StringCodec()
         let held = HeldGenerator()
-        let only = Task { try await cache.value(for: key, codec: codec, options: .uiLifecycle) { await held("ignored") } }
+        let only = Task {
+            try await cache.value(for: key, codec: codec, options: .uiLifecycle) { await held("ignored") }
+        }
         #expect(await held.started.wait(within: 30))
         #expect(await eventually { cache.waiters(key, codec) == 1 })
         only.cancel()

@@ -72,7 +72,9 @@ struct YCacheTests {
         #expect(try await cache.optionalValue(for: key, codec: Self.codec, options: options) { "v" } == nil)
         #expect(calls.value == 0)
         _ = try await cache.value(for: key, codec: Self.codec) { "v" }
-        #expect(try await YCache(storageDirectory: dir.url).value(for: key, codec: Self.codec, options: options) { "x" } == "v")
+        #expect(
+            try await YCache(storageDirectory: dir.url).value(for: key, codec: Self.codec, options: options) { "x" }
+                == "v")
     }
 
     @Test("refresh regenerates although a value is cached, and the new value replaces it everywhere")
@@ -86,7 +88,9 @@ struct YCacheTests {
         #expect(try await cache.refresh(for: key, codec: Self.codec) { "new" } == "new")
         #expect(cache.peek(for: key, codec: Self.codec) == "new")
         #expect(try await other.value(for: key, codec: Self.codec) { "x" } == "new")  // I10: its copy went
-        let viaOption = try await cache.resolve(for: key, codec: Self.codec, options: .init(lookupPolicy: .refresh)) { "newer" }
+        let viaOption = try await cache.resolve(for: key, codec: Self.codec, options: .init(lookupPolicy: .refresh)) {
+            "newer"
+        }
         #expect(viaOption.source == .generated)
         #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == "newer")
     }
@@ -113,7 +117,8 @@ struct YCacheTests {
 
         // A storage hit under .disabled is returned but not copied into memory.
         _ = try await YCache(storageDirectory: dir.url).value(for: CacheKey("s"), codec: Self.codec) { "s" }
-        let hit = try await cache.resolve(for: CacheKey("s"), codec: Self.codec, options: .init(writePolicy: .disabled)) { "x" }
+        let disabledWrites = YCache.Options(writePolicy: .disabled)
+        let hit = try await cache.resolve(for: CacheKey("s"), codec: Self.codec, options: disabledWrites) { "x" }
         #expect(hit.source == .storage)
         #expect(cache.peek(for: CacheKey("s"), codec: Self.codec) == nil)
     }
@@ -148,8 +153,9 @@ struct YCacheTests {
         #expect(try await points.metadata(for: key)?.codecIdentifier == points.codec.identifier)
         #expect(try await points.refresh(for: key) { Point(x: 4, label: "four") } == Point(x: 4, label: "four"))
         try await points.store(Point(x: 5, label: "five"), for: key)
-        #expect(try await YCache(storageDirectory: dir.url).using(CodableCodec(Point.self)).valueIfCached(for: key)
-            == Point(x: 5, label: "five"))
+        #expect(
+            try await YCache(storageDirectory: dir.url).using(CodableCodec(Point.self)).valueIfCached(for: key)
+                == Point(x: 5, label: "five"))
         points.putInMemory(Point(x: 6, label: "six"), for: CacheKey("memory"))
         #expect(points.peek(for: CacheKey("memory")) == Point(x: 6, label: "six"))
         #expect(try await points.optionalValue(for: CacheKey("none")) { nil } == nil)
@@ -173,10 +179,13 @@ struct YCacheTests {
         #expect(try await fresh.valueIfCached(for: CacheKey("d"), codec: DataCodec()) == bytes)
         #expect(try await fresh.valueIfCached(for: CacheKey("s"), codec: StringCodec()) == "héllo\0wörld")
         #expect(try await fresh.valueIfCached(for: CacheKey("j"), codec: CodableCodec(Point.self)) == point)
-        #expect(try await fresh.valueIfCached(for: CacheKey("p"), codec: CodableCodec([Point].self, format: .propertyList))
-            == [point])
+        #expect(
+            try await fresh.valueIfCached(for: CacheKey("p"), codec: CodableCodec([Point].self, format: .propertyList))
+                == [point])
         // The JSON entry is not visible through the property-list codec: the format is in the identity.
-        #expect(try await fresh.valueIfCached(for: CacheKey("j"), codec: CodableCodec(Point.self, format: .propertyList)) == nil)
+        #expect(
+            try await fresh.valueIfCached(for: CacheKey("j"), codec: CodableCodec(Point.self, format: .propertyList))
+                == nil)
         let calls = Counter()
         _ = try await fresh.codable(for: CacheKey("j"), as: Point.self) {
             calls.increment()
@@ -207,10 +216,13 @@ struct YCacheTests {
         #expect(try await fresh.entries(in: key.namespace).map(\.key) == [key])
         // Only the layout's own names appear under the root; the entry is named by its identity.
         let all = FileManager.default.enumerator(atPath: dir.path)?.compactMap { $0 as? String } ?? []
-        let known = ["layout", "state", "trim.lock", Directory.entriesFolder, Directory.locksFolder, Directory.stagingFolder]
+        let known = [
+            "layout", "state", "trim.lock", Directory.entriesFolder, Directory.locksFolder, Directory.stagingFolder,
+        ]
         #expect(all.allSatisfy { path in known.contains { path == $0 || path.hasPrefix($0 + "/") } }, "\(all)")
         let entry = try #require(entryFiles(in: dir.url).first)
-        #expect(entry.lastPathComponent == EntryIdentity(key: key, codecIdentifier: Self.codec.identifier).hex + ".entry")
+        #expect(
+            entry.lastPathComponent == EntryIdentity(key: key, codecIdentifier: Self.codec.identifier).hex + ".entry")
         try await fresh.remove(for: key, codec: Self.codec)
         #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == nil)
     }

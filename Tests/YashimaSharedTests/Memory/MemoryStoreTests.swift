@@ -133,9 +133,10 @@ struct CostLRUTests {
 
 @Suite("MemoryStore")
 struct MemoryStoreTests {
-    static func item(_ value: String, cost: Int = 1, expiresAt: Int64? = nil, slots: SharedState.Slots? = nil,
-                     stamp: SharedState.Stamp? = nil) -> MemoryItem
-    {
+    static func item(
+        _ value: String, cost: Int = 1, expiresAt: Int64? = nil, slots: SharedState.Slots? = nil,
+        stamp: SharedState.Stamp? = nil
+    ) -> MemoryItem {
         MemoryItem(
             value: value, cost: cost,
             metadata: CacheMetadata(

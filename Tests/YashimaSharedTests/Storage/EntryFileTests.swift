@@ -38,11 +38,14 @@ struct EntryFileTests {
         func read(_ key: CacheKey, codec: String = "data-v1", now: Int64 = Syscall.realtimeNanoseconds)
             -> Result<StoredEntry, EntryReadFailure>
         {
-            files.read(path(key, codec), expecting: EntryExpectation(key: key, codecIdentifier: codec), now: now, useMapping: true)
+            files.read(
+                path(key, codec), expecting: EntryExpectation(key: key, codecIdentifier: codec), now: now,
+                useMapping: true)
         }
 
         func stagingFiles() throws -> [String] {
-            try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent(Directory.stagingFolder).path)
+            try FileManager.default.contentsOfDirectory(
+                atPath: root.appendingPathComponent(Directory.stagingFolder).path)
         }
     }
 
@@ -155,7 +158,8 @@ struct EntryFileTests {
         try fixture.publish(key, payload)
         let url = fixture.url(fixture.path(key))
         let entry = Array(try Data(contentsOf: url))
-        try replaceFile(at: url, with: Data(damage.apply(to: entry, key: key, codec: "data-v1", payload: Array(payload))))
+        try replaceFile(
+            at: url, with: Data(damage.apply(to: entry, key: key, codec: "data-v1", payload: Array(payload))))
         let expected = damage.expected(entryCount: entry.count, keyCount: key.canonicalBytes.count, codecCount: 7)
         switch fixture.read(key) {
         case .failure(.corrupt(let corruption, _)): #expect(corruption == expected)
@@ -244,8 +248,11 @@ struct EntryFileTests {
     func chargedBytes() {
         let fixed = EntryFormat.fixedHeaderSize
         #expect(EntryFile.chargedBytes(payloadByteCount: 0, keyByteCount: 0, codecByteCount: 0) == 4096)
-        #expect(EntryFile.chargedBytes(payloadByteCount: 4096 - fixed - 20, keyByteCount: 10, codecByteCount: 10) == 4096)
-        #expect(EntryFile.chargedBytes(payloadByteCount: 4097 - fixed - 20, keyByteCount: 10, codecByteCount: 10) == 8192)
-        #expect(EntryFile.chargedBytes(payloadByteCount: 1 << 20, keyByteCount: 0, codecByteCount: 0) == (1 << 20) + 4096)
+        #expect(
+            EntryFile.chargedBytes(payloadByteCount: 4096 - fixed - 20, keyByteCount: 10, codecByteCount: 10) == 4096)
+        #expect(
+            EntryFile.chargedBytes(payloadByteCount: 4097 - fixed - 20, keyByteCount: 10, codecByteCount: 10) == 8192)
+        #expect(
+            EntryFile.chargedBytes(payloadByteCount: 1 << 20, keyByteCount: 0, codecByteCount: 0) == (1 << 20) + 4096)
     }
 }

@@ -22,7 +22,9 @@ struct EntryFormatTests {
 
     /// What a reader does with a whole file in memory: the fixed header, the header checksum, the
     /// identity, then the payload checksum (the order `EntryFile` checks them in).
-    static func classify(_ bytes: [UInt8], key: CacheKey, codec: String) -> Result<EntryFormat.Header, EntryFormat.Corruption> {
+    static func classify(_ bytes: [UInt8], key: CacheKey, codec: String) -> Result<
+        EntryFormat.Header, EntryFormat.Corruption
+    > {
         let expectation = EntryExpectation(key: key, codecIdentifier: codec)
         return bytes.withUnsafeBytes { raw in
             let header: EntryFormat.Header

@@ -77,7 +77,8 @@ enum EntryDamage: String, CaseIterable, Sendable, CustomTestStringConvertible {
         case .unknownFlags: EntryBytes.store(UInt16(1), EntryFormat.Offset.flags, in: &bytes)
         case .keyLengthOutOfRange: EntryBytes.store(UInt32.max, EntryFormat.Offset.keyByteCount, in: &bytes)
         case .codecLengthOutOfRange:
-            EntryBytes.store(UInt32(EntryFormat.maximumCodecByteCount + 1), EntryFormat.Offset.codecByteCount, in: &bytes)
+            EntryBytes.store(
+                UInt32(EntryFormat.maximumCodecByteCount + 1), EntryFormat.Offset.codecByteCount, in: &bytes)
         case .payloadLengthOutOfRange: EntryBytes.store(UInt64.max, EntryFormat.Offset.payloadByteCount, in: &bytes)
         case .truncatedByOneByte: bytes.removeLast()
         case .extraByte: bytes.append(0)

@@ -48,7 +48,12 @@ final class Counter: Sendable {
     private let count = Mutex(0)
 
     @discardableResult
-    func increment() -> Int { count.withLock { $0 += 1; return $0 } }
+    func increment() -> Int {
+        count.withLock {
+            $0 += 1
+            return $0
+        }
+    }
 
     var value: Int { count.withLock { $0 } }
 }
@@ -136,6 +141,7 @@ extension YCache {
     /// Callers waiting on this cache's in-flight production of `key` for `codec` (test seam).
     func waiters<Codec: CacheCodec>(_ key: CacheKey, _ codec: Codec, refresh: Bool = false) -> Int {
         engine.flights.waiterCount(
-            FlightKey(entry: MemoryKey(key: key, codecIdentifier: codec.identifier), kind: refresh ? .refresh : .lookup))
+            FlightKey(entry: MemoryKey(key: key, codecIdentifier: codec.identifier), kind: refresh ? .refresh : .lookup)
+        )
     }
 }
