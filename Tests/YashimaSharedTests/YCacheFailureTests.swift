@@ -17,6 +17,7 @@ struct YCacheFailureTests {
         let cache = YCache(storageDirectory: dir.url)
         try cache.openStorage()
         let fanOut = try cache.entryURL(key, codec).deletingLastPathComponent()
+        try? FileManager.default.removeItem(at: fanOut)  // fan-out folders are created with the directory
         try writeFile(Data("in the way".utf8), to: fanOut)
         return cache
     }

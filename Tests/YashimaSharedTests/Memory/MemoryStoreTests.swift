@@ -140,7 +140,7 @@ struct MemoryStoreTests {
         MemoryItem(
             value: value, cost: cost,
             metadata: CacheMetadata(
-                keyStableIdentifier: "k", codecIdentifier: "c", createdAtNanoseconds: 0,
+                keyDigest: nil, codecIdentifier: "c", createdAtNanoseconds: 0,
                 expiresAtNanoseconds: expiresAt, payloadByteCount: 0),
             slots: slots, stamp: stamp, entryPath: nil)
     }
@@ -164,7 +164,7 @@ struct MemoryStoreTests {
         let directory = try Directory(path: dir.path, sharing: .privateToUser, allowNetworkFilesystem: false)
         let state = directory.state
         let key = CacheKey("epoch", namespace: "ns")
-        let slots = SharedState.slots(namespaceDigest: key.namespaceDigest, keyDigest: key.stableDigest)
+        let slots = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
         let store = MemoryStore(maximumCost: nil, maximumCount: nil)
         let memoryKey = MemoryKey(key: key, codecIdentifier: "c")
         for bump in [{ state.bumpKey(slots) }, { state.bumpNamespace(slot: slots.namespace) }, { state.bumpGlobal() }] {

@@ -123,6 +123,7 @@ struct EntryFileTests {
         let fixture = try Fixture()
         let key = CacheKey("blocked")
         let path = fixture.path(key)
+        try? FileManager.default.removeItem(at: fixture.root.appendingPathComponent(path.fanOut))
         try writeFile(Data("not a folder".utf8), to: fixture.root.appendingPathComponent(path.fanOut))
         let result = fixture.files.publish(
             Data("v".utf8), to: path, expectation: EntryExpectation(key: key, codecIdentifier: "data-v1"),

@@ -176,6 +176,15 @@ struct TrimTests {
         }
         abandonedLock.release(unlinking: false)  // a killed process leaves its (unlocked) lock file behind
         defer { busyLock.release(unlinking: true) }
+        // Lock files are swept once nobody has held them for an hour (I6); a fresh one may be in use soon.
+        let fresh = directory.lockPath(forKeyDigest: CacheKey("fresh").stableDigest)
+        guard case .success(.acquired(let freshLock)) = LockFile.tryAcquire(fresh, in: directory) else {
+            Issue.record("could not take the fresh lock file")
+            return
+        }
+        freshLock.release(unlinking: false)
+        try setModificationTime(dir.url.appendingPathComponent(abandoned.relative), secondsAgo: 2 * 3600)
+        try setModificationTime(dir.url.appendingPathComponent(busy.relative), secondsAgo: 2 * 3600)
 
         _ = try await cache.value(for: CacheKey("kept"), codec: Self.codec) { "kept" }
         try await cache.trimStorageIfNeeded()
@@ -183,6 +192,7 @@ struct TrimTests {
         #expect(fileExists(young))
         #expect(!fileExists(dir.url.appendingPathComponent(abandoned.relative)))
         #expect(fileExists(dir.url.appendingPathComponent(busy.relative)))
+        #expect(fileExists(dir.url.appendingPathComponent(fresh.relative)))
         #expect(try await cache.valueIfCached(for: CacheKey("kept"), codec: Self.codec) == "kept")
     }
 
