@@ -469,6 +469,9 @@ final class CacheEngine: Sendable {
         guard case .success(let context) = storage() else { return }
         let slots = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
         context.directory.state.bumpKey(slots)  // I10: before unlinking
+        // And again after: a reader that stamped its epochs after the first bump may have read the file
+        // before the unlink; its memory copy must not outlive this call.
+        defer { context.directory.state.bumpKey(slots) }
         let path = context.directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: codecIdentifier))
         if case .failure(let error) = context.files.remove(path.relative) {
             throw .system(error, path: storagePath, operation: "removing an entry")
@@ -479,11 +482,17 @@ final class CacheEngine: Sendable {
     func removeAll(inNamespace namespace: String?) throws(YCacheError) -> Int {
         if let namespace { memory.removeAll(inNamespace: namespace) } else { memory.removeAll() }
         guard case .success(let context) = storage() else { return 0 }
-        if let namespace {
-            context.directory.state.bumpNamespace(slot: SharedState.namespaceSlot(namespace))
-        } else {
-            context.directory.state.bumpGlobal()
+        let bump = {
+            if let namespace {
+                context.directory.state.bumpNamespace(slot: SharedState.namespaceSlot(namespace))
+            } else {
+                context.directory.state.bumpGlobal()
+            }
         }
+        bump()  // I10: before unlinking
+        // And again after: a reader that stamped its epochs after the first bump may have read an entry
+        // before the scan unlinked it; its memory copy must not outlive this call.
+        defer { bump() }
         var removed = 0
         for entry in context.trimmer.scanEntries() {
             if let namespace {

@@ -59,9 +59,10 @@
 ///   one process at a time (try-lock on `trim.lock`), recounts from a scan, re-checks each victim's mtime
 ///   right before unlinking it, and never touches staging files younger than `Policy.stagingDebrisAge`.
 /// - **I10 Removal is seen everywhere.** `remove`, `removeAll(in:)` and `removeAll()` bump epochs in the
-///   state file (per key slot, per namespace slot, global) before unlinking. Every in-memory (L1) hit
-///   compares the epochs it recorded with the current ones, so no process's L1 serves a removed entry on
-///   its next lookup.
+///   state file (per key slot, per namespace slot, global) before unlinking, and again after (a reader
+///   that recorded its epochs between the first bump and the unlink may have read the entry). Every
+///   in-memory (L1) hit compares the epochs it recorded with the current ones, so no process's L1 serves
+///   a removed entry on its next lookup.
 /// - **I11 Touch is debounced.** A hit touches an entry's mtime at most once per `Policy.touchInterval`;
 ///   trim's LRU order is therefore exact to within that interval.
 /// - **I12 The layout file is written once.** `layout` is created by `linkat` of a complete staging file
