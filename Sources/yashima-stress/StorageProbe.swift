@@ -1,0 +1,89 @@
+// The judge's own look at a storage directory, independent of the library: entry files and their
+// allocated bytes (st_blocks × 512), staging files and lock files, found with readdir and lstat. Uses
+// only the documented layout (entries/<xx>/*.entry, tmp/, locks/<xx>/*.lock), never the entry format.
+
+import Foundation
+import Glibc
+
+enum StorageProbe {
+    struct File {
+        let path: String
+        let size: Int64
+        let allocated: Int64
+        let modifiedSeconds: Int
+    }
+
+    /// Entry files under `root/entries` (every regular file ending in `.entry`).
+    static func entryFiles(_ root: String) -> [File] {
+        var files: [File] = []
+        for folder in names(in: root + "/entries") {
+            let folderPath = root + "/entries/" + folder
+            for name in names(in: folderPath) where name.hasSuffix(".entry") {
+                if let file = status(folderPath + "/" + name) { files.append(file) }
+            }
+        }
+        return files
+    }
+
+    /// Allocated bytes of all entry files and the largest single file (for the quota sampler).
+    static func usage(_ root: String) -> (allocated: Int64, largestFile: Int64, files: Int) {
+        var total: Int64 = 0
+        var largest: Int64 = 0
+        var count = 0
+        for file in entryFiles(root) {
+            total += file.allocated
+            largest = max(largest, file.size)
+            count += 1
+        }
+        return (total, largest, count)
+    }
+
+    /// Files in `root/tmp` (staging files and debris).
+    static func stagingFiles(_ root: String) -> [File] {
+        names(in: root + "/tmp").compactMap { status(root + "/tmp/" + $0) }
+    }
+
+    /// Lock files under `root/locks`.
+    static func lockFiles(_ root: String) -> [File] {
+        var files: [File] = []
+        for folder in names(in: root + "/locks") {
+            let folderPath = root + "/locks/" + folder
+            for name in names(in: folderPath) where name.hasSuffix(".lock") {
+                if let file = status(folderPath + "/" + name) { files.append(file) }
+            }
+        }
+        return files
+    }
+
+    /// Sets a file's modification time `seconds` into the past (fake debris of a long-dead process).
+    static func backdate(_ path: String, bySeconds seconds: Int) -> Bool {
+        var times = [timespec](repeating: timespec(), count: 2)
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        times[0] = timespec(tv_sec: now.tv_sec - seconds, tv_nsec: 0)
+        times[1] = times[0]
+        return utimensat(AT_FDCWD, path, &times, 0) == 0
+    }
+
+    static func status(_ path: String) -> File? {
+        var info = stat()
+        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return File(
+            path: path, size: Int64(info.st_size), allocated: Int64(info.st_blocks) * 512,
+            modifiedSeconds: Int(info.st_mtim.tv_sec))
+    }
+
+    /// Names in a directory (no `.`/`..`); empty if it does not exist.
+    static func names(in directory: String) -> [String] {
+        guard let handle = opendir(directory) else { return [] }
+        defer { closedir(handle) }
+        var names: [String] = []
+        while let entry = readdir(handle) {
+            let name = withUnsafePointer(to: &entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+}
