@@ -1,0 +1,200 @@
+// Scenario 3, lifecycle churn: workers generate, read, `contains`, `metadata`, `remove`, `removeAll(in:)`
+// and `refresh` concurrently over two churned namespaces, and read a third that nobody removes. Every
+// worker logs wall-clock times of its reads, generations and removals; the judge then proves no read that
+// started after a removal finished returned an entry that existed before it started (I10), and that the
+// untouched namespace was generated exactly once per key and is intact.
+
+import Foundation
+import YashimaShared
+
+enum LifecycleScenario: Scenario {
+    static let name = "lifecycle"
+    static let summary = "generate/read/contains/metadata/remove/removeAll(in:)/refresh churn; removals seen everywhere"
+
+    static let churned = ["life-a", "life-b"]
+    static let kept = "life-keep"
+    private static let sizes = [200, 3_000, 20_000, 80_000]
+
+    static func key(_ namespace: String, _ index: Int) -> CacheKey {
+        let spec =
+            index % 3 == 2
+            ? PayloadSpec(kind: .json, size: [8, 120][index % 2]) : PayloadSpec(kind: .data, size: sizes[index % sizes.count])
+        return StressKey.make(namespace, "k\(index)", spec)
+    }
+
+    // MARK: Worker
+
+    static func work(_ worker: WorkerContext) async throws {
+        let perNamespace = worker.plan["keys"]
+        let operations = worker.plan["operations"]
+        let lanes = worker.plan["lanes"]
+        let cache = worker.makeCache()
+        try cache.openStorage()
+        await worker.awaitGo()
+        for index in 0..<perNamespace { await read(worker, cache, key(kept, index)) }
+        await withTaskGroup(of: Void.self) { group in
+            for lane in 0..<lanes {
+                group.addTask {
+                    var random = worker.random(UInt64(lane + 1))
+                    for _ in 0..<(operations / lanes) {
+                        await operate(worker, cache, &random, perNamespace)
+                    }
+                }
+            }
+        }
+    }
+
+    private static func operate(_ worker: WorkerContext, _ cache: YCache, _ random: inout SplitMix64, _ keys: Int) async {
+        let namespace = churned[random.below(churned.count)]
+        let key = key(namespace, random.below(keys))
+        let label = StressKey.label(key)
+        let roll = random.below(100)
+        let start = monotonicNanoseconds()
+        let wallStart = wallNanoseconds()
+        do {
+            switch roll {
+            case 0..<40:
+                await read(worker, cache, key)
+            case 40..<50:
+                if let fetched = try await worker.expected.cached(cache, key) {
+                    worker.tally.record(fetched, nanoseconds: monotonicNanoseconds() - start, describe: "\(label) cache-only")
+                    worker.event("read \(label) \(wallStart) \(fetched.metadata.createdAt.nanosecondsSince1970) cacheOnly")
+                } else {
+                    worker.tally.operation(nanoseconds: monotonicNanoseconds() - start, miss: true)
+                }
+            case 50..<58:
+                _ = try await KindOperations.contains(cache, key)
+                worker.tally.operation(nanoseconds: monotonicNanoseconds() - start)
+            case 58..<68:
+                let metadata = try await KindOperations.metadata(cache, key)
+                worker.tally.operation(nanoseconds: monotonicNanoseconds() - start, miss: metadata == nil)
+                if let metadata {
+                    if metadata.keyStableIdentifier != key.stableIdentifier
+                        || metadata.codecIdentifier != StressKey.codecIdentifier(StressKey.spec(of: key)!.kind)
+                    {
+                        worker.tally.wrong("\(label): metadata of another entry")
+                    }
+                    worker.event("read \(label) \(wallStart) \(metadata.createdAt.nanosecondsSince1970) metadata")
+                }
+            case 68..<76:
+                try await KindOperations.remove(cache, key)
+                worker.tally.operation(nanoseconds: monotonicNanoseconds() - start)
+                worker.event("remove \(label) \(wallStart) \(wallNanoseconds())")
+            case 76..<83:
+                var options = YCache.Options()
+                options.lookupPolicy = .refresh
+                if let fetched = await worker.fetch(cache, key, options: options) {
+                    logResult(worker, label, fetched, wallStart, "refresh")
+                }
+            case 83..<86:
+                try await cache.removeAll(in: namespace)
+                worker.tally.operation(nanoseconds: monotonicNanoseconds() - start)
+                worker.event("removeAll \(namespace) \(wallStart) \(wallNanoseconds())")
+            default:
+                await read(worker, cache, LifecycleScenario.key(kept, random.below(keys)))
+            }
+        } catch {
+            worker.tally.error("\(label): \(error)")
+        }
+    }
+
+    /// Get-or-generate, logged as a generation (with its stamp and the time the call returned, which is
+    /// after the publish) or as a read (with its start time and the stamp of the entry it returned).
+    private static func read(_ worker: WorkerContext, _ cache: YCache, _ key: CacheKey) async {
+        let wallStart = wallNanoseconds()
+        if let fetched = await worker.fetch(cache, key) {
+            logResult(worker, StressKey.label(key), fetched, wallStart, "value")
+        }
+    }
+
+    private static func logResult(_ worker: WorkerContext, _ label: String, _ fetched: Fetched, _ wallStart: Int64, _ how: String) {
+        let created = fetched.metadata.createdAt.nanosecondsSince1970
+        if fetched.source == .generated && !fetched.shared {
+            worker.event("made \(label) \(created) \(wallNanoseconds())")
+        } else {
+            worker.event("read \(label) \(wallStart) \(created) \(how)")
+        }
+    }
+
+    // MARK: Judge
+
+    @MainActor static func run(_ run: ScenarioRun) async throws {
+        let perNamespace = run.setting("keys", smoke: 10, standard: 24)
+        let operations = run.setting("operations", smoke: 500, standard: 1_600)
+        run.setting("lanes", 2)
+        try run.runPhase("churn", workers: run.workerCount)
+
+        // Parse every worker's log.
+        struct Read {
+            let label: String
+            let start: Int64
+            let created: Int64
+            let how: String
+        }
+        var reads: [Read] = []
+        var made: [String: [(created: Int64, returned: Int64)]] = [:]
+        var keyRemovals: [String: [(start: Int64, end: Int64)]] = [:]
+        var namespaceRemovals: [String: [(start: Int64, end: Int64)]] = [:]
+        for words in run.eventRecords() where words.count >= 4 {
+            let label = String(words[1])
+            switch words[0] {
+            case "read" where words.count >= 5:
+                reads.append(Read(label: label, start: Int64(words[2]) ?? 0, created: Int64(words[3]) ?? 0, how: String(words[4])))
+            case "made": made[label, default: []].append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
+            case "remove": keyRemovals[label, default: []].append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
+            case "removeAll": namespaceRemovals[label, default: []].append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
+            default: break
+            }
+        }
+
+        // I10: a read that started after a removal finished never returns an entry that existed when the
+        // removal started. A stamp before the removal is allowed only for a generation whose call was
+        // still running when the removal started (it may have published after the removal).
+        let margin: Int64 = 1_000  // metadata dates carry ~0.25 µs of rounding
+        var stale: [String] = []
+        for read in reads {
+            let namespace = String(read.label.prefix { $0 != "/" })
+            let removals = (keyRemovals[read.label] ?? []) + (namespaceRemovals[namespace] ?? [])
+            for removal in removals where removal.end < read.start && read.created + margin < removal.start {
+                let excused = (made[read.label] ?? []).contains { $0.created == read.created && $0.returned >= removal.start }
+                if !excused {
+                    let age = Double(removal.start - read.created) / 1e6
+                    stale.append(
+                        "\(read.label) (\(read.how)) returned an entry stamped \(String(format: "%.2f", age)) ms before a removal "
+                            + "that finished \(String(format: "%.2f", Double(read.start - removal.end) / 1e6)) ms before the read began")
+                    break
+                }
+            }
+        }
+        run.countWrongValues(stale.count)
+        run.expect(stale.isEmpty, "\(stale.count) reads returned removed entries: " + stale.prefix(3).joined(separator: "; "))
+
+        // The namespace nobody removes: generated exactly once per key, and all still there.
+        let counts = run.generationCounts()
+        let keptLabels = (0..<perNamespace).map { StressKey.label(key(kept, $0)) }
+        let badKept = keptLabels.filter { counts[$0] != 1 }.map { "\($0) ×\(counts[$0] ?? 0)" }
+        run.expect(badKept.isEmpty, "untouched namespace regenerated: " + badKept.prefix(6).joined(separator: ", "))
+        let seen = counts.values.reduce(0, +)
+        run.generations(expected: 2 * perNamespace + perNamespace, atLeast: true, seen: seen)
+
+        let check = await run.verifyStorage()
+        run.require(check, "storage")
+        let keptStored = keptLabels.filter { check.labels.contains($0) }.count
+        run.expect(keptStored == perNamespace, "only \(keptStored) of \(perNamespace) entries of \(kept) remain")
+
+        // A namespace removal by a fresh process empties it and leaves the others alone.
+        let judge = run.judgeCache()
+        try await judge.removeAll(in: churned[0])
+        let left = try await judge.entries(in: churned[0]).count
+        let keptAfter = try await judge.entries(in: kept).count
+        run.expect(left == 0, "\(left) entries of \(churned[0]) survived removeAll(in:)")
+        run.expect(keptAfter == perNamespace, "removeAll(in: \(churned[0])) left \(keptAfter) of \(perNamespace) entries of \(kept)")
+
+        let removalCount = keyRemovals.values.reduce(0) { $0 + $1.count }
+        let namespaceRemovalCount = namespaceRemovals.values.reduce(0) { $0 + $1.count }
+        run.note(
+            "\(operations) operations per worker over \(churned.joined(separator: ", ")) and \(kept); "
+                + "\(removalCount) key removals, \(namespaceRemovalCount) namespace removals; \(reads.count) reads checked "
+                + "against them, \(stale.count) stale")
+    }
+}
