@@ -19,7 +19,7 @@ protocol Scenario {
 
 enum ScenarioCatalog {
     static var all: [any Scenario.Type] {
-        [BurstScenario.self, ArtifactMixScenario.self, LifecycleScenario.self, QuotaScenario.self]
+        [BurstScenario.self, ArtifactMixScenario.self, LifecycleScenario.self, QuotaScenario.self, ChaosScenario.self, CorruptionScenario.self]
     }
 
     static func named(_ name: String) -> (any Scenario.Type)? {
