@@ -19,7 +19,11 @@ protocol Scenario {
 
 enum ScenarioCatalog {
     static var all: [any Scenario.Type] {
-        [BurstScenario.self, ArtifactMixScenario.self, LifecycleScenario.self, QuotaScenario.self, ChaosScenario.self, CorruptionScenario.self]
+        [
+            BurstScenario.self, ArtifactMixScenario.self, LifecycleScenario.self, QuotaScenario.self,
+            ChaosScenario.self, CorruptionScenario.self, CancellationScenario.self, ExpiryScenario.self,
+            RestartScenario.self,
+        ]
     }
 
     static func named(_ name: String) -> (any Scenario.Type)? {
