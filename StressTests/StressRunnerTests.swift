@@ -1,0 +1,98 @@
+// The StressTests target: runs the stress runner's smoke profile (every scenario) by spawning the built
+// `yashima-stress` next to this test bundle, and fails with the runner's full report when a scenario
+// fails. Also checks that bad arguments exit with status 2. The standard profile is opt-in
+// (YASHIMA_STRESS_STANDARD=1): it takes minutes.
+
+import Foundation
+import Glibc
+import Testing
+
+@Suite(.serialized) struct StressRunnerTests {
+    @Test func smokeProfilePasses() async throws {
+        try await expectPasses(profile: "smoke", timeoutSeconds: 900)
+    }
+
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["YASHIMA_STRESS_STANDARD"] == "1"))
+    func standardProfilePasses() async throws {
+        try await expectPasses(profile: "standard", timeoutSeconds: 1_800)
+    }
+
+    @Test func badArgumentsExitWithStatusTwo() async throws {
+        let cases: [[String]] = [
+            ["--profile", "huge"], ["--processes", "0"], ["--processes", "many"], ["--scenario", "no-such-scenario"],
+            ["--format", "xml"], ["--unknown-option"], ["--duration", "10m"], ["--profile", "soak", "--duration", "-3"],
+            ["stray-word"], ["--seed"],
+        ]
+        for arguments in cases {
+            let run = try await RunnerProcess.run(arguments, timeoutSeconds: 60)
+            #expect(run.status == 2, "\(arguments) exited with \(run.status): \(run.standardError)")
+            let lines = run.standardError.split(separator: "\n")
+            #expect(lines.count == 1 && lines[0].hasPrefix("yashima-stress: "), "\(arguments): \(run.standardError)")
+            #expect(run.standardOutput.isEmpty, "\(arguments) printed: \(run.standardOutput)")
+        }
+    }
+
+    @Test func helpDocumentsEveryScenario() async throws {
+        let run = try await RunnerProcess.run(["--help"], timeoutSeconds: 60)
+        #expect(run.status == 0)
+        for name in ["burst", "artifact-mix", "lifecycle", "quota", "chaos", "corruption", "cancellation", "expiry", "restart"] {
+            #expect(run.standardOutput.contains("  \(name) "), "--help does not list \(name)")
+        }
+    }
+
+    private func expectPasses(profile: String, timeoutSeconds: Double) async throws {
+        let directory = NSTemporaryDirectory() + "stress-tests-\(getpid())-\(profile)"
+        let run = try await RunnerProcess.run(
+            ["--profile", profile, "--directory", directory], timeoutSeconds: timeoutSeconds)
+        let lastLine = run.standardOutput.split(separator: "\n").last.map(String.init) ?? ""
+        let passed = run.status == 0 && lastLine == "9 passed, 0 failed"
+        #expect(passed, "yashima-stress --profile \(profile) failed (exit \(run.status)):\n\(run.standardOutput)\n\(run.standardError)")
+        if passed { try? FileManager.default.removeItem(atPath: directory) }  // best effort: only disk space
+    }
+}
+
+/// One run of the built `yashima-stress`, output captured in files; waited for without blocking a thread.
+struct RunnerProcess {
+    let status: Int32
+    let standardOutput: String
+    let standardError: String
+
+    /// The directory holding this test bundle and the package's built executables.
+    static var productsDirectory: URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+    }
+
+    static func run(_ arguments: [String], timeoutSeconds: Double) async throws -> RunnerProcess {
+        let base = NSTemporaryDirectory() + "stress-runner-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let outputPath = base + ".out"
+        let errorPath = base + ".err"
+        struct CannotCreate: Error { let path: String }
+        for path in [outputPath, errorPath] where !FileManager.default.createFile(atPath: path, contents: nil) {
+            throw CannotCreate(path: path)
+        }
+        defer {
+            unlink(outputPath)
+            unlink(errorPath)
+        }
+        let process = Process()
+        process.executableURL = productsDirectory.appendingPathComponent("yashima-stress")
+        process.arguments = arguments
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle(forWritingAtPath: outputPath)
+        process.standardError = FileHandle(forWritingAtPath: errorPath)
+        try process.run()
+        let deadline = Date().addingTimeInterval(timeoutSeconds)
+        while process.isRunning {
+            if Date() > deadline {
+                kill(process.processIdentifier, SIGKILL)  // its workers exit when their stdin closes
+                break
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        process.waitUntilExit()
+        let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+        let error = (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""
+        let status = process.terminationReason == .uncaughtSignal ? -process.terminationStatus : process.terminationStatus
+        return RunnerProcess(status: status, standardOutput: output, standardError: error)
+    }
+}
