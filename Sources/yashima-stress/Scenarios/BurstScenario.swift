@@ -49,7 +49,7 @@ enum BurstScenario: Scenario {
 
     @MainActor static func run(_ run: ScenarioRun) async throws {
         let rounds = run.setting("rounds", smoke: 4, standard: 6)
-        let keys = run.setting("keys", smoke: 12, standard: 40)
+        let keys = run.setting("keys", smoke: 16, standard: 40)
         run.setting("generateMilliseconds", smoke: 60, standard: 80)
         let fleet = try run.startPhase("burst", workers: run.workerCount)
         for _ in 1..<rounds { fleet.release(deadline: run.deadline) }

@@ -132,7 +132,7 @@ enum CancellationScenario: Scenario {
     // MARK: Judge
 
     @MainActor static func run(_ run: ScenarioRun) async throws {
-        let rounds = run.setting("rounds", smoke: 10, standard: 24)
+        let rounds = run.setting("rounds", smoke: 14, standard: 24)
         run.setting("keys", smoke: 10, standard: 16)
         run.setting("tasks", smoke: 20, standard: 32)
         run.setting("cancelPercent", 50)

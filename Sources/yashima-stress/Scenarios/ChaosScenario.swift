@@ -72,8 +72,8 @@ enum ChaosScenario: Scenario {
 
     @MainActor static func run(_ run: ScenarioRun) async throws {
         let keys = run.setting("keys", smoke: 24, standard: 60)
-        run.setting("operations", smoke: 50, standard: 150)
-        let killQuota = run.profile.isSmoke ? 8 : 24
+        run.setting("operations", smoke: 80, standard: 150)
+        let killQuota = run.profile.isSmoke ? 10 : 24
         var random = SplitMix64(seed: run.seed ^ 0xC4A0_5000)
         var killsDuringGeneration = 0
         var killsDuringPublish = 0

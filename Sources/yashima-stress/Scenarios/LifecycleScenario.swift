@@ -120,7 +120,7 @@ enum LifecycleScenario: Scenario {
 
     @MainActor static func run(_ run: ScenarioRun) async throws {
         let perNamespace = run.setting("keys", smoke: 10, standard: 24)
-        let operations = run.setting("operations", smoke: 500, standard: 1_600)
+        let operations = run.setting("operations", smoke: 800, standard: 1_600)
         run.setting("lanes", 2)
         try run.runPhase("churn", workers: run.workerCount)
 

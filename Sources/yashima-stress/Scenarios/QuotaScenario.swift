@@ -76,7 +76,7 @@ enum QuotaScenario: Scenario {
         let budget = run.profile.isSmoke ? 256 << 10 : 1 << 20
         run.setBudget(budget)
         run.setting("poolKeys", smoke: 80, standard: 300)
-        run.setting("operations", smoke: 160, standard: 500)
+        run.setting("operations", smoke: 400, standard: 1_000)
 
         // An entry's charge, found by writing one and measuring it (4 KiB blocks of header + key + codec +
         // payload): the exact-capacity budget, and the slack per writer.
