@@ -90,6 +90,7 @@ struct RunnerProcess {
             try await Task.sleep(for: .milliseconds(50))
         }
         process.waitUntilExit()
+        // Unreadable output reads as empty, which fails the checks with the exit status shown.
         let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
         let error = (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""
         let status = process.terminationReason == .uncaughtSignal ? -process.terminationStatus : process.terminationStatus

@@ -98,7 +98,7 @@ final class WorkerContext: Sendable {
             let tally = self.tally
             ticker = Task {
                 while !Task.isCancelled {
-                    try? await Task.sleep(for: .milliseconds(250))
+                    try? await Task.sleep(for: .milliseconds(250))  // cancelled: the loop ends
                     WorkerOutput.send("PROGRESS \(tally.operations)")
                 }
             }

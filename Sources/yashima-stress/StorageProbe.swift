@@ -13,24 +13,25 @@ enum StorageProbe {
         let modifiedSeconds: Int
     }
 
-    /// Entry files under `root/entries` (every regular file ending in `.entry`).
-    static func entryFiles(_ root: String) -> [File] {
+    /// Entry files under `root/entries` (every regular file ending in `.entry`; with `anyName`, every
+    /// regular file in the fan-out folders).
+    static func entryFiles(_ root: String, anyName: Bool = false) -> [File] {
         var files: [File] = []
         for folder in names(in: root + "/entries") {
             let folderPath = root + "/entries/" + folder
-            for name in names(in: folderPath) where name.hasSuffix(".entry") {
+            for name in names(in: folderPath) where anyName || name.hasSuffix(".entry") {
                 if let file = status(folderPath + "/" + name) { files.append(file) }
             }
         }
         return files
     }
 
-    /// Allocated bytes of all entry files and the largest single file (for the quota sampler).
+    /// Allocated bytes of every file under `root/entries` and the largest one (for the quota sampler).
     static func usage(_ root: String) -> (allocated: Int64, largestFile: Int64, files: Int) {
         var total: Int64 = 0
         var largest: Int64 = 0
         var count = 0
-        for file in entryFiles(root) {
+        for file in entryFiles(root, anyName: true) {
             total += file.allocated
             largest = max(largest, file.size)
             count += 1

@@ -62,7 +62,7 @@ final class WorkerProcess {
 
     /// The last lines the worker wrote to stderr (for failure reports).
     func stderrTail(lines count: Int = 6) -> String {
-        guard let text = try? String(contentsOfFile: stderrPath, encoding: .utf8) else { return "" }
+        guard let text = try? String(contentsOfFile: stderrPath, encoding: .utf8) else { return "" }  // no log, no tail
         return text.split(separator: "\n").suffix(count).joined(separator: " | ")
     }
 

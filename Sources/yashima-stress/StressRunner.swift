@@ -201,7 +201,8 @@ enum StressRunner {
     private static func prepare(_ directory: String) throws {
         let manager = FileManager.default
         if manager.fileExists(atPath: directory) {
-            guard manager.fileExists(atPath: directory + "/plan.json") || (try? manager.contentsOfDirectory(atPath: directory))?.isEmpty == true else {
+            let isEmpty = (try? manager.contentsOfDirectory(atPath: directory))?.isEmpty == true  // unreadable: not empty
+            guard manager.fileExists(atPath: directory + "/plan.json") || isEmpty else {
                 throw ArgumentError(description: "\(directory) exists and was not made by yashima-stress; choose another --directory")
             }
             try manager.removeItem(atPath: directory)

@@ -1,8 +1,7 @@
-// Scenario 7, cancellation churn: in each round many tasks per worker request a few shared keys with
-// `.cancelWhenNoWaiters`, and about half of them are cancelled while they wait. Each value carries a
-// token naming the generation that made it; generators log how they ended (ok, aborted, or completed
-// after being cancelled) in the ledger. No cancelled result may be stored or handed to anyone, and no
-// task may be left hanging.
+// Scenario 7, cancellation churn: many tasks per worker request a few shared keys with
+// `.cancelWhenNoWaiters` and about half are cancelled while they wait. Values carry a token naming the
+// generation that made them, and generators log how they ended (ok, aborted, completed after being
+// cancelled): no cancelled result may be stored or returned, and no task may hang.
 
 import Foundation
 import Glibc

@@ -114,7 +114,7 @@ enum ChaosScenario: Scenario {
         run.generations(expected: keys, atLeast: true, seen: seen)
         run.note(
             "\(killsDuringGeneration + killsDuringPublish) workers SIGKILLed (\(killsDuringGeneration) while generating, "
-                + "\(killsDuringPublish) while publishing) and replaced; \(stagingLeft) staging files left by them")
+                + "\(killsDuringPublish) while publishing) and replaced; \(counted(stagingLeft, "staging file")) left by them")
         run.note(
             "a fresh process read all \(keys) keys correct (\(found) from storage, \(keys - found) regenerated); "
                 + "\(check.listed) entries re-read correct, none torn")

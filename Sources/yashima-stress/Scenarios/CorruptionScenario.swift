@@ -1,8 +1,7 @@
-// Scenario 6, corruption: while workers read, the orchestrator replaces published entry files with damaged
-// copies (bytes flipped, truncated, zero-filled, extended, emptied, or another entry's file) by writing the
-// copy aside and renaming it over the entry path; it never writes into a file a worker may have mapped
-// (that is outside the contract, as for any mmap store). Between phases, with no worker running, it also
-// damages files in place. Every read must be correct or a miss that regenerates; never a wrong value.
+// Scenario 6, corruption: while workers read, the orchestrator replaces entry files with damaged copies
+// (flipped, truncated, zero-filled, extended, emptied, another entry's file) written aside and renamed
+// over the entry path, never into a file a worker may have mapped (outside the contract of any mmap store);
+// between phases it damages files in place. Every read is correct or a miss that regenerates.
 
 import Foundation
 import Glibc

@@ -1,8 +1,7 @@
 // Scenario 8, expiry: keys stored with short `.after` expiries (150–600 ms) are read over and over by all
-// workers (get-or-generate, cache-only, metadata) for a few seconds. Every cached value a worker receives
-// must not have expired before the call began (its metadata's expiresAt against the wall clock), and its
-// expiry must be the one it was stored with. Afterwards listing leaves expired entries out and
-// `removeExpired()` removes them all.
+// workers (get-or-generate, cache-only, metadata). No cached value may have expired before the call began
+// (metadata expiresAt against the wall clock) or carry another expiry than it was stored with; listing
+// leaves expired entries out and `removeExpired()` removes them all.
 
 import Foundation
 import YashimaShared

@@ -1,8 +1,7 @@
-// Scenario 9, restart: workers write entries (some then removed, some with a short expiry), one worker is
-// SIGKILLed while publishing a large entry, and the orchestrator plants staging debris two hours old (and
-// a young staging file, and an abandoned lock file). A fresh process then opens the directory again: every
-// valid entry is found in storage, removed and expired ones are not, and `trimStorageIfNeeded()` cleans
-// the old debris while leaving the young staging file alone.
+// Scenario 9, restart: workers write entries (some then removed, some expiring), one is SIGKILLed while
+// publishing, and the orchestrator plants staging debris two hours old, a young staging file and an
+// abandoned lock file. A fresh process reopens the directory: every valid entry is found, removed and
+// expired ones are not, and `trimStorageIfNeeded()` cleans the old debris but keeps the young file.
 
 import Foundation
 import Glibc
@@ -110,10 +109,13 @@ enum RestartScenario: Scenario {
         run.finishPhase(writers)
         let written = wallNanoseconds()
         let counts = run.generationCounts(phase: "write")
-        let all = (0..<keys).map(regularKey) + (0..<goneCount).map(goneKey) + (0..<expiringCount).map(expiringKey)
-        let wrongCounts = all.map(StressKey.label).filter { counts[$0] != 1 }.map { "\($0) ×\(counts[$0] ?? 0)" }
+        // Exactly once, except the expiring keys: one may expire before a slow worker reads it.
+        let lasting = (0..<keys).map(regularKey) + (0..<goneCount).map(goneKey)
+        let wrongCounts = lasting.map(StressKey.label).filter { counts[$0] != 1 }.map { "\($0) ×\(counts[$0] ?? 0)" }
         run.expect(wrongCounts.isEmpty, "entries not generated exactly once: " + wrongCounts.prefix(6).joined(separator: ", "))
-        run.generations(expected: all.count, seen: counts.values.reduce(0, +))
+        let expiringLabels = (0..<expiringCount).map { StressKey.label(expiringKey($0)) }
+        run.expect(expiringLabels.allSatisfy { counts[$0, default: 0] >= 1 }, "an expiring entry was never generated")
+        run.generations(expected: lasting.count + expiringCount, atLeast: expiringLabels.contains { counts[$0, default: 0] > 1 }, seen: counts.values.reduce(0, +))
 
         // A writer killed while publishing a large entry.
         let crasher = try run.startPhase("crash", workers: 1)
@@ -165,7 +167,7 @@ enum RestartScenario: Scenario {
             "\(keys) entries written by \(run.workerCount) workers, \(goneCount) removed, \(expiringCount) expired; "
                 + "a fresh process found all \(found) valid ones and none of the others")
         run.note(
-            "publisher SIGKILLed mid-write (\(realDebris) staging files left, large entry \(crashFound == 1 ? "published" : "not published")); "
+            "publisher SIGKILLed mid-write (\(counted(realDebris, "staging file")) left, large entry \(crashFound == 1 ? "published" : "not published")); "
                 + "trim removed \(realDebris + 3) old staging files and the abandoned lock, kept the young staging file")
     }
 }

@@ -245,6 +245,7 @@ final class ScenarioRun {
     /// Every worker's event lines (see `WorkerContext.event`), split into words.
     func eventRecords() -> [[Substring]] {
         StorageProbe.names(in: logDirectory).filter { $0.hasSuffix(".events") }.sorted().flatMap { name in
+            // A worker that left no readable log crashed or hung, which `absorb` already reported.
             ((try? String(contentsOfFile: logDirectory + "/" + name, encoding: .utf8)) ?? "")
                 .split(separator: "\n").map { $0.split(separator: " ") }
         }
@@ -315,6 +316,11 @@ final class ScenarioRun {
         for problem in check.problems.prefix(6) { fail("\(what): \(problem)") }
         if check.problems.count > 6 { fail("\(what): \(check.problems.count - 6) more problems") }
     }
+}
+
+/// "1 staging file", "3 staging files".
+func counted(_ count: Int, _ noun: String) -> String {
+    "\(count) \(noun)\(count == 1 ? "" : "s")"
 }
 
 /// Formats a byte count for notes.
