@@ -137,7 +137,7 @@ struct StressReport {
     func text() -> String {
         var lines: [String] = []
         lines.append(
-            "yashima-stress: profile \(profile), \(processes) worker processes, seed \(seed), "
+            "yashima-stress: profile \(profile), \(processes == 1 ? "1 worker process" : "\(processes) worker processes"), seed \(seed), "
                 + String(format: "%.1f s", seconds))
         lines.append("directory: \(directory)" + (keptArtifacts ? " (kept)" : " (removed)"))
         lines.append("")
