@@ -141,6 +141,8 @@ enum RestartScenario: Scenario {
         try FileManager.default.createDirectory(atPath: root + "/locks/ab", withIntermediateDirectories: true)
         let abandonedLock = root + "/locks/ab/ab" + String(repeating: "0", count: 62) + ".lock"
         run.expect(FileManager.default.createFile(atPath: abandonedLock, contents: nil), "could not plant a lock file")
+        // Trim sweeps lock files nobody has held for an hour (I6): this one was left by a process long gone.
+        run.expect(StorageProbe.backdate(abandonedLock, bySeconds: 7_200), "could not backdate the lock file")
 
         // Let the expiring entries expire (waiting for the wall clock, not for a process).
         let wait = written + Int64(expiry + 50) * 1_000_000 - wallNanoseconds()
