@@ -143,10 +143,3 @@ final class SharedState: @unchecked Sendable {
     func bumpNamespace(slot: Int) { increment(SharedState.namespaceOffset + 8 * slot) }
     func bumpGlobal() { increment(SharedState.globalEpochOffset) }
 }
-
-extension SHA256Digest {
-    /// The first 8 digest bytes as a number: a well-mixed slot selector.
-    var prefixWord: UInt64 {
-        withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 0, as: UInt64.self) }
-    }
-}

@@ -65,9 +65,10 @@ struct SHA256Digest: Hashable, Sendable {
         String(unsafeUninitializedCapacity: 64) { output in
             let digits: StaticString = "0123456789abcdef"
             digits.withUTF8Buffer { table in
-                withUnsafeBytes { digest in
-                    for index in 0..<32 {
-                        let byte = Int(digest[index])
+                for (wordIndex, word) in [w0, w1, w2, w3].enumerated() {
+                    for byteIndex in 0..<8 {
+                        let byte = Int((word >> UInt64(56 - 8 * byteIndex)) & 0xFF)
+                        let index = 8 * wordIndex + byteIndex
                         output[2 * index] = table[byte >> 4]
                         output[2 * index + 1] = table[byte & 0x0F]
                     }
@@ -79,13 +80,26 @@ struct SHA256Digest: Hashable, Sendable {
 
     /// Calls `body` with the 32 digest bytes, in order.
     ///
+    /// The bytes are copied into an array first. Reading them back through `withUnsafeBytes(of:)` on a
+    /// tuple of the words was miscompiled by Swift 6.3.1 at -O (the stores were dropped; see
+    /// Benchmarks/repro/tuple-load-miscompile.swift), so no code here takes that shape.
+    ///
     /// - Parameter body: A closure reading the bytes; the buffer is valid only during the call.
     /// - Returns: What `body` returns.
     /// - Throws: What `body` throws.
     func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        var words = (w0.bigEndian, w1.bigEndian, w2.bigEndian, w3.bigEndian)
-        return try Swift.withUnsafeBytes(of: &words, body)
+        var bytes = [UInt8](repeating: 0, count: 32)
+        for (wordIndex, word) in [w0, w1, w2, w3].enumerated() {
+            for byteIndex in 0..<8 {
+                bytes[8 * wordIndex + byteIndex] = UInt8(truncatingIfNeeded: word >> UInt64(56 - 8 * byteIndex))
+            }
+        }
+        return try bytes.withUnsafeBytes(body)
     }
+
+    /// The first 8 digest bytes read as a little-endian number: a well-mixed slot selector, the same in
+    /// every process (computed from the words, not through memory: see `withUnsafeBytes`).
+    var prefixWord: UInt64 { UInt64(littleEndian: w0.bigEndian) }
 }
 
 /// An incremental SHA-256 hasher (FIPS 180-4).

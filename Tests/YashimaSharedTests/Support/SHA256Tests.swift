@@ -93,3 +93,18 @@ struct SHA256Tests {
         #expect(Set([digest, SHA256Digest(bytes: bytes)!]).count == 1)
     }
 }
+
+@Suite struct SHA256DigestWordTests {
+    /// The epoch slot selector must be the first 8 bytes read little-endian, in every build mode
+    /// (Swift 6.3.1 -O once turned it into 0 through a tuple round trip).
+    @Test func prefixWordIsTheFirstEightBytesLittleEndian() {
+        let digest = SHA256.hash(Array("abc".utf8))
+        let bytes = digest.bytes
+        var expected: UInt64 = 0
+        for index in (0..<8).reversed() { expected = expected << 8 | UInt64(bytes[index]) }
+        #expect(digest.prefixWord == expected)
+        #expect(digest.prefixWord % 4096 != 0)
+        #expect(digest.hex == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(bytes.count == 32 && bytes[0] == 0xBA && bytes[31] == 0xAD)
+    }
+}
