@@ -12,6 +12,7 @@ struct BenchRow: Codable, Sendable {
     var section: String
     var name: String
     var medianNs: Double
+    var p90Ns: Double
     var p99Ns: Double
     var minNs: Double
     var maxNs: Double
@@ -29,6 +30,7 @@ struct BenchRow: Codable, Sendable {
         self.section = section
         self.name = name
         medianNs = samples.median
+        p90Ns = samples.percentile(90)
         p99Ns = samples.p99
         minNs = samples.minimum
         maxNs = samples.maximum
@@ -39,6 +41,7 @@ struct BenchRow: Codable, Sendable {
         self.section = section
         self.name = name
         medianNs = .nan
+        p90Ns = .nan
         p99Ns = .nan
         minNs = .nan
         maxNs = .nan
@@ -48,14 +51,16 @@ struct BenchRow: Codable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case section, name, medianNs, p99Ns, minNs, maxNs, baseline, ratio, target, met, note
+        case section, name, medianNs, p90Ns, p99Ns, minNs, maxNs, baseline, ratio, target, met, note
     }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(section, forKey: .section)
         try container.encode(name, forKey: .name)
-        for (value, key) in [(medianNs, CodingKeys.medianNs), (p99Ns, .p99Ns), (minNs, .minNs), (maxNs, .maxNs)]
+        for (value, key) in [
+            (medianNs, CodingKeys.medianNs), (p90Ns, .p90Ns), (p99Ns, .p99Ns), (minNs, .minNs), (maxNs, .maxNs),
+        ]
         where value.isFinite {
             try container.encode(value, forKey: key)
         }
@@ -94,17 +99,30 @@ final class BenchReport {
     }
 
     func section(_ title: String) {
-        if !json { print("\n## \(title)\n" + String(format: "%-46@ %11@ %11@ %11@ %11@  %@", "figure", "median", "p99", "min", "max", "vs baseline")) }
+        guard !json else { return }
+        print("\n## \(title)\n")
+        print(columns("figure", "median", "p90", "p99", "min", "max") + "  vs baseline / notes")
     }
+
+    /// One table line. (`String(format:)` ignores widths for `%@` on Linux, so pad by hand.)
+    private func columns(_ name: String, _ figures: String...) -> String {
+        func pad(_ text: String, _ width: Int, leading: Bool) -> String {
+            let gap = String(repeating: " ", count: max(0, width - text.count))
+            return leading ? gap + text : text + gap
+        }
+        return pad(name, Self.nameWidth, leading: false) + figures.map { " " + pad($0, 10, leading: true) }.joined()
+    }
+
+    static let nameWidth = 48
 
     private func printRow(_ row: BenchRow) {
         var line: String
         if row.medianNs.isFinite {
-            line = String(
-                format: "%-46@ %11@ %11@ %11@ %11@", row.name, formatNanoseconds(row.medianNs),
-                formatNanoseconds(row.p99Ns), formatNanoseconds(row.minNs), formatNanoseconds(row.maxNs))
+            line = columns(
+                row.name, formatNanoseconds(row.medianNs), formatNanoseconds(row.p90Ns), formatNanoseconds(row.p99Ns),
+                formatNanoseconds(row.minNs), formatNanoseconds(row.maxNs))
         } else {
-            line = String(format: "%-46@", row.name)
+            line = columns(row.name)
         }
         if let ratio = row.ratio, let baseline = row.baseline { line += String(format: "  %.2fx %@", ratio, baseline) }
         if let note = row.note { line += "  " + note }
@@ -150,29 +168,50 @@ enum Bench {
             arguments.string("directory")
             ?? (ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp") + "/yashima-bench-\(getpid())"
         try arguments.rejectUnknown()
-        try? FileManager.default.removeItem(atPath: base)
+        removeTree(base)
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: base) }
+        defer { removeTree(base) }
 
         let report = BenchReport(json: format == "json")
         if !report.json {
             print("YashimaShared benchmarks — \(hostDescription()) — \(ISO8601DateFormatter().string(from: Date()))")
+            print("bench directory: \(base) (\(filesystemDescription(base)))")
+            print("load average at start: \(loadAverage()) (other work on the machine skews absolute times)")
             print(quick ? "(quick mode: fewer rounds)" : "(full mode)")
         }
         let context = BenchContext(base: base, quick: quick, report: report)
-        if chosen.contains("single") { try await SingleProcessBench.run(context) }
-        if chosen.contains("crossprocess") { try await CrossProcessBench.run(context) }
-        if chosen.contains("scale") { try await ScaleBench.run(context) }
+        var sectionSeconds: [String: Double] = [:]
+        var cleanupSeconds: [String: Double] = [:]
+        let began = monotonicNanoseconds()
+        for name in sections where chosen.contains(name) {
+            let start = monotonicNanoseconds()
+            switch name {
+            case "single": try await SingleProcessBench.run(context)
+            case "crossprocess": try await CrossProcessBench.run(context)
+            default: try await ScaleBench.run(context)
+            }
+            sectionSeconds[name] = Double(monotonicNanoseconds() - start) / 1e9
+            let cleanupStart = monotonicNanoseconds()
+            context.cleanUp()
+            cleanupSeconds[name] = Double(monotonicNanoseconds() - cleanupStart) / 1e9
+            if !report.json {
+                print(String(format: "(section %@: %.1f s, then %.1f s removing its files)", name, sectionSeconds[name]!, cleanupSeconds[name]!))
+            }
+        }
+        let totalSeconds = Double(monotonicNanoseconds() - began) / 1e9
 
         if report.json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            let document = BenchDocument(host: hostDescription(), date: ISO8601DateFormatter().string(from: Date()), quick: quick, rows: report.rows)
+            let document = BenchDocument(
+                host: hostDescription() + ", bench directory on " + filesystemDescription(base), date: ISO8601DateFormatter().string(from: Date()), quick: quick,
+                load: loadAverage(), sectionSeconds: sectionSeconds, cleanupSeconds: cleanupSeconds, totalSeconds: totalSeconds, rows: report.rows)
             print(String(decoding: try encoder.encode(document), as: UTF8.self))
         } else {
             let missed = report.rows.filter { $0.met == false }.map(\.name)
             let met = report.rows.filter { $0.met == true }.count
             print("\nTargets: \(met) met, \(missed.count) missed" + (missed.isEmpty ? "" : ": " + missed.joined(separator: "; ")))
+            print(String(format: "Total %.1f s; load average now %@", totalSeconds, loadAverage()))
         }
         if let svg { try BenchChart.svg(report.rows).write(toFile: svg, atomically: true, encoding: .utf8) }
         return 0
@@ -190,7 +229,30 @@ enum Bench {
         var name = utsname()
         uname(&name)
         let kernel = withUnsafeBytes(of: &name.release) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
-        return "\(cores) cores, \(model), Linux \(kernel)"
+        var memory = ""
+        if let info = try? String(contentsOfFile: "/proc/meminfo", encoding: .utf8),
+            let line = info.split(separator: "\n").first(where: { $0.hasPrefix("MemTotal:") }),
+            let kibibytes = Double(line.split(separator: " ").dropFirst().first ?? "")
+        {
+            memory = String(format: ", %.0f GiB RAM", kibibytes / 1_048_576)
+        }
+        return "\(cores) cores, \(model)\(memory), Linux \(kernel)"
+    }
+
+    /// The file system type holding `path` (the bench directory): the longest mount point in
+    /// /proc/mounts that contains it.
+    static func filesystemDescription(_ path: String) -> String {
+        let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        guard let mounts = try? String(contentsOfFile: "/proc/mounts", encoding: .utf8) else { return "unknown file system" }
+        var best: (point: String, type: String)?
+        for line in mounts.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count > 2 else { continue }
+            let point = String(fields[1])
+            let contains = point == "/" || resolved == point || resolved.hasPrefix(point + "/")
+            if contains, point.count > (best?.point.count ?? -1) { best = (point, String(fields[2])) }
+        }
+        return best.map { "\($0.type) at \($0.point)" } ?? "unknown file system"
     }
 }
 
@@ -198,7 +260,60 @@ struct BenchDocument: Codable {
     var host: String
     var date: String
     var quick: Bool
+    /// /proc/loadavg's 1/5/15-minute figures when the run ended.
+    var load: String
+    var sectionSeconds: [String: Double]
+    /// Time spent removing each section's files afterwards (not part of any figure).
+    var cleanupSeconds: [String: Double]
+    var totalSeconds: Double
     var rows: [BenchRow]
+}
+
+/// Removes a directory tree, unlinking its files from several threads. On a virtual disk mounted with
+/// `discard`, each unlink of a written-back file waits milliseconds; in parallel those waits overlap
+/// (measured here: 300 files 0.94 s serially, 0.06 s from 4 threads).
+func removeTree(_ path: String) {
+    var info = stat()
+    guard lstat(path, &info) == 0 else { return }
+    guard info.st_mode & S_IFMT == S_IFDIR else {
+        unlink(path)
+        return
+    }
+    var files: [String] = []
+    var directories: [String] = [path]
+    if let enumerator = FileManager.default.enumerator(atPath: path) {
+        while let relative = enumerator.nextObject() as? String {
+            let full = path + "/" + relative
+            if lstat(full, &info) == 0, info.st_mode & S_IFMT == S_IFDIR {
+                directories.append(full)
+            } else {
+                files.append(full)
+            }
+        }
+    }
+    let threads = min(8, max(1, files.count / 64))
+    let group = DispatchGroup()
+    for worker in 0..<threads {
+        group.enter()
+        let thread = Thread { [files] in
+            var index = worker
+            while index < files.count {
+                unlink(files[index])
+                index += threads
+            }
+            group.leave()
+        }
+        thread.start()
+    }
+    group.wait()
+    // The enumerator lists a folder before its contents, so the reverse order empties children first.
+    for directory in directories.reversed() { rmdir(directory) }
+}
+
+/// The 1, 5 and 15-minute load averages from /proc/loadavg.
+func loadAverage() -> String {
+    guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return "unknown" }
+    return text.split(separator: " ").prefix(3).joined(separator: " ")
 }
 
 /// What every section gets.
@@ -210,9 +325,14 @@ struct BenchContext {
     /// A fresh directory for one measurement.
     func directory(_ name: String) -> URL {
         let url = URL(fileURLWithPath: base).appendingPathComponent(name)
-        try? FileManager.default.removeItem(at: url)
+        removeTree(url.path)
         try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         return url
+    }
+
+    /// Removes everything under `base` (between sections, so one section's files do not slow the next).
+    func cleanUp() {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: base)) ?? [] { removeTree(base + "/" + name) }
     }
 
     /// The path of this executable, for spawning workers.
