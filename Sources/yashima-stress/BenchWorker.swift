@@ -41,8 +41,13 @@ enum BenchWorker {
         return 0
     }
 
-    /// `worker mix`: a read/write mix over `--keys` keys with a Zipf-like skew for `--ops` operations
-    /// (or `--duration-ms`); prints counts and per-kind latency percentiles.
+    /// `worker mix`: a read/write/delete mix over `--keys` keys (Zipf-like skew, or `--uniform`) for
+    /// `--ops` operations (or `--duration-ms`); prints counts and per-kind latency percentiles.
+    /// `--lookup-only` makes gets plain lookups (`valueIfCached`, a miss returns nothing, as diskcache's
+    /// `get` does) instead of get-or-generate; `--min-size` draws each set's size uniformly from
+    /// `--min-size...--size`; `--warmup N` leaves the first N operations out of the timings; `--samples
+    /// PREFIX` also writes every timing as raw Float64 nanoseconds to PREFIX-get.f64, -set.f64, -delete.f64
+    /// so the parent can merge processes before taking percentiles.
     static func mix(_ arguments: inout Arguments) async throws -> Int32 {
         let setup = try WorkerSetup(&arguments)
         let keyCount = try arguments.int("keys", default: 10_000, range: 1...10_000_000)!
@@ -52,40 +57,68 @@ enum BenchWorker {
         let writeShare = try arguments.int("sets", default: 10, range: 0...1_000_000)!
         let deleteShare = try arguments.int("deletes", default: 0, range: 0...1_000_000)!
         let size = try arguments.int("size", default: 4096, range: 0...(64 << 20))!
+        let minimumSize = try arguments.int("min-size", default: size, range: 0...size)!
+        let warmup = try arguments.int("warmup", default: 0, range: 0...100_000_000)!
+        let samplesPrefix = arguments.string("samples")
         let uniform = arguments.flag("uniform")
+        let lookupOnly = arguments.flag("lookup-only")
         let go = arguments.flag("go")
         try arguments.rejectUnknown()
         let cache = setup.makeCache()
-        var generator = SplitMix64(seed: setup.seed ^ UInt64(getpid()))
-        let zipf = ZipfSampler(count: keyCount, exponent: 0.99)
+        // Distinct streams per process: the seed is spread over the high bits, the pid fills the low ones
+        // (a plain seed ^ pid collides for neighbouring pids and seeds).
+        var generator = SplitMix64(seed: (setup.seed &* 0x9E37_79B9_7F4A_7C15) ^ UInt64(getpid()))
+        let zipf = uniform ? nil : ZipfSampler(count: keyCount, exponent: 0.99)
         let payload = Data((0..<size).map { UInt8(truncatingIfNeeded: $0) })
         let total = readShare + writeShare + deleteShare
         var gets = Samples()
         var sets = Samples()
         var deletes = Samples()
+        var misses = 0
         if go { awaitGo() }
         let started = monotonicNanoseconds()
         let deadline = durationMilliseconds.map { started + UInt64($0) * 1_000_000 }
         var done = 0
         while done < operations {
             if let deadline, done % 64 == 0, monotonicNanoseconds() >= deadline { break }
-            let index = uniform ? Int(generator.next() % UInt64(keyCount)) : zipf.sample(&generator)
+            let index = zipf?.sample(&generator) ?? Int(generator.next() % UInt64(keyCount))
+            // A fresh key per operation, built outside the timed call (as diskcache's benchmark encodes its key).
             let key = CacheKey(namespace: "mix", identity: "k\(index)")
             let roll = Int(generator.next() % UInt64(max(1, total)))
-            let start = monotonicNanoseconds()
+            let recorded = done >= warmup
             if roll < readShare {
-                _ = try await cache.value(for: key, codec: DataCodec()) { payload }
-                gets.append(Double(monotonicNanoseconds() - start))
+                let start = monotonicNanoseconds()
+                if lookupOnly {
+                    let value = try await cache.valueIfCached(for: key, codec: DataCodec())
+                    let elapsed = Double(monotonicNanoseconds() - start)
+                    if recorded {
+                        gets.append(elapsed)
+                        if value == nil { misses += 1 }
+                    }
+                } else {
+                    _ = try await cache.value(for: key, codec: DataCodec()) { payload }
+                    if recorded { gets.append(Double(monotonicNanoseconds() - start)) }
+                }
             } else if roll < readShare + writeShare {
-                try await cache.store(payload, for: key, codec: DataCodec())
-                sets.append(Double(monotonicNanoseconds() - start))
+                let value =
+                    minimumSize == size
+                    ? payload : payload.prefix(minimumSize + Int(generator.next() % UInt64(size - minimumSize + 1)))
+                let start = monotonicNanoseconds()
+                try await cache.store(value, for: key, codec: DataCodec())
+                if recorded { sets.append(Double(monotonicNanoseconds() - start)) }
             } else {
+                let start = monotonicNanoseconds()
                 try await cache.remove(for: key, codec: DataCodec())
-                deletes.append(Double(monotonicNanoseconds() - start))
+                if recorded { deletes.append(Double(monotonicNanoseconds() - start)) }
             }
             done += 1
         }
         let elapsed = Double(monotonicNanoseconds() - started)
+        if let samplesPrefix {
+            for (samples, kind) in [(gets, "get"), (sets, "set"), (deletes, "delete")] {
+                try samples.values.withUnsafeBytes { Data($0) }.write(to: URL(fileURLWithPath: "\(samplesPrefix)-\(kind).f64"))
+            }
+        }
         func summary(_ samples: Samples) -> [String: Any] {
             guard samples.count > 0 else { return ["count": 0] }
             return [
@@ -96,9 +129,19 @@ enum BenchWorker {
         emit(
             jsonLine([
                 "ops": done, "elapsedNs": elapsed, "get": summary(gets), "set": summary(sets),
-                "delete": summary(deletes),
+                "delete": summary(deletes), "getMisses": misses, "memoryHits": cache.statistics.memoryHits,
+                "storageHits": cache.statistics.storageHits,
             ]))
         return 0
+    }
+
+    /// Reads timings written by `worker mix --samples`.
+    static func readSamples(_ path: String) -> Samples {
+        guard let data = FileManager.default.contents(atPath: path) else { return Samples() }
+        let values = data.withUnsafeBytes { raw in
+            (0..<(raw.count / 8)).map { raw.loadUnaligned(fromByteOffset: $0 * 8, as: Double.self) }
+        }
+        return Samples(values)
     }
 }
 
