@@ -77,7 +77,7 @@ enum CrossProcessBench {
         let report = context.report
         report.section("cross-process: 8 processes miss one key (200 ms generator)")
         try await stampede(context, rounds: context.quick ? 3 : 10, openFirst: true)
-        try await stampede(context, rounds: context.quick ? 2 : 5, openFirst: false)
+        try await stampede(context, rounds: context.quick ? 1 : 5, openFirst: false)
     }
 
     static func stampede(_ context: BenchContext, rounds: Int, openFirst: Bool) async throws {
@@ -182,7 +182,7 @@ enum CrossProcessBench {
     static func throughput(_ context: BenchContext) async throws {
         let report = context.report
         report.section("cross-process: throughput (4 KiB values)")
-        let duration = context.quick ? 800 : 4000
+        let duration = context.quick ? 600 : 4000
         let directory = context.directory("throughput")
         // Warm 1,000 keys for the storage-hit run.
         let warm = YCache(storageDirectory: directory, storageMaximumByteCount: nil)
@@ -261,7 +261,7 @@ extension CrossProcessBench {
                     child.finish()
                 }
                 let wall = Double(monotonicNanoseconds() - start)
-                let label = "diskcache mix, \(processes) process\(processes == 1 ? "" : "es")\(layer):"
+                let label = "mix 100:10:1, \(processes) process\(processes == 1 ? "" : "es")\(layer):"
                 for kind in ["get", "set", "delete"] {
                     var merged = Samples()
                     for number in 0..<processes {
