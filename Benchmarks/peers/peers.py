@@ -333,7 +333,7 @@ def mix_child(library, path, number, operations, samples_prefix, barrier):
 
 def mix(base, quick):
     rows = []
-    operations = 10_000 if quick else 100_000
+    operations = 5_000 if quick else 100_000
     context = mp.get_context("fork")
     for library, title in [("diskcache", "diskcache"), ("lmdb", "LMDB")]:
         for processes in [1, 8]:
@@ -404,7 +404,7 @@ def host_description():
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--directory", required=True, help="scratch folder for the libraries' files")
-    parser.add_argument("--quick", action="store_true", help="fewer rounds and 10,000 mix operations")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and 5,000 mix operations")
     parser.add_argument("--only", action="append", choices=["hits", "writes", "stampede", "mix"],
                         help="run only these workloads (repeatable)")
     arguments = parser.parse_args()

@@ -8,7 +8,7 @@ usage() {
     cat <<'EOF'
 usage: Benchmarks/peers/run.sh [--quick] [--output FILE] [--work DIR]
 
-  --quick        fewer rounds and 10,000 mix operations per process (default: the full suite)
+  --quick        fewer rounds and 5,000 mix operations per process (default: the full suite)
   --output FILE  also write the Markdown table to FILE
   --work DIR     scratch folder for the virtual environment, JSON and data files
                  (default: ${TMPDIR:-/tmp}/yashima-peers; never inside the repository)

@@ -225,14 +225,14 @@ enum CrossProcessBench {
 
 extension CrossProcessBench {
     /// python-diskcache's published benchmark shape (tests/benchmark_core.py, docs "Cache Benchmarks"):
-    /// 100,000 operations per process, gets:sets:deletes = 100:10:1 (90 % / 9 % / 1 %), 100 keys drawn
-    /// uniformly, short values (diskcache: str(count) × randrange(1, 100), 1–495 bytes; here 5–495 bytes
-    /// uniformly), the keys pre-filled, the first 1,000 operations per process left out, gets as plain
-    /// lookups (a deleted key is a miss). Timings of all processes are merged before taking percentiles,
-    /// as diskcache's script does. Run as deployed (64 MiB memory layer per process).
+    /// 100,000 operations per process (5,000 with --quick), gets:sets:deletes = 100:10:1 (90 / 9 / 1 %),
+    /// 100 keys drawn uniformly, short values (diskcache: str(count) × randrange(1, 100), 1–495 bytes;
+    /// here 5–495 bytes uniformly), the keys pre-filled, the first 1,000 operations per process left out,
+    /// gets as plain lookups (a deleted key is a miss). Timings of all processes are merged before taking
+    /// percentiles, as diskcache's script does. Run as deployed (64 MiB memory layer per process).
     static func diskcacheMix(_ context: BenchContext) async throws {
         let report = context.report
-        let operations = context.quick ? 10_000 : 100_000
+        let operations = context.quick ? 5_000 : 100_000
         report.section("cross-process: diskcache-shaped mix (\(operations) ops/process, get:set:delete 100:10:1, 100 keys)")
         for (layer, memoryBudget) in [("", 64 << 20)] {
             for processes in [1, 8] {

@@ -57,18 +57,19 @@ enum ScaleBench {
 
         // Writes past the budget: per-write cost stays flat because trim works from an index.
         let budgetDirectory = context.directory("scale-budget")
-        let budget = 2000 * 8192
+        // The budget holds `capacity` entries (4 KiB payload + header = 8 KiB charged): the first 70 % of
+        // that many writes are under it, and from 1.5 × capacity on every write lands over it.
+        let capacity = context.quick ? 1000 : 2000
+        let budget = capacity * 8192
         let budgeted = YCache(storageDirectory: budgetDirectory, memoryMaximumCost: 0, storageMaximumByteCount: budget)
         var below = Samples()
         var above = Samples()
-        // The budget holds about 2,000 entries (4 KiB payload + header = 8 KiB charged): the first 1,500
-        // writes are under it, and from 3,000 on every write lands over it.
-        let writes = context.quick ? 5000 : 20_000
+        let writes = context.quick ? 2500 : 20_000
         for index in 0..<writes {
             let start = monotonicNanoseconds()
             _ = try await budgeted.data(for: CacheKey(namespace: "fill", identity: "f\(index)")) { payload }
             let elapsed = Double(monotonicNanoseconds() - start)
-            if index < 1500 { below.append(elapsed) } else if index >= 3000 { above.append(elapsed) }
+            if index < capacity * 7 / 10 { below.append(elapsed) } else if index >= capacity * 3 / 2 { above.append(elapsed) }
         }
         report.add(BenchRow(section: "scale", name: "write while under budget", samples: below))
         report.add(
