@@ -64,6 +64,7 @@ enum WorkerCommand {
         case "flock-wait": return try BenchWorker.flockWait(&arguments)
         case "handoff-wait": return try await BenchWorker.handoffWait(&arguments)
         case "mix": return try await BenchWorker.mix(&arguments)
+        case "l1-footprint": return try BenchWorker.l1Footprint(&arguments)
         default: throw ArgumentError(description: "unknown worker command '\(command)'")
         }
     }
