@@ -145,6 +145,8 @@ enum Bench {
           --svg FILE       also draw the main results as an SVG chart
           --section NAME   run only these sections (repeatable)
           --directory D    where to put benchmark files (default: a fresh folder under $TMPDIR)
+
+        Peers (python-diskcache, LMDB) on the same workloads: Benchmarks/peers/run.sh [--quick].
         """
 
     static func run(_ words: [String]) async throws -> Int32 {
