@@ -149,6 +149,7 @@ enum BenchWorker {
         let growth = ScaleBench.residentBytes() - before
         emit(jsonLine(["bytesPerEntry": Double(growth) / Double(items), "items": items]))
         withExtendedLifetime(cache) {}
+        removeTree(directory.path)  // the cache may have created its (unused) storage folder
         return 0
     }
 
