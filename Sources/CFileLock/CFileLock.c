@@ -17,6 +17,7 @@
 #include <sys/uio.h>
 #include <linux/fs.h>
 #include <linux/openat2.h>
+#include <limits.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <time.h>
@@ -38,10 +39,62 @@ const int ysh_AT_REMOVEDIR = AT_REMOVEDIR;
 const uint32_t ysh_S_IFMT = S_IFMT;
 const uint32_t ysh_S_IFDIR = S_IFDIR;
 const uint32_t ysh_S_IFREG = S_IFREG;
+const uint32_t ysh_S_IFLNK = S_IFLNK;
 
 #define FAIL_WITH_ERRNO(value) do { if (err) *err = errno; return (value); } while (0)
 
 static int openat2_unavailable = 0;
+
+void ysh_set_openat2_disabled(int disabled) {
+    __atomic_store_n(&openat2_unavailable, disabled ? 1 : 0, __ATOMIC_RELAXED);
+}
+
+// Without openat2 (Linux < 5.6): walk `path` one component at a time, each opened O_NOFOLLOW, so no
+// symlink is followed in any component. Returns the final descriptor opened with `flags` and `mode`.
+static int openat_walking(int dirfd, const char *path, int flags, mode_t mode) {
+    char component[NAME_MAX + 1];
+    int current = dirfd;
+    const char *p = path;
+    for (;;) {
+        const char *slash = strchr(p, '/');
+        if (slash == NULL) break;
+        size_t length = (size_t)(slash - p);
+        if (length > NAME_MAX) {
+            if (current != dirfd) close(current);
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        if (length > 0) {
+            memcpy(component, p, length);
+            component[length] = '\0';
+            int next;
+            do {
+                next = openat(current, component, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            } while (next == -1 && errno == EINTR);
+            if (next == -1) {
+                // O_NOFOLLOW|O_DIRECTORY on a symlink gives ENOTDIR; report ELOOP as openat2 does.
+                int saved = errno;
+                struct stat st;
+                if (saved == ENOTDIR && fstatat(current, component, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    S_ISLNK(st.st_mode)) {
+                    saved = ELOOP;
+                }
+                if (current != dirfd) close(current);
+                errno = saved;
+                return -1;
+            }
+            if (current != dirfd) close(current);
+            current = next;
+        }
+        p = slash + 1;
+    }
+    int fd;
+    do { fd = openat(current, p, flags | O_CLOEXEC | O_NOFOLLOW, mode); } while (fd == -1 && errno == EINTR);
+    int saved = errno;
+    if (current != dirfd) close(current);
+    errno = saved;
+    return fd;
+}
 
 int ysh_openat(int dirfd, const char *path, int flags, uint32_t mode, int *err) {
     int fd;
@@ -57,9 +110,45 @@ int ysh_openat(int dirfd, const char *path, int flags, uint32_t mode, int *err) 
         if (errno != ENOSYS) FAIL_WITH_ERRNO(-1);
         __atomic_store_n(&openat2_unavailable, 1, __ATOMIC_RELAXED);
     }
-    do { fd = openat(dirfd, path, flags | O_CLOEXEC | O_NOFOLLOW, (mode_t)mode); } while (fd == -1 && errno == EINTR);
+    fd = openat_walking(dirfd, path, flags, (mode_t)mode);
     if (fd == -1) FAIL_WITH_ERRNO(-1);
     return fd;
+}
+
+// The folder holding the last component of `path`, opened O_PATH with no symlink in any component
+// (relative to `dirfd`), and the last component itself. A path without '/' (or any path relative to
+// AT_FDCWD: the user's own path, whose symlinks are the user's choice) uses `dirfd` as is.
+// Returns the descriptor to use (close it with release_parent), or -1 with errno set.
+static int open_parent(int dirfd, const char *path, const char **leaf) {
+    const char *slash = strrchr(path, '/');
+    if (dirfd == AT_FDCWD || slash == NULL) {
+        *leaf = path;
+        return dirfd;
+    }
+    size_t length = (size_t)(slash - path);
+    char folder[PATH_MAX];
+    if (length == 0 || length >= sizeof folder) {
+        errno = length == 0 ? EINVAL : ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(folder, path, length);
+    folder[length] = '\0';
+    int err = 0;
+    int fd = ysh_openat(dirfd, folder, O_PATH | O_DIRECTORY, 0, &err);
+    if (fd == -1) {
+        errno = err;
+        return -1;
+    }
+    *leaf = slash + 1;
+    return fd;
+}
+
+static void release_parent(int parent, int dirfd) {
+    if (parent != dirfd) {
+        int saved = errno;
+        close(parent);
+        errno = saved;
+    }
 }
 
 int ysh_open_root(const char *path, int *err) {
@@ -102,8 +191,20 @@ int ysh_fstat(int fd, ysh_stat *out, int *err) {
 }
 
 int ysh_fstatat(int dirfd, const char *path, ysh_stat *out, int *err) {
+    const char *leaf;
+    int parent = open_parent(dirfd, path, &leaf);
+    if (parent == -1) FAIL_WITH_ERRNO(-1);
     struct stat st;
-    if (fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) == -1) FAIL_WITH_ERRNO(-1);
+    int rc = fstatat(parent, leaf, &st, AT_SYMLINK_NOFOLLOW);
+    release_parent(parent, dirfd);
+    if (rc == -1) FAIL_WITH_ERRNO(-1);
+    fill_stat(&st, out);
+    return 0;
+}
+
+int ysh_stat_path(const char *path, ysh_stat *out, int *err) {
+    struct stat st;
+    if (stat(path, &st) == -1) FAIL_WITH_ERRNO(-1);
     fill_stat(&st, out);
     return 0;
 }
@@ -175,28 +276,52 @@ void *ysh_mmap_shared(int fd, size_t length, int *err) {
 
 int ysh_munmap(void *address, size_t length) { return munmap(address, length); }
 
-int ysh_renameat(int fromdir, const char *from, int todir, const char *to, int *err) {
-    if (renameat(fromdir, from, todir, to) == -1) FAIL_WITH_ERRNO(-1);
+// Two-path calls: both parents are resolved without symlinks; the call itself never follows the last
+// component (rename and link act on names, not on what a symlink points to).
+#define TWO_PARENTS(call)                                                             \
+    const char *from_leaf, *to_leaf;                                                  \
+    int from_parent = open_parent(fromdir, from, &from_leaf);                         \
+    if (from_parent == -1) FAIL_WITH_ERRNO(-1);                                       \
+    int to_parent = open_parent(todir, to, &to_leaf);                                 \
+    if (to_parent == -1) {                                                            \
+        release_parent(from_parent, fromdir);                                         \
+        FAIL_WITH_ERRNO(-1);                                                          \
+    }                                                                                 \
+    int rc = (int)(call);                                                             \
+    release_parent(to_parent, todir);                                                 \
+    release_parent(from_parent, fromdir);                                             \
+    if (rc == -1) FAIL_WITH_ERRNO(-1);                                                \
     return 0;
+
+int ysh_renameat(int fromdir, const char *from, int todir, const char *to, int *err) {
+    TWO_PARENTS(renameat(from_parent, from_leaf, to_parent, to_leaf))
 }
 
 int ysh_renameat_noreplace(int fromdir, const char *from, int todir, const char *to, int *err) {
-    if (syscall(SYS_renameat2, fromdir, from, todir, to, RENAME_NOREPLACE) == -1) FAIL_WITH_ERRNO(-1);
-    return 0;
+    TWO_PARENTS(syscall(SYS_renameat2, from_parent, from_leaf, to_parent, to_leaf, RENAME_NOREPLACE))
 }
 
 int ysh_linkat(int fromdir, const char *from, int todir, const char *to, int *err) {
-    if (linkat(fromdir, from, todir, to, 0) == -1) FAIL_WITH_ERRNO(-1);
-    return 0;
+    TWO_PARENTS(linkat(from_parent, from_leaf, to_parent, to_leaf, 0))
 }
 
 int ysh_unlinkat(int dirfd, const char *path, int flags, int *err) {
-    if (unlinkat(dirfd, path, flags) == -1) FAIL_WITH_ERRNO(-1);
+    const char *leaf;
+    int parent = open_parent(dirfd, path, &leaf);
+    if (parent == -1) FAIL_WITH_ERRNO(-1);
+    int rc = unlinkat(parent, leaf, flags);
+    release_parent(parent, dirfd);
+    if (rc == -1) FAIL_WITH_ERRNO(-1);
     return 0;
 }
 
 int ysh_mkdirat(int dirfd, const char *path, uint32_t mode, int *err) {
-    if (mkdirat(dirfd, path, (mode_t)mode) == -1) FAIL_WITH_ERRNO(-1);
+    const char *leaf;
+    int parent = open_parent(dirfd, path, &leaf);
+    if (parent == -1) FAIL_WITH_ERRNO(-1);
+    int rc = mkdirat(parent, leaf, (mode_t)mode);
+    release_parent(parent, dirfd);
+    if (rc == -1) FAIL_WITH_ERRNO(-1);
     return 0;
 }
 
@@ -226,7 +351,12 @@ int ysh_touch_at(int dirfd, const char *path, int *err) {
     struct timespec times[2];
     times[0].tv_sec = 0; times[0].tv_nsec = UTIME_OMIT;
     times[1].tv_sec = 0; times[1].tv_nsec = UTIME_NOW;
-    if (utimensat(dirfd, path, times, AT_SYMLINK_NOFOLLOW) == -1) FAIL_WITH_ERRNO(-1);
+    const char *leaf;
+    int parent = open_parent(dirfd, path, &leaf);
+    if (parent == -1) FAIL_WITH_ERRNO(-1);
+    int rc = utimensat(parent, leaf, times, AT_SYMLINK_NOFOLLOW);
+    release_parent(parent, dirfd);
+    if (rc == -1) FAIL_WITH_ERRNO(-1);
     return 0;
 }
 
@@ -486,3 +616,13 @@ int ysh_getpid(void) {
     return pid;
 }
 uint32_t ysh_geteuid(void) { return (uint32_t)geteuid(); }
+
+int ysh_is_group_member(uint32_t gid) {
+    if ((gid_t)gid == getegid()) return 1;
+    gid_t groups[NGROUPS_MAX];
+    int count = getgroups(NGROUPS_MAX, groups);
+    for (int i = 0; i < count; i++) {
+        if (groups[i] == (gid_t)gid) return 1;
+    }
+    return 0;
+}

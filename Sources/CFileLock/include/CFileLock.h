@@ -47,10 +47,14 @@ extern const int ysh_AT_REMOVEDIR;
 extern const uint32_t ysh_S_IFMT;
 extern const uint32_t ysh_S_IFDIR;
 extern const uint32_t ysh_S_IFREG;
+extern const uint32_t ysh_S_IFLNK;
 
 /// openat2(2) with RESOLVE_NO_SYMLINKS (no symlink in any component) and O_CLOEXEC | O_NOFOLLOW always
-/// added; falls back to openat(2) where openat2 is missing; retries EINTR.
+/// added; where openat2 is missing, walks the path with openat(2) one O_NOFOLLOW component at a time
+/// (same guarantee); retries EINTR. A symlink met on the way gives ELOOP (or ENOTDIR).
 int ysh_openat(int dirfd, const char *path, int flags, uint32_t mode, int *err);
+/// Test hook: 1 makes ysh_openat use its component-walking fallback, as on kernels without openat2.
+void ysh_set_openat2_disabled(int disabled);
 /// open(2) of the storage root given by the user (symlinks in its path are the user's choice):
 /// O_RDONLY | O_DIRECTORY | O_CLOEXEC.
 int ysh_open_root(const char *path, int *err);
@@ -60,8 +64,15 @@ int ysh_close(int fd, int *err);
 int ysh_flock(int fd, int operation, int *err);
 /// fstat(2).
 int ysh_fstat(int fd, ysh_stat *out, int *err);
+/// Path calls relative to a directory descriptor (fstatat, renameat, linkat, unlinkat, mkdirat,
+/// utimensat): a multi-component `path` is resolved by opening its folder with ysh_openat (O_PATH), so
+/// no symlink is followed in any component (ELOOP or ENOTDIR instead), and the call then acts on the last
+/// component itself, never on what it points to. Relative to AT_FDCWD (the user's own path) they are
+/// the plain calls.
 /// fstatat(2) with AT_SYMLINK_NOFOLLOW.
 int ysh_fstatat(int dirfd, const char *path, ysh_stat *out, int *err);
+/// stat(2) of the user's root path (following symlinks there, which are the user's choice).
+int ysh_stat_path(const char *path, ysh_stat *out, int *err);
 /// pread(2) until `count` bytes or end of file; retries EINTR. Returns the bytes read.
 ssize_t ysh_pread_full(int fd, void *buffer, size_t count, int64_t offset, int *err);
 /// write(2) until all `count` bytes are written; retries EINTR. Returns the bytes written.
@@ -132,6 +143,8 @@ int64_t ysh_monotonic_ns(void);
 int ysh_getpid(void);
 /// geteuid(2).
 uint32_t ysh_geteuid(void);
+/// 1 when `gid` is this process's effective group or one of its supplementary groups (getgroups(2)).
+int ysh_is_group_member(uint32_t gid);
 
 #ifdef __cplusplus
 }

@@ -36,6 +36,10 @@ struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     /// True for the codes that mean "the disk (or a quota, or RLIMIT_FSIZE) is full".
     var isOutOfSpace: Bool { self == .noSpace || self == .quotaExceeded || self == .fileTooLarge }
 
+    /// True when a folder on the way is missing, or is a symlink or a file (never followed): the codes
+    /// after which the cache recreates its own folder and retries once.
+    var isFolderMissingOrReplaced: Bool { self == .noSuchFile || self == .symlinkLoop || self == .notDirectory }
+
     var description: String {
         guard let text = strerrorText(rawValue) else { return "errno \(rawValue)" }
         return "\(text) (errno \(rawValue))"
@@ -83,6 +87,10 @@ struct FileStatus: Sendable, Equatable {
 
     var isDirectory: Bool { mode & ysh_S_IFMT == ysh_S_IFDIR }
     var isRegularFile: Bool { mode & ysh_S_IFMT == ysh_S_IFREG }
+    var isSymbolicLink: Bool { mode & ysh_S_IFMT == ysh_S_IFLNK }
+    /// A regular file with one link, owned by this user: a file the cache created itself, whose mode it
+    /// may set. (A hard link planted in the directory has two or more links and is never `fchmod`ed.)
+    var isOurs: Bool { isRegularFile && linkCount == 1 && owner == Syscall.effectiveUserID }
     var permissionBits: UInt32 { mode & 0o7777 }
     /// Same file: device and inode match.
     func isSameFile(as other: FileStatus) -> Bool { device == other.device && inode == other.inode }
@@ -156,12 +164,22 @@ enum Syscall {
         return .success(FileStatus(raw))
     }
 
-    /// `fstatat(2)` with AT_SYMLINK_NOFOLLOW.
+    /// `fstatat(2)` with AT_SYMLINK_NOFOLLOW; no symlink is followed in any component of `path`.
     static func status(of path: String, in directory: Int32) -> Result<FileStatus, SystemCallError> {
         var raw = ysh_stat()
         var err: Int32 = 0
         if ysh_fstatat(directory, path, &raw, &err) == -1 {
             return .failure(SystemCallError(call: "fstatat", errno: Errno(rawValue: err)))
+        }
+        return .success(FileStatus(raw))
+    }
+
+    /// `stat(2)` of the user's root path (symlinks in that path are the user's choice).
+    static func status(ofRootPath path: String) -> Result<FileStatus, SystemCallError> {
+        var raw = ysh_stat()
+        var err: Int32 = 0
+        if ysh_stat_path(path, &raw, &err) == -1 {
+            return .failure(SystemCallError(call: "stat", errno: Errno(rawValue: err)))
         }
         return .success(FileStatus(raw))
     }
@@ -219,7 +237,7 @@ enum Syscall {
         _ = ysh_munmap(address, length)
     }
 
-    /// `renameat(2)`: atomically replaces `to`.
+    /// `renameat(2)`: atomically replaces `to`. No symlink is followed in any component of either path.
     static func rename(
         _ from: String, in fromDirectory: Int32, to: String, in toDirectory: Int32
     ) -> Result<Void, SystemCallError> {
@@ -227,7 +245,8 @@ enum Syscall {
         return check(ysh_renameat(fromDirectory, from, toDirectory, to, &err), err, "renameat")
     }
 
-    /// `linkat(2)`: creates `to` only if it does not exist (EEXIST otherwise). First writer wins.
+    /// `linkat(2)`: creates `to` only if it does not exist (EEXIST otherwise). First writer wins. No symlink
+    /// is followed in any component of either path.
     static func link(
         _ from: String, in fromDirectory: Int32, to: String, in toDirectory: Int32
     ) -> Result<Void, SystemCallError> {
@@ -235,13 +254,14 @@ enum Syscall {
         return check(ysh_linkat(fromDirectory, from, toDirectory, to, &err), err, "linkat")
     }
 
-    /// `unlinkat(2)`.
+    /// `unlinkat(2)`: removes the last component itself (a symlink, never its target); no symlink is
+    /// followed in the components before it.
     static func unlink(_ path: String, in directory: Int32, isDirectory: Bool = false) -> Result<Void, SystemCallError> {
         var err: Int32 = 0
         return check(ysh_unlinkat(directory, path, isDirectory ? ysh_AT_REMOVEDIR : 0, &err), err, "unlinkat")
     }
 
-    /// `mkdirat(2)`.
+    /// `mkdirat(2)`; no symlink is followed in any component of `path`.
     static func makeDirectory(_ path: String, in directory: Int32, mode: UInt32) -> Result<Void, SystemCallError> {
         var err: Int32 = 0
         return check(ysh_mkdirat(directory, path, mode, &err), err, "mkdirat")
@@ -265,7 +285,8 @@ enum Syscall {
         return check(ysh_futimens(fd, nanoseconds, &err), err, "futimens")
     }
 
-    /// `utimensat(2)`, AT_SYMLINK_NOFOLLOW: sets the modification time to now.
+    /// `utimensat(2)`, AT_SYMLINK_NOFOLLOW: sets the modification time to now; no symlink is followed in
+    /// any component of `path`.
     static func touch(_ path: String, in directory: Int32) -> Result<Void, SystemCallError> {
         var err: Int32 = 0
         return check(ysh_touch_at(directory, path, &err), err, "utimensat")
@@ -326,6 +347,8 @@ enum Syscall {
     static var currentDirectory: Int32 { ysh_AT_FDCWD }
     /// `geteuid(2)`.
     static var effectiveUserID: UInt32 { ysh_geteuid() }
+    /// Whether `group` is this process's effective group or a supplementary group (`getgroups(2)`).
+    static func isMember(ofGroup group: UInt32) -> Bool { ysh_is_group_member(group) != 0 }
     /// `getpid(2)`.
     static var processID: Int32 { ysh_getpid() }
     /// CLOCK_REALTIME in nanoseconds since the epoch.
