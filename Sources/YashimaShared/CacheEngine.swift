@@ -60,12 +60,14 @@ final class CacheEngine: Sendable {
     // MARK: Storage access
 
     /// The storage context, opening the directory on first use (and again after a failure, at most once
-    /// a second; also after a fork, I7).
-    func storage() -> Result<StorageContext, YCacheError> {
+    /// a second; also after a fork, I7, and when the root path no longer names the open root, I13).
+    /// - Parameter verifyingRoot: Check the root path now (before a write) rather than at most once per
+    ///   `Policy.rootCheckInterval`.
+    func storage(verifyingRoot: Bool = false) -> Result<StorageContext, YCacheError> {
         opening.withLock { opening in
             let now = Syscall.monotonicNanoseconds
             switch opening {
-            case .open(let context) where context.directory.ownerProcessID == Syscall.processID:
+            case .open(let context) where context.directory.isUsable(verifyingRoot: verifyingRoot, now: now):
                 return .success(context)
             case .failed(let error, let at) where now - at < CacheEngine.reopenInterval:
                 return .failure(error)
@@ -425,8 +427,11 @@ final class CacheEngine: Sendable {
     }
 
     private func storageForWriting(_ context: StorageContext?) throws(YCacheError) -> StorageContext {
-        if let context { return context }
-        switch storage() {
+        // I13: never write through a root that was deleted or replaced since `context` was taken.
+        if let context, context.directory.isOwnedByThisProcess, context.directory.isStillNamedByPath() {
+            return context
+        }
+        switch storage(verifyingRoot: true) {
         case .success(let context): return context
         case .failure(let error): throw error
         }
@@ -466,7 +471,7 @@ final class CacheEngine: Sendable {
 
     func remove(key: CacheKey, codecIdentifier: String) throws(YCacheError) {
         memory.remove(MemoryKey(key: key, codecIdentifier: codecIdentifier))
-        guard case .success(let context) = storage() else { return }
+        guard case .success(let context) = storage(verifyingRoot: true) else { return }
         let slots = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
         context.directory.state.bumpKey(slots)  // I10: before unlinking
         // And again after: a reader that stamped its epochs after the first bump may have read the file
@@ -481,7 +486,7 @@ final class CacheEngine: Sendable {
     /// Removes every entry (whose namespace matches, when given). Blocking: run through BlockingWork.
     func removeAll(inNamespace namespace: String?) throws(YCacheError) -> Int {
         if let namespace { memory.removeAll(inNamespace: namespace) } else { memory.removeAll() }
-        guard case .success(let context) = storage() else { return 0 }
+        guard case .success(let context) = storage(verifyingRoot: true) else { return 0 }
         let bump = {
             if let namespace {
                 context.directory.state.bumpNamespace(slot: SharedState.namespaceSlot(namespace))
@@ -508,7 +513,7 @@ final class CacheEngine: Sendable {
 
     /// Removes expired entries. Blocking.
     func removeExpired() -> Int {
-        guard case .success(let context) = storage() else { return 0 }
+        guard case .success(let context) = storage(verifyingRoot: true) else { return 0 }
         let now = Syscall.realtimeNanoseconds
         var removed = 0
         for entry in context.trimmer.scanEntries() {

@@ -67,6 +67,17 @@
 ///   trim's LRU order is therefore exact to within that interval.
 /// - **I12 The layout file is written once.** `layout` is created by `linkat` of a complete staging file
 ///   (first creator wins); a process that finds a newer layout version refuses to use the directory.
+/// - **I13 Writes go only where the root path points, and never through a link.** The root descriptor is
+///   opened once; before every write (publish, remove, trim) a process checks that the root path still
+///   names the directory it holds (`stat` of the path against the descriptor's device and inode); lookups
+///   check at most once per `Policy.rootCheckInterval`. A deleted or replaced root is reopened (created
+///   again when missing); a path that now names a file is `storageUnavailable`. Below the root no symlink
+///   is followed in any component of any call (openat2 `RESOLVE_NO_SYMLINKS`, and the folder of every
+///   other `*at` call opened the same way); a symlink where the cache's own folder should be is removed
+///   (the link, not its target) and replaced by a real folder. A hard link planted at an entry path
+///   cannot be prevented, but it is never written through: entries only ever appear by `rename` of a new
+///   file, readers trust only validated contents, and lock files get `fchmod` only when they have one
+///   link and belong to this user.
 enum CrossProcessProtocol {
     /// The on-disk layout version written to the `layout` file. Bump when any invariant or path changes.
     static let layoutVersion = 1
@@ -103,4 +114,9 @@ enum Policy {
 
     /// How many (inode, ctime) verifications a process remembers.
     static let verifiedInodeCapacity = 65_536
+
+    /// Lookups re-check at most this often that the root path still names the open root (I13); writes
+    /// always check. One second bounds how long a process reads a directory that was renamed away, at
+    /// the cost of one `stat(2)` a second.
+    static let rootCheckInterval: Int64 = 1_000_000_000
 }

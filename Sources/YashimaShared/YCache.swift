@@ -276,7 +276,7 @@ public final class YCache: Sendable {
 
     @discardableResult
     private func requireStorage() throws(YCacheError) -> StorageContext {
-        try engine.storage().get()
+        try engine.storage(verifyingRoot: true).get()  // I13: these scan, trim or remove
     }
 
     private func makeRequest<Codec: CacheCodec>(

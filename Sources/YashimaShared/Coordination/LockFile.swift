@@ -84,8 +84,11 @@ enum LockFile {
     {
         let root = directory.descriptor
         var opened = Syscall.open(path.relative, in: root, flags: [.readWrite, .create], mode: directory.fileMode)
-        if case .failure(let error) = opened, error.errno == .noSuchFile {
+        if case .failure(let error) = opened, error.errno.isFolderMissingOrReplaced {
+            // The fan-out folder is missing or replaced, or a symlink sits at the lock path (never followed):
+            // repair, then retry once. A symlink is no lock anyone can hold, so removing it keeps I6.
             if case .failure(let mkdirError) = directory.ensureFanOut(path.fanOut) { return .failure(mkdirError) }
+            directory.removeSymbolicLink(path.relative)
             opened = Syscall.open(path.relative, in: root, flags: [.readWrite, .create], mode: directory.fileMode)
         }
         let fd: Int32
@@ -112,7 +115,7 @@ enum LockFile {
             Syscall.close(fd)
             return .success(.stale)
         }
-        if mine.permissionBits != directory.fileMode { _ = Syscall.setMode(fd, directory.fileMode) }
+        if mine.permissionBits != directory.fileMode, mine.isOurs { _ = Syscall.setMode(fd, directory.fileMode) }
         return .success(.acquired(HeldLock(descriptor: fd, path: path, directory: directory, sizeWhenLocked: mine.size)))
     }
 }

@@ -1,6 +1,10 @@
 // The storage root: opening it (creating it if needed, checking the filesystem and the layout version),
 // and the only place that makes paths inside it. Paths are typed (`EntryPath`, `LockPath`) so a lock path
-// can never be passed where an entry path is expected. Relies on I2, I12. Does no entry I/O.
+// can never be passed where an entry path is expected. Relies on I2, I12, I13. Does no entry I/O.
+// Its own folders are repaired, never followed: a symlink where one should be is removed (the link, not
+// its target) and replaced by a real folder.
+
+import Synchronization
 
 /// How files in the storage directory are shared between users.
 public enum StorageSharingMode: Sendable, Equatable {
@@ -27,7 +31,8 @@ struct LockPath: Hashable, Sendable {
 }
 
 /// An open storage root. The descriptor stays open for the life of the object; every path operation is
-/// relative to it (openat2 with RESOLVE_NO_SYMLINKS for opens).
+/// relative to it, and no symlink is followed in any component below it (openat2 with
+/// RESOLVE_NO_SYMLINKS for opens; the other calls resolve their folder the same way, see CFileLock.h).
 final class Directory: Sendable {
     static let entriesFolder = "entries"
     static let locksFolder = "locks"
@@ -47,24 +52,33 @@ final class Directory: Sendable {
     let ownerProcessID: Int32
     /// Name of a network or virtual filesystem the root sits on, when the caller allowed it (no mmap then).
     let networkFilesystemName: String?
+    /// The root directory's identity (device, inode) when it was opened, to notice a replaced root (I13).
+    let rootIdentity: FileStatus
+    /// CLOCK_MONOTONIC of the last check that `path` still names `rootIdentity`.
+    private let rootCheckedAt: Atomic<Int64>
 
     var fileMode: UInt32 { sharing.fileMode }
     var directoryMode: UInt32 { sharing.directoryMode }
 
     /// Opens (creating when missing) the storage root at `path`.
+    /// - Parameter ownerProcessID: The process the handles belong to (I7); only tests pass another one.
     /// - Throws: `YCacheError` naming the problem: a file where the folder should be, no permission,
-    ///   a network filesystem (unless allowed), an unknown newer layout.
-    init(path: String, sharing: StorageSharingMode, allowNetworkFilesystem: Bool) throws(YCacheError) {
+    ///   an insecure owner or mode, a network filesystem (unless allowed), an unknown newer layout.
+    init(
+        path: String, sharing: StorageSharingMode, allowNetworkFilesystem: Bool,
+        ownerProcessID: Int32 = Syscall.processID
+    ) throws(YCacheError) {
         self.path = path
         self.sharing = sharing
-        self.ownerProcessID = Syscall.processID
+        self.ownerProcessID = ownerProcessID
         let fd = try Directory.openOrCreateRoot(path, mode: sharing.directoryMode)
         var succeeded = false
         defer { if !succeeded { Syscall.close(fd) } }
 
         let filesystem = try Directory.checkFilesystem(fd, path: path, allowNetwork: allowNetworkFilesystem)
         networkFilesystemName = filesystem
-        try Directory.checkOwnership(fd, path: path, sharing: sharing)
+        rootIdentity = try Directory.checkOwnership(fd, path: path, sharing: sharing)
+        rootCheckedAt = Atomic(Syscall.monotonicNanoseconds)
         for folder in [Directory.entriesFolder, Directory.locksFolder, Directory.stagingFolder] {
             try Directory.ensureFolder(folder, in: fd, mode: sharing.directoryMode, rootPath: path)
         }
@@ -84,6 +98,27 @@ final class Directory: Sendable {
 
     deinit {
         Syscall.close(descriptor)
+    }
+
+    // MARK: Still ours? (I7, I13)
+
+    /// Whether this process opened the root (false in a forked child, which must reopen, I7).
+    var isOwnedByThisProcess: Bool { ownerProcessID == Syscall.processID }
+
+    /// Whether the root path still names the directory this object holds open (I13): false when the root
+    /// was deleted, renamed away or replaced. One `stat(2)` of the path.
+    func isStillNamedByPath() -> Bool {
+        guard case .success(let current) = Syscall.status(ofRootPath: path) else { return false }
+        return current.isDirectory && current.isSameFile(as: rootIdentity)
+    }
+
+    /// Whether this handle may still be used: owned by this process and, when `verifyingRoot` or at most
+    /// once per `Policy.rootCheckInterval` otherwise, still named by the root path (I13).
+    func isUsable(verifyingRoot: Bool, now: Int64) -> Bool {
+        guard isOwnedByThisProcess else { return false }
+        if !verifyingRoot && now - rootCheckedAt.load(ordering: .relaxed) < Policy.rootCheckInterval { return true }
+        rootCheckedAt.store(now, ordering: .relaxed)
+        return isStillNamedByPath()
     }
 
     // MARK: Paths (the only place paths are made)
@@ -111,30 +146,71 @@ final class Directory: Sendable {
         return name + Directory.stagingSuffix
     }
 
-    /// Creates a fan-out folder that is missing (another process may create it at the same moment).
+    /// Makes a fan-out folder a real folder: creates it when missing (another process may create it at the
+    /// same moment) and replaces a symlink or file found there. Repairs its parent (`entries/`, `locks/`)
+    /// the same way when that was removed or replaced by a symlink.
     func ensureFanOut(_ relative: String) -> Result<Void, SystemCallError> {
-        switch Syscall.makeDirectory(relative, in: descriptor, mode: directoryMode) {
-        case .success:
-            // mkdirat applies the umask; set the mode explicitly (never trust the umask).
-            if case .success(let fd) = Syscall.open(relative, in: descriptor, flags: [.directory]) {
-                _ = Syscall.setMode(fd, directoryMode)
-                Syscall.close(fd)
-            }
-            return .success(())
-        case .failure(let error) where error.errno == .fileExists:
-            return .success(())
-        case .failure(let error) where error.errno == .noSuchFile:
-            // The parent (entries/ or locks/) was removed under us: recreate it, then retry once.
-            let parent = String(relative.prefix(while: { $0 != "/" }))
-            if case .failure(let e) = Syscall.makeDirectory(parent, in: descriptor, mode: directoryMode),
-                e.errno != .fileExists
-            {
-                return .failure(e)
-            }
-            return ensureFanOut(relative)
-        case .failure(let error):
-            return .failure(error)
+        let created = Directory.ensureDirectory(relative, in: descriptor, mode: directoryMode, replacingFiles: true)
+        guard case .failure(let error) = created, error.errno.isFolderMissingOrReplaced else { return created }
+        let parent = String(relative.prefix(while: { $0 != "/" }))
+        if case .failure(let parentError) = Directory.ensureDirectory(
+            parent, in: descriptor, mode: directoryMode, replacingFiles: false)
+        {
+            return .failure(parentError)
         }
+        return Directory.ensureDirectory(relative, in: descriptor, mode: directoryMode, replacingFiles: true)
+    }
+
+    /// Makes `tmp/` a real folder again after it was removed or replaced by a symlink (never followed).
+    func repairStagingFolder() -> Result<Void, SystemCallError> {
+        Directory.ensureDirectory(Directory.stagingFolder, in: descriptor, mode: directoryMode, replacingFiles: false)
+    }
+
+    /// Removes a symlink planted at `relative` (the link itself, never its target); anything else stays.
+    func removeSymbolicLink(_ relative: String) {
+        guard case .success(let status) = Syscall.status(of: relative, in: descriptor), status.isSymbolicLink else {
+            return
+        }
+        _ = Syscall.unlink(relative, in: descriptor)
+    }
+
+    /// Makes `relative` a real folder with `mode` set explicitly (never the umask): creates it when
+    /// missing, removes a symlink found there (the link, never its target) and, with `replacingFiles`,
+    /// any other non-folder. Fails with ENOTDIR for a non-folder it may not replace, and with ELOOP,
+    /// ENOTDIR or ENOENT when a parent is the problem. Concurrent creators are fine (EEXIST).
+    static func ensureDirectory(
+        _ relative: String, in root: Int32, mode: UInt32, replacingFiles: Bool
+    ) -> Result<Void, SystemCallError> {
+        for _ in 0..<4 {
+            switch Syscall.status(of: relative, in: root) {
+            case .success(let status) where status.isDirectory:
+                return .success(())
+            case .success(let status):
+                guard status.isSymbolicLink || replacingFiles else {
+                    return .failure(SystemCallError(call: "fstatat", errno: .notDirectory))
+                }
+                if case .failure(let error) = Syscall.unlink(relative, in: root), error.errno != .noSuchFile {
+                    return .failure(error)
+                }
+            case .failure(let error) where error.errno == .noSuchFile:
+                switch Syscall.makeDirectory(relative, in: root, mode: mode) {
+                case .success:
+                    // mkdirat applies the umask; set the mode explicitly (never trust the umask).
+                    if case .success(let fd) = Syscall.open(relative, in: root, flags: [.directory]) {
+                        _ = Syscall.setMode(fd, mode)
+                        Syscall.close(fd)
+                    }
+                    return .success(())
+                case .failure(let error) where error.errno == .fileExists:
+                    continue  // someone else made something there: look at what it is
+                case .failure(let error):
+                    return .failure(error)
+                }
+            case .failure(let error):
+                return .failure(error)
+            }
+        }
+        return .failure(SystemCallError(call: "mkdirat", errno: .fileExists))
     }
 
     // MARK: Opening
@@ -161,7 +237,12 @@ final class Directory: Sendable {
         for component in path.split(separator: "/", omittingEmptySubsequences: true) {
             prefix += "/" + component
             switch Syscall.makeDirectory(prefix, in: Syscall.currentDirectory, mode: mode) {
-            case .success: continue
+            case .success:
+                // mkdir applies the umask: set the mode of each folder we created explicitly.
+                if case .success(let fd) = Syscall.openRoot(prefix) {
+                    _ = Syscall.setMode(fd, mode)
+                    Syscall.close(fd)
+                }
             case .failure(let error) where error.errno == .fileExists: continue
             case .failure(let error) where error.errno == .notDirectory:
                 throw .storageUnavailable(path: path, reason: "\(prefix) is a file, not a directory")
@@ -171,28 +252,18 @@ final class Directory: Sendable {
         }
     }
 
+    /// A top-level folder (`entries`, `locks`, `tmp`): created when missing, a symlink there replaced;
+    /// a file or anything else there is an error naming it.
     private static func ensureFolder(
         _ name: String, in root: Int32, mode: UInt32, rootPath: String
     ) throws(YCacheError) {
-        switch Syscall.status(of: name, in: root) {
-        case .success(let status) where status.isDirectory:
-            return
+        switch ensureDirectory(name, in: root, mode: mode, replacingFiles: false) {
         case .success:
+            return
+        case .failure(let error) where error.errno == .notDirectory:
             throw .storageUnavailable(path: rootPath, reason: "\(name) exists and is not a directory")
-        case .failure(let error) where error.errno == .noSuchFile:
-            switch Syscall.makeDirectory(name, in: root, mode: mode) {
-            case .success:
-                if case .success(let fd) = Syscall.open(name, in: root, flags: [.directory]) {
-                    _ = Syscall.setMode(fd, mode)
-                    Syscall.close(fd)
-                }
-            case .failure(let error) where error.errno == .fileExists:
-                return try ensureFolder(name, in: root, mode: mode, rootPath: rootPath)
-            case .failure(let error):
-                throw .storageUnavailable(path: rootPath, reason: "cannot create \(name): \(error)")
-            }
         case .failure(let error):
-            throw .storageUnavailable(path: rootPath, reason: "cannot inspect \(name): \(error)")
+            throw .storageUnavailable(path: rootPath, reason: "cannot create \(name): \(error)")
         }
     }
 
@@ -212,8 +283,17 @@ final class Directory: Sendable {
         throw .networkFilesystem(path: path, filesystem: name)
     }
 
-    private static func checkOwnership(_ fd: Int32, path: String, sharing: StorageSharingMode) throws(YCacheError) {
-        guard case .success(let status) = Syscall.status(of: fd) else { return }
+    /// Checks the root (P12): a directory, not writable by other users, owned by this user (in the
+    /// group-shared mode: or by a user of its group, when this process is in that group). Root gets no
+    /// exemption: a root-run process must not use a directory another user controls. Returns its status.
+    private static func checkOwnership(_ fd: Int32, path: String, sharing: StorageSharingMode) throws(YCacheError)
+        -> FileStatus
+    {
+        let status: FileStatus
+        switch Syscall.status(of: fd) {
+        case .success(let value): status = value
+        case .failure(let error): throw .storageUnavailable(path: path, reason: "cannot inspect: \(error)")
+        }
         guard status.isDirectory else {
             throw .storageUnavailable(path: path, reason: "not a directory")
         }
@@ -226,9 +306,21 @@ final class Directory: Sendable {
                 path: path, reason: "group-writable (mode \(octal(status.mode))); use the group-shared mode")
         }
         let me = Syscall.effectiveUserID
-        if me != 0, status.owner != me, sharing == .privateToUser {
-            throw .insecureStorageDirectory(path: path, reason: "owned by uid \(status.owner), not this user")
+        if status.owner != me {
+            switch sharing {
+            case .privateToUser:
+                throw .insecureStorageDirectory(
+                    path: path, reason: "owned by uid \(status.owner), not this user (uid \(me))")
+            case .groupShared where !Syscall.isMember(ofGroup: status.group):
+                throw .insecureStorageDirectory(
+                    path: path,
+                    reason: "owned by uid \(status.owner) and group \(status.group), and this process "
+                        + "(uid \(me)) is not in that group")
+            case .groupShared:
+                break
+            }
         }
+        return status
     }
 
     /// Creates a folder with its mode set explicitly (mkdirat applies the umask); EEXIST is fine.

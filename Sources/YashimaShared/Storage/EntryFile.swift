@@ -251,7 +251,15 @@ struct EntryFile {
             if lock.sizeWhenLocked > 0 { result = Syscall.truncate(fd, length: 0) }
         } else {
             staging = directory.newStagingPath()
-            switch Syscall.open(staging, in: root, flags: [.writeOnly, .create, .exclusive], mode: directory.fileMode) {
+            var opened = Syscall.open(
+                staging, in: root, flags: [.writeOnly, .create, .exclusive], mode: directory.fileMode)
+            if case .failure(let error) = opened, error.errno.isFolderMissingOrReplaced {
+                // tmp/ was removed, or replaced by a symlink (never followed): make it a real folder again (I13).
+                if case .failure(let repairError) = directory.repairStagingFolder() { return .failure(repairError) }
+                opened = Syscall.open(
+                    staging, in: root, flags: [.writeOnly, .create, .exclusive], mode: directory.fileMode)
+            }
+            switch opened {
             case .success(let value): fd = value
             case .failure(let error): return .failure(error)
             }
@@ -277,7 +285,8 @@ struct EntryFile {
             replaced = old.allocatedBytes
         }
         var renamed = Syscall.rename(staging, in: root, to: path.relative, in: root)
-        if case .failure(let error) = renamed, error.errno == .noSuchFile {
+        if case .failure(let error) = renamed, error.errno.isFolderMissingOrReplaced {
+            // The fan-out folder is missing, or a symlink or file (never followed): make it a real one (I13).
             if case .failure(let mkdirError) = directory.ensureFanOut(path.fanOut) {
                 if lock == nil { _ = Syscall.unlink(staging, in: root) }
                 return .failure(mkdirError)
@@ -325,9 +334,10 @@ struct EntryFile {
         }
     }
 
-    /// Marks an entry used (I11): sets its mtime to now when older than the touch interval.
+    /// Marks an entry used (I11): sets its mtime to now when older than the touch interval, or when it
+    /// lies more than that interval in the future (a clock that jumped back), so LRU order recovers.
     func touchIfStale(_ path: EntryPath, modifiedAt: Int64, now: Int64) {
-        guard now - modifiedAt >= Policy.touchInterval else { return }
+        guard now - modifiedAt >= Policy.touchInterval || modifiedAt - now >= Policy.touchInterval else { return }
         // Best effort: a failed touch only makes LRU order a little less exact.
         _ = Syscall.touch(path.relative, in: directory.descriptor)
     }

@@ -118,9 +118,23 @@ final class Trimmer: Sendable {
     }
 
     private func openTrimLock() -> Result<Int32, SystemCallError> {
-        let result = Syscall.open(
-            Directory.trimLockFile, in: directory.descriptor, flags: [.readWrite, .create], mode: directory.fileMode)
-        if case .success(let fd) = result { _ = Syscall.setMode(fd, directory.fileMode) }
+        let open = {
+            Syscall.open(
+                Directory.trimLockFile, in: self.directory.descriptor, flags: [.readWrite, .create],
+                mode: self.directory.fileMode)
+        }
+        var result = open()
+        if case .failure(let error) = result, error.errno == .symlinkLoop {
+            // A symlink planted at trim.lock is never followed: remove the link and create the real file.
+            directory.removeSymbolicLink(Directory.trimLockFile)
+            result = open()
+        }
+        // Never trust the umask; but never chmod a file reached through a planted hard link (I13).
+        if case .success(let fd) = result, case .success(let status) = Syscall.status(of: fd), status.isOurs,
+            status.permissionBits != directory.fileMode
+        {
+            _ = Syscall.setMode(fd, directory.fileMode)
+        }
         return result
     }
 
