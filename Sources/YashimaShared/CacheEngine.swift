@@ -140,7 +140,7 @@ final class CacheEngine: Sendable {
                 value = try request.codec.decode(entry.payload)
             } catch {
                 count { $0.corruptEntries += 1 }
-                _ = context.files.remove(path.relative)
+                discard(path, in: context)
                 if strict {
                     throw .decodingFailed(codec: request.codec.identifier, reason: "\(error)")
                 }
@@ -165,17 +165,24 @@ final class CacheEngine: Sendable {
         case .failure(.missing):
             return nil
         case .failure(.expired):
-            _ = context.files.remove(path.relative)
+            discard(path, in: context)
             return nil
         case .failure(.corrupt(let corruption, _)):
             count { $0.corruptEntries += 1 }
-            _ = context.files.remove(path.relative)
+            discard(path, in: context)
             if strict { throw .corruptEntry(reason: corruption.description) }
             return nil
         case .failure(.system(let error)):
             if strict { throw .system(error, path: storagePath, operation: "reading an entry") }
             return nil
         }
+    }
+
+    /// Unlinks an entry a lookup proved corrupt or expired, unless the root path no longer names this
+    /// root (I13: never unlink in a directory that was renamed away).
+    private func discard(_ path: EntryPath, in context: StorageContext) {
+        guard context.directory.isStillNamedByPath() else { return }
+        _ = context.files.remove(path.relative)
     }
 
     /// Memory, then storage. Storage failures to open are a miss unless `.throwError`.
@@ -186,8 +193,10 @@ final class CacheEngine: Sendable {
         return try storageHit(request, context: try readableStorage(request.options), shared: false)
     }
 
-    private func readableStorage(_ options: YCache.Options) throws(YCacheError) -> StorageContext? {
-        switch storage() {
+    private func readableStorage(_ options: YCache.Options, verifyingRoot: Bool = false) throws(YCacheError)
+        -> StorageContext?
+    {
+        switch storage(verifyingRoot: verifyingRoot) {
         case .success(let context): return context
         case .failure(let error):
             if options.readFailurePolicy == .throwError { throw error }
@@ -298,7 +307,8 @@ final class CacheEngine: Sendable {
         do {
             let context: StorageContext?
             if request.options.writePolicy == .memoryAndStorage || !refreshing {
-                context = try readableStorage(request.options)
+                // Verified now (I13): the lock file below is a write, and a miss is about to publish.
+                context = try readableStorage(request.options, verifyingRoot: true)
             } else {
                 context = nil
             }
@@ -382,6 +392,8 @@ final class CacheEngine: Sendable {
                     codecByteCount: request.expectation.codecBytes.count)
                 if let budget = storageMaximumByteCount, charged > budget {
                     // Larger than the whole budget: returned (and kept in memory) but never stored.
+                } else if request.expectation.keyBytes.count > EntryFormat.maximumKeyByteCount {
+                    // A key no reader accepts (EntryFormat): storing it would only be read back as corrupt.
                 } else {
                     let path = context.directory.entryPath(for: request.expectation.identity)
                     let outcome = context.files.publish(
