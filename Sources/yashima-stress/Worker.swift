@@ -13,6 +13,7 @@ struct WorkerSetup {
     var ledger: Ledger?
     var budget: Int?
     var memoryBudget: Int?
+    var sharing: StorageSharingMode
 
     init(_ arguments: inout Arguments) throws {
         guard let directory = arguments.string("directory") else {
@@ -23,12 +24,17 @@ struct WorkerSetup {
         ledger = arguments.string("ledger").map(Ledger.init(path:))
         budget = try arguments.int("budget")
         memoryBudget = try arguments.int("memory-budget")
+        switch arguments.string("sharing") ?? "private" {
+        case "private": sharing = .privateToUser
+        case "group": sharing = .groupShared
+        case let other: throw ArgumentError(description: "--sharing must be private or group, not '\(other)'")
+        }
     }
 
     func makeCache() -> YCache {
         YCache(
             storageDirectory: directory, memoryMaximumCost: memoryBudget ?? 64 * 1024 * 1024,
-            storageMaximumByteCount: budget ?? 128 * 1024 * 1024)
+            storageMaximumByteCount: budget ?? 128 * 1024 * 1024, sharing: sharing)
     }
 }
 
@@ -83,6 +89,10 @@ enum WorkerCommand {
         let processLocal = arguments.flag("process-local")
         let refresh = arguments.flag("refresh")
         let openFirst = arguments.flag("open-first")
+        let writeFailure = arguments.string("write-failure") ?? "throw"
+        guard writeFailure == "throw" || writeFailure == "best-effort" else {
+            throw ArgumentError(description: "--write-failure must be throw or best-effort, not '\(writeFailure)'")
+        }
         try arguments.rejectUnknown()
 
         let cache = setup.makeCache()
@@ -93,6 +103,7 @@ enum WorkerCommand {
         options.crossProcess = processLocal ? .processLocal : .coordinate
         options.crossProcessWaitTimeout = timeout.map { .milliseconds($0) }
         if refresh { options.lookupPolicy = .refresh }
+        options.writeFailurePolicy = writeFailure == "throw" ? .throwError : .bestEffort
         if go { awaitGo() }
         let seed = setup.seed
         let ledger = setup.ledger
@@ -102,11 +113,19 @@ enum WorkerCommand {
             let key = CacheKey(namespace: namespace, identity: count == 1 ? identity : "\(identity)-\(index)")
             let expected = Payload.bytes(seed, key: key, kind: .data, size: size)
             let start = DispatchTime.now().uptimeNanoseconds
-            let resolution = try await cache.resolve(for: key, codec: DataCodec(), options: options) {
-                if announce { emit("GENERATING \(key.identity)") }
-                ledger?.record("\(key.namespace)/\(key.identity) data \(pid)")
-                if generateMilliseconds > 0 { try await Task.sleep(for: .milliseconds(generateMilliseconds)) }
-                return expected
+            let resolution: CacheResolution<Data>
+            do {
+                resolution = try await cache.resolve(for: key, codec: DataCodec(), options: options) {
+                    if announce { emit("GENERATING \(key.identity)") }
+                    ledger?.record("\(key.namespace)/\(key.identity) data \(pid)")
+                    if generateMilliseconds > 0 { try await Task.sleep(for: .milliseconds(generateMilliseconds)) }
+                    return expected
+                }
+            } catch let error as YCacheError {
+                // A typed error as one JSON line (the case name first), for tests that expect one.
+                let name = Mirror(reflecting: error).children.first?.label ?? error.description
+                emit(jsonLine(["key": key.identity, "error": name, "description": error.description]))
+                return 3
             }
             let elapsed = DispatchTime.now().uptimeNanoseconds - start
             let correct = resolution.value == expected
