@@ -1,0 +1,156 @@
+// Modes on every create path, under a hostile umask, and the owner check at open (P12, P13).
+// The umask is process-wide and other suites run in parallel, so the hostile umasks are set in child
+// processes (`/bin/sh -c 'umask 000; exec yashima-stress worker …'`), never in this test process: the
+// library code under test is the same, and no other test can be disturbed.
+
+import Foundation
+import Glibc
+import Testing
+
+@testable import YashimaShared
+
+extension Hardening {
+    @Suite("Hardening: permissions", .serialized)
+    struct Permissions {
+        /// Expected modes: folders, files.
+        static func modes(_ sharing: String) -> (folder: UInt32, file: UInt32) {
+            sharing == "group" ? (0o2770, 0o660) : (0o700, 0o600)
+        }
+
+        // MARK: Modes under a hostile umask
+
+        @Test(
+            "every created folder and file gets its mode explicitly, whatever the umask",
+            arguments: ["000", "077", "022"], ["private", "group"])
+        func modesIgnoreTheUmask(umask: String, sharing: String) throws {
+            let dir = TemporaryDirectory("modes")
+            // The root and its parent do not exist yet: the library creates the whole chain.
+            let root = dir.path + "/parent/root"
+            let expected = Self.modes(sharing)
+            let key = CacheKey(namespace: "stress", identity: "held")
+            let files = KeyFiles(root: root, key: key)
+
+            // 1. A generator that holds its key's lock file: stat the lock file while it exists.
+            let holder = try workerUnderShell(
+                "umask \(umask)",
+                ["worker", "get", "--directory", root, "--key", "held", "--generate-ms", "60000", "--announce",
+                 "--sharing", sharing])
+            var announced = false
+            while let line = holder.readLine(timeout: 60) {
+                if line.hasPrefix("GENERATING") { announced = true; break }
+            }
+            #expect(announced)
+            #expect(Hardening.mode(files.lock) == expected.file, "lock file")
+            #expect(Hardening.mode(files.lockFanOut) == expected.folder, "lock fan-out folder")
+            holder.kill()
+            holder.wait()
+
+            // 2. Three entries over a two-entry budget: entries, fan-outs, staging (renamed into the
+            //    entries), state, layout and trim.lock are all created.
+            let writer = try workerUnderShell(
+                "umask \(umask)",
+                ["worker", "get", "--directory", root, "--key", "k", "--count", "3", "--size", "3000",
+                 "--budget", "8192", "--sharing", sharing])
+            for _ in 0..<3 { #expect(writer.readJSON()?["correct"] as? Bool == true) }
+            #expect(writer.wait() == 0)
+
+            for folder in ["parent", "parent/root"] {
+                #expect(Hardening.mode(dir.path + "/" + folder) == expected.folder, "\(folder)")
+            }
+            for name in Hardening.allNames(under: root) {
+                let path = root + "/" + name
+                if Hardening.isDirectory(path) {
+                    #expect(Hardening.mode(path) == expected.folder, "folder \(name)")
+                } else {
+                    #expect(Hardening.isRegularFile(path), "\(name) is a regular file")
+                    #expect(Hardening.mode(path) == expected.file, "file \(name)")
+                }
+            }
+            let names = Set(Hardening.allNames(under: root))
+            for required in ["layout", "state", "trim.lock", "tmp", "entries", "locks"] {
+                #expect(names.contains(required), "\(required) was created")
+            }
+            #expect(names.contains { $0.hasSuffix(".entry") })
+        }
+
+        @Test("the group-shared mode keeps setgid on folders so files inherit the group")
+        func groupSharedFoldersAreSetgid() async throws {
+            let dir = TemporaryDirectory("setgid")
+            let cache = YCache(storageDirectory: dir.url, sharing: .groupShared)
+            _ = try await cache.data(for: CacheKey("g")) { Data("v".utf8) }
+            for name in Hardening.allNames(under: dir.path) where Hardening.isDirectory(dir.path + "/" + name) {
+                #expect((Hardening.mode(dir.path + "/" + name) ?? 0) & 0o2000 != 0, "\(name) is setgid")
+            }
+        }
+
+        // MARK: The owner check at open
+
+        @Test("a root owned by another user is refused in private mode, naming the owner")
+        func foreignOwnerIsRefused() throws {
+            let dir = TemporaryDirectory("owner")
+            Hardening.makePrivateFolder(dir.path)
+            try #require(chown(dir.path, 12345, 12345) == 0, "the test runs as root")
+            let error = #expect(throws: YCacheError.self) {
+                try YCache(storageDirectory: dir.url).openStorage()
+            }
+            guard case .insecureStorageDirectory(_, let reason) = error else {
+                Issue.record("expected insecureStorageDirectory, got \(String(describing: error))")
+                return
+            }
+            #expect(reason.contains("owned by uid 12345"))
+            // Nothing was created inside.
+            #expect(Hardening.allNames(under: dir.path).isEmpty)
+        }
+
+        @Test("group-shared mode accepts another user's root only when this process is in its group")
+        func groupSharedOwnerNeedsGroupMembership() throws {
+            let dir = TemporaryDirectory("group-owner")
+            Hardening.makePrivateFolder(dir.path)
+            chmod(dir.path, 0o2770)
+            // Owned by uid 12345 in group 12345, which this process is not in: refused.
+            try #require(chown(dir.path, 12345, 12345) == 0)
+            #expect(throws: YCacheError.self) {
+                try YCache(storageDirectory: dir.url, sharing: .groupShared).openStorage()
+            }
+            // Same owner, but the group is this process's group: accepted.
+            try #require(chown(dir.path, 12345, getegid()) == 0)
+            chmod(dir.path, 0o2770)  // chown clears setgid
+            try YCache(storageDirectory: dir.url, sharing: .groupShared).openStorage()
+            // And still refused in private mode (group-writable, and not ours).
+            #expect(throws: YCacheError.self) { try YCache(storageDirectory: dir.url).openStorage() }
+        }
+
+        @Test("a world-writable root is refused with an error naming the problem", arguments: [0o777, 0o1777, 0o703])
+        func worldWritableRootIsRefused(mode: Int) throws {
+            let dir = TemporaryDirectory("world")
+            Hardening.makePrivateFolder(dir.path)
+            chmod(dir.path, mode_t(mode))
+            for sharing in [StorageSharingMode.privateToUser, .groupShared] {
+                let error = #expect(throws: YCacheError.self) {
+                    try YCache(storageDirectory: dir.url, sharing: sharing).openStorage()
+                }
+                guard case .insecureStorageDirectory(let path, let reason) = error else {
+                    Issue.record("expected insecureStorageDirectory, got \(String(describing: error))")
+                    continue
+                }
+                #expect(path == dir.url.standardizedFileURL.path)
+                #expect(reason.contains("writable by other users"))
+                #expect(error?.description.contains("insecure") == true)
+            }
+        }
+
+        @Test("a group-writable root is refused in private mode and accepted in group-shared mode")
+        func groupWritableRoot() throws {
+            let dir = TemporaryDirectory("groupw")
+            Hardening.makePrivateFolder(dir.path)
+            chmod(dir.path, 0o770)
+            let error = #expect(throws: YCacheError.self) { try YCache(storageDirectory: dir.url).openStorage() }
+            if case .insecureStorageDirectory(_, let reason) = error {
+                #expect(reason.contains("group-writable"))
+            } else {
+                Issue.record("expected insecureStorageDirectory, got \(String(describing: error))")
+            }
+            try YCache(storageDirectory: dir.url, sharing: .groupShared).openStorage()
+        }
+    }
+}
