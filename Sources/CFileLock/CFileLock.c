@@ -431,6 +431,13 @@ const char *ysh_dir_next(ysh_dir *dir, int *is_dir) {
 
 int ysh_dir_fd(ysh_dir *dir) { return dirfd(dir->stream); }
 
+int ysh_dir_stat(ysh_dir *dir, const char *name, ysh_stat *out, int *err) {
+    struct stat st;
+    if (fstatat(dirfd(dir->stream), name, &st, AT_SYMLINK_NOFOLLOW) == -1) FAIL_WITH_ERRNO(-1);
+    fill_stat(&st, out);
+    return 0;
+}
+
 void ysh_dir_close(ysh_dir *dir) {
     if (dir == NULL) return;
     closedir(dir->stream);

@@ -121,6 +121,9 @@ ysh_dir *ysh_dir_open(int dirfd, const char *path, int *err);
 const char *ysh_dir_next(ysh_dir *dir, int *is_dir);
 /// The descriptor of the open directory (valid until ysh_dir_close).
 int ysh_dir_fd(ysh_dir *dir);
+/// fstatat(2) with AT_SYMLINK_NOFOLLOW of `name` (one component, as returned by ysh_dir_next) relative to
+/// the open directory: no path walk, so no symlink can be met and no folder needs opening again.
+int ysh_dir_stat(ysh_dir *dir, const char *name, ysh_stat *out, int *err);
 void ysh_dir_close(ysh_dir *dir);
 
 /// CRC32C (Castagnoli) continuing from `crc` (pass 0 to start). Uses SSE4.2 when the CPU has it.

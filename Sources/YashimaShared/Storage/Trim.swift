@@ -37,13 +37,12 @@ final class Trimmer: Sendable {
         }
         for folder in folders where folder.isDirectory != false && folder.name.count == 2 {
             let folderPath = Directory.entriesFolder + "/" + folder.name
-            guard case .success(let names) = Syscall.listDirectory(folderPath, in: root) else { continue }
+            // Statuses relative to the listed folder: one fstatat per name, no path walk (I13).
+            guard case .success(let names) = Syscall.listDirectoryWithStatus(folderPath, in: root) else { continue }
             for name in names where name.name.hasSuffix(Directory.entrySuffix) {
                 let relative = folderPath + "/" + name.name
                 // A file that vanished between listing and stat was removed by someone else: skip it.
-                guard case .success(let status) = Syscall.status(of: relative, in: root), status.isRegularFile else {
-                    continue
-                }
+                guard let status = name.status, status.isRegularFile else { continue }
                 found.append(
                     ScannedEntry(
                         relative: relative, modified: status.modifiedNanoseconds, allocatedBytes: status.allocatedBytes))
@@ -154,10 +153,10 @@ final class Trimmer: Sendable {
         let root = directory.descriptor
         let now = Syscall.realtimeNanoseconds
         var budget = Policy.sweepMaximumPerPass
-        if case .success(let names) = Syscall.listDirectory(Directory.stagingFolder, in: root) {
+        if case .success(let names) = Syscall.listDirectoryWithStatus(Directory.stagingFolder, in: root) {
             for name in names where budget > 0 {
                 let relative = Directory.stagingFolder + "/" + name.name
-                guard case .success(let status) = Syscall.status(of: relative, in: root), status.isRegularFile,
+                guard let status = name.status, status.isRegularFile,
                     now - status.modifiedNanoseconds >= Policy.stagingDebrisAge
                 else { continue }
                 _ = Syscall.unlink(relative, in: root)

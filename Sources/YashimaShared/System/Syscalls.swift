@@ -331,6 +331,27 @@ enum Syscall {
         return .success(names)
     }
 
+    /// Names in a directory with their `fstatat(2)` status (AT_SYMLINK_NOFOLLOW, relative to the open
+    /// directory, so one call per name and no path walk); `nil` for a name that vanished meanwhile.
+    static func listDirectoryWithStatus(
+        _ path: String, in directory: Int32
+    ) -> Result<[(name: String, status: FileStatus?)], SystemCallError> {
+        var err: Int32 = 0
+        guard let stream = ysh_dir_open(directory, path, &err) else {
+            return .failure(SystemCallError(call: "opendir", errno: Errno(rawValue: err)))
+        }
+        defer { ysh_dir_close(stream) }
+        var found: [(name: String, status: FileStatus?)] = []
+        var kind: Int32 = -1
+        while let name = ysh_dir_next(stream, &kind) {
+            var raw = ysh_stat()
+            var statErr: Int32 = 0
+            let status = ysh_dir_stat(stream, name, &raw, &statErr) == 0 ? FileStatus(raw) : nil
+            found.append((String(cString: name), status))
+        }
+        return .success(found)
+    }
+
     /// `getrandom(2)`: unpredictable bytes for staging-file names.
     static func randomBytes(_ count: Int) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
