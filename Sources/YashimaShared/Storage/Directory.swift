@@ -7,6 +7,23 @@
 import Synchronization
 
 /// How files in the storage directory are shared between users.
+///
+/// Modes are set explicitly with `fchmod` on every folder and file the cache creates (entries, staging
+/// files, lock files, the state and layout files), so the process umask never matters. At open, the root
+/// must be owned by this user (in `.groupShared`: or by a user of its group, when this process is in
+/// that group) and must not be writable by others; otherwise `YCacheError.insecureStorageDirectory`
+/// names the problem.
+///
+/// An app (user `app`) and its helper (user `helper`), both in group `thumbs`, sharing one cache:
+///
+/// ```swift
+/// // Once, as an administrator:  install -d -m 2770 -o app -g thumbs /var/cache/thumbs
+/// let cache = YCache(
+///     storageDirectory: URL(fileURLWithPath: "/var/cache/thumbs"), sharing: .groupShared)
+/// ```
+///
+/// Both processes pass `.groupShared`; everything either creates is group `thumbs` (inherited through
+/// the setgid folders) and readable and writable by the other.
 public enum StorageSharingMode: Sendable, Equatable {
     /// Only the owning user: directories 0700, files 0600 (the default).
     case privateToUser
