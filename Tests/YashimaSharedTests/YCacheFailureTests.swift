@@ -12,13 +12,15 @@ struct YCacheFailureTests {
     static let codec = StringCodec()
     static let bestEffort = YCache.Options(writeFailurePolicy: .bestEffort)
 
-    /// A cache whose publishes of `key` fail: the key's fan-out folder `entries/xx` is a regular file.
+    /// A cache whose publishes of `key` fail: a non-empty folder sits at the key's entry path, so the
+    /// publishing rename fails (EISDIR). (A file at the fan-out folder no longer works: the cache
+    /// repairs its own folders, I13.)
     static func cacheWithBlockedKey(_ dir: TemporaryDirectory, _ key: CacheKey) throws -> YCache {
         let cache = YCache(storageDirectory: dir.url)
         try cache.openStorage()
-        let fanOut = try cache.entryURL(key, codec).deletingLastPathComponent()
-        try? FileManager.default.removeItem(at: fanOut)  // fan-out folders are created with the directory
-        try writeFile(Data("in the way".utf8), to: fanOut)
+        let entry = try cache.entryURL(key, codec)
+        try FileManager.default.createDirectory(at: entry, withIntermediateDirectories: true)
+        try writeFile(Data("in the way".utf8), to: entry.appendingPathComponent("blocker"))
         return cache
     }
 

@@ -115,7 +115,16 @@ enum LockFile {
             Syscall.close(fd)
             return .success(.stale)
         }
-        if mine.permissionBits != directory.fileMode, mine.isOurs { _ = Syscall.setMode(fd, directory.fileMode) }
+        // The generator fills its lock file and renames it into place (I6), so it must be a file we own with
+        // no other name: a planted hard link of someone else's file is unlinked (the name only; the file
+        // is never written, truncated or chmod'ed) and the attempt starts over on a fresh file.
+        guard mine.isOurs else {
+            _ = Syscall.unlink(path.relative, in: root)
+            Syscall.unlock(fd)
+            Syscall.close(fd)
+            return .success(.stale)
+        }
+        if mine.permissionBits != directory.fileMode { _ = Syscall.setMode(fd, directory.fileMode) }
         return .success(.acquired(HeldLock(descriptor: fd, path: path, directory: directory, sizeWhenLocked: mine.size)))
     }
 }

@@ -18,6 +18,7 @@ extension Hardening {
             let outside = TemporaryDirectory("resolve-outside")
             Hardening.makeOutsideFolder(outside.path, fileName: "victim")
             let directory = try Directory(path: dir.path, sharing: .privateToUser, allowNetworkFilesystem: false)
+            _ = rmdir(dir.path + "/entries/ab")  // fan-out folders are created with the directory
             try #require(symlink(outside.path, dir.path + "/entries/ab") == 0)
             _ = FileManager.default.createFile(atPath: dir.path + "/tmp/new", contents: Data("n".utf8))
             let before = Snapshot(outside.path)
@@ -44,6 +45,7 @@ extension Hardening {
             #expect(Snapshot(outside.path) == before)
 
             // The same calls work on real folders.
+            _ = rmdir(dir.path + "/entries/cd")  // created with the directory; make it again here
             #expect(throws: Never.self) { try Syscall.makeDirectory("entries/cd", in: root, mode: 0o700).get() }
             #expect(throws: Never.self) { try Syscall.rename("tmp/new", in: root, to: "entries/cd/x", in: root).get() }
             #expect(throws: Never.self) { try Syscall.touch("entries/cd/x", in: root).get() }

@@ -69,6 +69,7 @@ extension Hardening {
             let target = outside.path + "/elsewhere"
             // The outside folder even holds a file named like the entry: it must be neither read nor unlinked.
             Hardening.makeOutsideFolder(target, fileName: files.entryIdentity + ".entry")
+            _ = rmdir(files.entryFanOut)  // fan-out folders are created with the directory
             try #require(symlink(target, files.entryFanOut) == 0)
             let before = Snapshot(target)
 
@@ -169,6 +170,7 @@ extension Hardening {
                 // The whole fan-out folder of the lock is a symlink to a folder holding the "lock file".
                 let folder = outside.path + "/locks-elsewhere"
                 Hardening.makeOutsideFolder(folder, fileName: files.keyIdentifier + ".lock")
+                _ = rmdir(files.lockFanOut)  // fan-out folders are created with the directory
                 try #require(symlink(folder, files.lockFanOut) == 0)
                 let before = Snapshot(folder)
                 try await expectMissThenRightValue(cache)

@@ -118,13 +118,14 @@ struct EntryFileTests {
         #expect(try fixture.read(key).get().payload == payload)
     }
 
-    @Test("publishing into a fan-out path that is a file fails and leaves no staging file")
+    @Test("a publish that cannot rename (a folder at the entry path) fails and leaves no staging file")
     func publishIntoFileFails() throws {
         let fixture = try Fixture()
         let key = CacheKey("blocked")
         let path = fixture.path(key)
-        try? FileManager.default.removeItem(at: fixture.root.appendingPathComponent(path.fanOut))
-        try writeFile(Data("not a folder".utf8), to: fixture.root.appendingPathComponent(path.fanOut))
+        let entry = fixture.root.appendingPathComponent(path.relative)
+        try FileManager.default.createDirectory(at: entry, withIntermediateDirectories: true)
+        try writeFile(Data("in the way".utf8), to: entry.appendingPathComponent("blocker"))
         let result = fixture.files.publish(
             Data("v".utf8), to: path, expectation: EntryExpectation(key: key, codecIdentifier: "data-v1"),
             codecIdentifier: "data-v1", createdAt: 1, expiresAt: 0)
@@ -132,7 +133,7 @@ struct EntryFileTests {
             Issue.record("publish into a file succeeded")
             return
         }
-        #expect(error.errno == .notDirectory)
+        #expect(error.errno == .isDirectory || error.errno == .directoryNotEmpty)
         #expect(try fixture.stagingFiles().isEmpty)
         #expect(fixture.directory.state.usage == 0)
     }
