@@ -35,8 +35,10 @@
 ///   readable, so trim may remove what others are reading.
 /// - **I5 One generator per key across processes.** After the in-process single-flight has chosen one
 ///   task per process, that task (1) looks in storage, (2) opens the key's lock file and takes
-///   `flock(LOCK_EX)`, (3) looks in storage again, and only on a miss (4) generates, publishes, and then
-///   releases the lock. A failed, cancelled or nil generation publishes nothing; the next waiter then
+///   `flock(LOCK_EX | LOCK_NB)` — if another process holds it, waits (off the cooperative pool) with
+///   `flock(LOCK_SH)` until the holder releases, so all waiters wake together, then looks in storage and
+///   tries again — (3) with the lock held, looks in storage again, and only on a miss (4) generates,
+///   publishes, and then releases the lock. A failed, cancelled or nil generation publishes nothing; the next waiter then
 ///   holds the lock and becomes the generator.
 /// - **I6 Lock files bind to an inode.** A lock file is unlinked (or renamed away) only by a process
 ///   holding its lock. Every process, once `flock` returns, checks that the path still names the inode

@@ -1,6 +1,6 @@
 // Steps 2–3 of the cross-process protocol (I5, I6, I8): take the key's lock file, or wait for its holder
-// off the cooperative pool, and look in storage again before generating. The caller generates,
-// publishes, then releases the returned lock (unlinking the lock file, I6).
+// off the cooperative pool (shared lock: all waiters wake together), and look in storage again before
+// generating. The caller generates, publishes (renaming the lock file into place), then releases it (I6).
 
 enum CrossProcessFlight {
     enum Outcome<Found: Sendable>: Sendable {
@@ -37,7 +37,7 @@ enum CrossProcessFlight {
                 }
                 switch try await LockWait.wait(for: path, in: directory, timeout: remaining) {
                 case .timedOut: return .timedOut
-                case .attempt(let value): attempt = value
+                case .released: attempt = .stale  // the holder finished: look in storage, then try again
                 }
             }
             switch attempt {
@@ -54,7 +54,8 @@ enum CrossProcessFlight {
                 }
                 return .acquired(held)
             case .stale:
-                // The lock file was unlinked under us (a removal, a failed generation, or trim; I6).
+                // The holder released (most likely after publishing), or the lock file was renamed or
+                // unlinked under us (I6): look in storage before competing for the lock again.
                 if let found = try lookup() { return .found(found) }
             case .busy:
                 continue

@@ -74,9 +74,23 @@ enum LockFile {
         attempt(path, in: directory, wait: false)
     }
 
-    /// One blocking attempt: waits in `flock` until the holder releases. Blocking: call off the pool.
-    static func acquireBlocking(_ path: LockPath, in directory: Directory) -> Result<LockAttempt, SystemCallError> {
-        attempt(path, in: directory, wait: true)
+    /// Waits until the current holder of `path` releases it, then returns without holding anything.
+    ///
+    /// Waits with a shared lock (`flock(LOCK_SH)`), so when a generator releases, every waiting process
+    /// wakes at once instead of one exclusive hand-off after another; each then looks in storage and
+    /// only on a miss competes for the exclusive lock again (I5). Never creates the lock file: if it is
+    /// gone, the holder has finished. Blocking: call off the pool.
+    static func waitForRelease(_ path: LockPath, in directory: Directory) -> Result<Void, SystemCallError> {
+        let fd: Int32
+        switch Syscall.open(path.relative, in: directory.descriptor, flags: [.readOnly]) {
+        case .success(let value): fd = value
+        case .failure(let error) where error.errno == .noSuchFile: return .success(())
+        case .failure(let error): return .failure(error)
+        }
+        let locked = Syscall.lock(fd, exclusive: false, wait: true)
+        Syscall.unlock(fd)  // I7: LOCK_UN before close
+        Syscall.close(fd)
+        return locked
     }
 
     private static func attempt(_ path: LockPath, in directory: Directory, wait: Bool)
@@ -129,14 +143,15 @@ enum LockFile {
     }
 }
 
-/// Waits for a lock file on a dedicated thread, so the cooperative pool never blocks in `flock`.
+/// Waits for a key's lock holder on a dedicated thread, so the cooperative pool never blocks in `flock`.
 ///
 /// The waiting task can leave early (cancellation, or the caller's deadline): it is resumed at once and
-/// the thread, still blocked in `flock`, releases the lock the moment it gets it. So no thread or
-/// descriptor stays blocked longer than the holder keeps the lock.
+/// the thread, still blocked in `flock(LOCK_SH)`, returns the moment the holder releases. So no thread
+/// or descriptor stays blocked longer than the holder keeps the lock.
 final class LockWait: Sendable {
     enum Outcome: Sendable {
-        case attempt(LockAttempt)
+        /// The holder released the lock (or was already gone): look in storage, then try again.
+        case released
         case timedOut
     }
 
@@ -148,8 +163,8 @@ final class LockWait: Sendable {
 
     private let state = Mutex<State>(.notStarted)
 
-    /// Waits for `path`'s lock; returns `.timedOut` after `timeout`; throws `CancellationError` promptly
-    /// when the task is cancelled.
+    /// Waits until `path`'s holder releases it; returns `.timedOut` after `timeout`; throws
+    /// `CancellationError` promptly when the task is cancelled.
     static func wait(for path: LockPath, in directory: Directory, timeout: Duration?) async throws -> Outcome {
         let wait = LockWait()
         return try await withTaskCancellationHandler {
@@ -164,10 +179,8 @@ final class LockWait: Sendable {
                     return
                 }
                 let thread = Thread {
-                    let result = LockFile.acquireBlocking(path, in: directory)
-                    if !wait.finish(with: result.map(Outcome.attempt).mapError { $0 as any Error }), case .success(.acquired(let held)) = result {
-                        held.release(unlinkingIfStillNamed: true)  // nobody wants it any more (I6)
-                    }
+                    let result = LockFile.waitForRelease(path, in: directory)
+                    _ = wait.finish(with: result.map { Outcome.released }.mapError { $0 as any Error })
                 }
                 thread.stackSize = 128 * 1024
                 thread.start()
