@@ -59,7 +59,7 @@ enum BenchChart {
         let waitGroups: [(String, [Bar])] = [
             ("lock hand-off wake-up", [
                 Bar(label: "raw", color: palette.raw, row: row("raw flock hand-off")),
-                Bar(label: "cache", color: palette.cache, row: row("YCache publish → waiting process returns")),
+                Bar(label: "cache", color: palette.cache, row: row("YCache generator returns → waiting process returns")),
             ]),
             ("8-process stampede: slowest − 200 ms", [
                 Bar(label: "cache", color: palette.cache, row: row("stampede slowest wall − 200 ms")),
