@@ -20,7 +20,8 @@ import Testing
     @Test func badArgumentsExitWithStatusTwo() async throws {
         let cases: [[String]] = [
             ["--profile", "huge"], ["--processes", "0"], ["--processes", "many"], ["--scenario", "no-such-scenario"],
-            ["--format", "xml"], ["--unknown-option"], ["--duration", "10m"], ["--profile", "soak", "--duration", "-3"],
+            ["--format", "xml"], ["--unknown-option"], ["--duration", "10m"],
+            ["--profile", "soak", "--duration", "-3"],
             ["stray-word"], ["--seed"],
         ]
         for arguments in cases {
@@ -35,7 +36,9 @@ import Testing
     @Test func helpDocumentsEveryScenario() async throws {
         let run = try await RunnerProcess.run(["--help"], timeoutSeconds: 60)
         #expect(run.status == 0)
-        for name in ["burst", "artifact-mix", "lifecycle", "quota", "chaos", "corruption", "cancellation", "expiry", "restart"] {
+        for name in [
+            "burst", "artifact-mix", "lifecycle", "quota", "chaos", "corruption", "cancellation", "expiry", "restart",
+        ] {
             #expect(run.standardOutput.contains("  \(name) "), "--help does not list \(name)")
         }
     }
@@ -46,7 +49,10 @@ import Testing
             ["--profile", profile, "--directory", directory], timeoutSeconds: timeoutSeconds)
         let lastLine = run.standardOutput.split(separator: "\n").last.map(String.init) ?? ""
         let passed = run.status == 0 && lastLine == "9 passed, 0 failed"
-        #expect(passed, "yashima-stress --profile \(profile) failed (exit \(run.status)):\n\(run.standardOutput)\n\(run.standardError)")
+        #expect(
+            passed,
+            "yashima-stress --profile \(profile) failed (exit \(run.status)):\n\(run.standardOutput)\n\(run.standardError)"
+        )
         if passed { try? FileManager.default.removeItem(atPath: directory) }  // best effort: only disk space
     }
 }
@@ -93,7 +99,8 @@ struct RunnerProcess {
         // Unreadable output reads as empty, which fails the checks with the exit status shown.
         let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
         let error = (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""
-        let status = process.terminationReason == .uncaughtSignal ? -process.terminationStatus : process.terminationStatus
+        let status =
+            process.terminationReason == .uncaughtSignal ? -process.terminationStatus : process.terminationStatus
         return RunnerProcess(status: status, standardOutput: output, standardError: error)
     }
 }

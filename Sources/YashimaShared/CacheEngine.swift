@@ -252,8 +252,7 @@ final class CacheEngine: Sendable {
     }
 
     /// `refresh`: always generates (sharing with concurrent refreshes of the same entry), then stores.
-    func refresh<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) async throws -> CacheResolution<Codec.Value>?
-    {
+    func refresh<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) async throws -> CacheResolution<Codec.Value>? {
         if request.options.singleFlightPolicy == .disabled {
             return try await produceDirectly(request, coordinate: false, refreshing: true)
         }
@@ -300,7 +299,9 @@ final class CacheEngine: Sendable {
         // I6: a publish renamed the lock file into place; a generation that published nothing unlinks
         // it (only if the path still names our inode).
         defer {
-            if published.isSet { held?.release(unlinking: false) } else {
+            if published.isSet {
+                held?.release(unlinking: false)
+            } else {
                 held?.release(unlinkingIfStillNamed: true)
             }
         }

@@ -51,16 +51,21 @@ struct Arguments {
 
     mutating func int(_ name: String, default defaultValue: Int? = nil, range: ClosedRange<Int>? = nil) throws -> Int? {
         guard let text = string(name) else { return defaultValue }
-        guard let value = Int(text) else { throw ArgumentError(description: "--\(name) must be a whole number, not '\(text)'") }
+        guard let value = Int(text) else {
+            throw ArgumentError(description: "--\(name) must be a whole number, not '\(text)'")
+        }
         if let range, !range.contains(value) {
-            throw ArgumentError(description: "--\(name) must be in \(range.lowerBound)...\(range.upperBound), not \(value)")
+            throw ArgumentError(
+                description: "--\(name) must be in \(range.lowerBound)...\(range.upperBound), not \(value)")
         }
         return value
     }
 
     mutating func uint64(_ name: String) throws -> UInt64? {
         guard let text = string(name) else { return nil }
-        guard let value = UInt64(text) else { throw ArgumentError(description: "--\(name) must be a non-negative number") }
+        guard let value = UInt64(text) else {
+            throw ArgumentError(description: "--\(name) must be a non-negative number")
+        }
         return value
     }
 

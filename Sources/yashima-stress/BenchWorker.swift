@@ -116,7 +116,8 @@ enum BenchWorker {
         let elapsed = Double(monotonicNanoseconds() - started)
         if let samplesPrefix {
             for (samples, kind) in [(gets, "get"), (sets, "set"), (deletes, "delete")] {
-                try samples.values.withUnsafeBytes { Data($0) }.write(to: URL(fileURLWithPath: "\(samplesPrefix)-\(kind).f64"))
+                try samples.values.withUnsafeBytes { Data($0) }.write(
+                    to: URL(fileURLWithPath: "\(samplesPrefix)-\(kind).f64"))
             }
         }
         func summary(_ samples: Samples) -> [String: Any] {

@@ -17,7 +17,8 @@ struct PayloadSpec: Sendable, Hashable, CustomStringConvertible {
 /// Stress keys: namespace and identity, with the payload spec as variants.
 enum StressKey {
     static func make(_ namespace: String, _ identity: String, _ spec: PayloadSpec) -> CacheKey {
-        CacheKey(namespace: namespace, identity: identity).variant("kind", spec.kind.rawValue).variant("size", spec.size)
+        CacheKey(namespace: namespace, identity: identity).variant("kind", spec.kind.rawValue).variant(
+            "size", spec.size)
     }
 
     /// The spec a key was made with, or nil for a key the stress runner did not make.
@@ -62,7 +63,8 @@ struct GeneratorHooks: Sendable {
     var didGenerate: (@Sendable () async throws -> Void)?
 
     init(
-        willGenerate: (@Sendable () async throws -> Void)? = nil, didGenerate: (@Sendable () async throws -> Void)? = nil
+        willGenerate: (@Sendable () async throws -> Void)? = nil,
+        didGenerate: (@Sendable () async throws -> Void)? = nil
     ) {
         self.willGenerate = willGenerate
         self.didGenerate = didGenerate
@@ -140,7 +142,9 @@ final class ExpectedValues: Sendable {
         case .json, .plist: value = .artifact(Payload.artifact(seed, key: key, kind: spec.kind, count: spec.size))
         case .string: value = .text(Payload.string(seed, key: key, size: spec.size))
         }
-        let cost = spec.kind == .string ? spec.size * 2 : (spec.kind == .data || spec.kind == .compressed ? spec.size : spec.size * 8)
+        let cost =
+            spec.kind == .string
+            ? spec.size * 2 : (spec.kind == .data || spec.kind == .compressed ? spec.size : spec.size * 8)
         if cost <= Self.memoEntryLimit {
             memo.withLock { memo in
                 guard memo.bytes + cost <= Self.memoLimit else { return }
@@ -186,7 +190,8 @@ final class ExpectedValues: Sendable {
             }
             let expected = bytes(key, spec)
             return Fetched(
-                source: resolution.source, shared: resolution.wasSharedGeneration, correct: resolution.value == expected,
+                source: resolution.source, shared: resolution.wasSharedGeneration,
+                correct: resolution.value == expected,
                 metadata: resolution.metadata, digest: Digest.of(resolution.value))
         case .json, .plist:
             let codec = CodableCodec(Artifact.self, format: spec.kind == .json ? .json : .propertyList)
@@ -198,7 +203,8 @@ final class ExpectedValues: Sendable {
             }
             guard case .artifact(let expected) = make() else { preconditionFailure() }
             return Fetched(
-                source: resolution.source, shared: resolution.wasSharedGeneration, correct: resolution.value == expected,
+                source: resolution.source, shared: resolution.wasSharedGeneration,
+                correct: resolution.value == expected,
                 metadata: resolution.metadata, digest: Digest.of(resolution.value))
         case .string:
             let resolution = try await cache.resolve(for: key, codec: StringCodec(), options: options) {
@@ -209,7 +215,8 @@ final class ExpectedValues: Sendable {
             }
             guard case .text(let expected) = make() else { preconditionFailure() }
             return Fetched(
-                source: resolution.source, shared: resolution.wasSharedGeneration, correct: resolution.value == expected,
+                source: resolution.source, shared: resolution.wasSharedGeneration,
+                correct: resolution.value == expected,
                 metadata: resolution.metadata, digest: Digest.of(resolution.value))
         }
     }
@@ -219,9 +226,11 @@ final class ExpectedValues: Sendable {
         var options = options
         options.lookupPolicy = .cacheOnly
         do {
-            return try await fetch(cache, key, options: options, hooks: GeneratorHooks(willGenerate: {
-                throw YCacheError.cacheMiss  // unreachable with .cacheOnly; a generation here would be a bug
-            }))
+            return try await fetch(
+                cache, key, options: options,
+                hooks: GeneratorHooks(willGenerate: {
+                    throw YCacheError.cacheMiss  // unreachable with .cacheOnly; a generation here would be a bug
+                }))
         } catch YCacheError.cacheMiss {
             return nil
         }
@@ -247,7 +256,8 @@ enum KindOperations {
         case .data: return try await cache.metadata(for: key, codec: DataCodec())
         case .compressed: return try await cache.metadata(for: key, codec: CompressedDataCodec())
         case .json: return try await cache.metadata(for: key, codec: CodableCodec(Artifact.self, format: .json))
-        case .plist: return try await cache.metadata(for: key, codec: CodableCodec(Artifact.self, format: .propertyList))
+        case .plist:
+            return try await cache.metadata(for: key, codec: CodableCodec(Artifact.self, format: .propertyList))
         case .string: return try await cache.metadata(for: key, codec: StringCodec())
         }
     }
@@ -257,7 +267,8 @@ enum KindOperations {
         case .data: return try await cache.contains(for: key, codec: DataCodec())
         case .compressed: return try await cache.contains(for: key, codec: CompressedDataCodec())
         case .json: return try await cache.contains(for: key, codec: CodableCodec(Artifact.self, format: .json))
-        case .plist: return try await cache.contains(for: key, codec: CodableCodec(Artifact.self, format: .propertyList))
+        case .plist:
+            return try await cache.contains(for: key, codec: CodableCodec(Artifact.self, format: .propertyList))
         case .string: return try await cache.contains(for: key, codec: StringCodec())
         }
     }

@@ -10,7 +10,9 @@ import YashimaShared
 
 enum ScenarioWorker {
     static func run(_ arguments: inout Arguments) async throws -> Int32 {
-        guard let name = arguments.string("name") else { throw ArgumentError(description: "worker scenario needs --name") }
+        guard let name = arguments.string("name") else {
+            throw ArgumentError(description: "worker scenario needs --name")
+        }
         guard let planPath = arguments.string("plan") else {
             throw ArgumentError(description: "worker scenario needs --plan")
         }
@@ -143,7 +145,9 @@ final class WorkerContext: Sendable {
         let start = monotonicNanoseconds()
         do {
             let fetched = try await expected.fetch(cache, key, options: options, hooks: hooks ?? recordingHooks(key))
-            tally.record(fetched, nanoseconds: monotonicNanoseconds() - start, describe: "\(StressKey.label(key)) from \(fetched.source)")
+            tally.record(
+                fetched, nanoseconds: monotonicNanoseconds() - start,
+                describe: "\(StressKey.label(key)) from \(fetched.source)")
             return fetched
         } catch {
             tally.error("\(StressKey.label(key)): \(error)")

@@ -149,7 +149,8 @@ struct StressReport {
         for scenario in scenarios {
             let generations: String
             if let expected = scenario.generationsExpected {
-                generations = (scenario.generationsExpectedIsMinimum ? "≥" : "") + "\(expected)/\(scenario.generationsSeen)"
+                generations =
+                    (scenario.generationsExpectedIsMinimum ? "≥" : "") + "\(expected)/\(scenario.generationsSeen)"
             } else {
                 generations = "-/\(scenario.generationsSeen)"
             }
@@ -162,7 +163,8 @@ struct StressReport {
             ])
         }
         lines.append(contentsOf: table(rows))
-        lines.append("generations: expected/seen from the ledger (≥: at least); memory/storage/shared/generated: hits by source")
+        lines.append(
+            "generations: expected/seen from the ledger (≥: at least); memory/storage/shared/generated: hits by source")
         lines.append("")
         for scenario in scenarios where !scenario.notes.isEmpty {
             lines.append("\(scenario.name):")

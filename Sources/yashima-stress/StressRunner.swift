@@ -112,7 +112,9 @@ struct RunOptions {
     }
 
     var reproduceCommand: String {
-        var words = ["yashima-stress", "--profile", profile.name.rawValue, "--processes", "\(processes)", "--seed", "\(seed)"]
+        var words = [
+            "yashima-stress", "--profile", profile.name.rawValue, "--processes", "\(processes)", "--seed", "\(seed)",
+        ]
         if let durationText { words += ["--duration", durationText] }
         if scenariosSelected { words += ["--scenario", scenarios.map { $0.name }.joined(separator: ",")] }
         return words.joined(separator: " ")
@@ -145,7 +147,8 @@ enum StressRunner {
             let seed = options.seed &+ UInt64(round - 1)
             for (position, scenario) in options.scenarios.enumerated() {
                 let directory =
-                    options.profile.name == .soak ? "\(root)/round-\(round)/\(scenario.name)" : "\(root)/\(scenario.name)"
+                    options.profile.name == .soak
+                    ? "\(root)/round-\(round)/\(scenario.name)" : "\(root)/\(scenario.name)"
                 try prepare(directory)
                 progress.begin(scenario.name, position: position + 1, of: options.scenarios.count, round: round)
                 var report: ScenarioReport
@@ -165,7 +168,8 @@ enum StressRunner {
                     report.failures.append("could not set up \(directory): \(error)")
                 }
                 progress.end(report)
-                if report.passed && !options.keepArtifacts { try? FileManager.default.removeItem(atPath: directory) }  // best effort: only disk space
+                // best effort: only disk space
+                if report.passed && !options.keepArtifacts { try? FileManager.default.removeItem(atPath: directory) }
                 if options.profile.name == .soak && !report.passed {
                     report.failures = report.failures.map { "round \(round) (seed \(seed)): \($0)" }
                 }
@@ -191,7 +195,9 @@ enum StressRunner {
             keptArtifacts: keep, reproduce: options.reproduceCommand)
         report.seconds = Double(monotonicNanoseconds() - started) / 1e9
         report.scenarios = reports
-        if options.profile.name == .soak { report.profile += " (\(round) rounds, seeds \(options.seed)…\(options.seed &+ UInt64(round - 1)))" }
+        if options.profile.name == .soak {
+            report.profile += " (\(round) rounds, seeds \(options.seed)…\(options.seed &+ UInt64(round - 1)))"
+        }
         print(options.json ? try report.json() : report.text())
         fflush(nil)
         return allPassed ? 0 : 1
@@ -201,9 +207,11 @@ enum StressRunner {
     private static func prepare(_ directory: String) throws {
         let manager = FileManager.default
         if manager.fileExists(atPath: directory) {
-            let isEmpty = (try? manager.contentsOfDirectory(atPath: directory))?.isEmpty == true  // unreadable: not empty
+            // unreadable: not empty
+            let isEmpty = (try? manager.contentsOfDirectory(atPath: directory))?.isEmpty == true
             guard manager.fileExists(atPath: directory + "/plan.json") || isEmpty else {
-                throw ArgumentError(description: "\(directory) exists and was not made by yashima-stress; choose another --directory")
+                throw ArgumentError(
+                    description: "\(directory) exists and was not made by yashima-stress; choose another --directory")
             }
             try manager.removeItem(atPath: directory)
         }
@@ -211,7 +219,9 @@ enum StressRunner {
     }
 
     static var helpText: String {
-        let scenarios = ScenarioCatalog.all.map { "  \($0.name.padding(toLength: 14, withPad: " ", startingAt: 0)) \($0.summary)" }
+        let scenarios = ScenarioCatalog.all.map {
+            "  \($0.name.padding(toLength: 14, withPad: " ", startingAt: 0)) \($0.summary)"
+        }
         return """
             yashima-stress: a multi-process stress runner for YashimaShared. It hunts for wrong values, lost
             entries and hangs: worker processes of this executable share one storage directory per scenario,
@@ -297,7 +307,8 @@ final class ProgressLine {
 
     func end(_ report: ScenarioReport) {
         let verdict = report.passed ? "passed" : "FAILED"
-        let line = "\(prefix) \(scenario): \(verdict), \(report.operations) ops, " + String(format: "%.1f s", report.seconds)
+        let line =
+            "\(prefix) \(scenario): \(verdict), \(report.operations) ops, " + String(format: "%.1f s", report.seconds)
         if terminal {
             writeRaw("\r\u{1B}[2K" + line + "\n")
         } else {
@@ -311,7 +322,9 @@ final class ProgressLine {
         lastDraw = monotonicNanoseconds()
         let elapsed = Double(lastDraw - started) / 1e9
         let phase = phaseName.isEmpty ? "" : " · \(phaseName)"
-        let line = "\(prefix) \(scenario)\(phase) · \(processes) processes · \(operations) ops · " + String(format: "%.1f s", elapsed)
+        let line =
+            "\(prefix) \(scenario)\(phase) · \(processes) processes · \(operations) ops · "
+            + String(format: "%.1f s", elapsed)
         writeRaw("\r\u{1B}[2K" + line)
     }
 

@@ -61,7 +61,8 @@ enum WorkerCommand {
     static func run(_ words: [String]) async throws -> Int32 {
         guard let command = words.first else { throw ArgumentError(description: "worker needs a command") }
         var arguments = try Arguments(
-            Array(words.dropFirst()), flagNames: ["go", "announce", "process-local", "all", "refresh", "uniform", "lookup-only", "open-first"])
+            Array(words.dropFirst()),
+            flagNames: ["go", "announce", "process-local", "all", "refresh", "uniform", "lookup-only", "open-first"])
         switch command {
         case "get": return try await get(&arguments)
         case "remove": return try await remove(&arguments)

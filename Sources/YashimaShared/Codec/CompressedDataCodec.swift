@@ -6,7 +6,7 @@ import CZlib
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A codec for raw bytes that compresses them with zlib (deflate).

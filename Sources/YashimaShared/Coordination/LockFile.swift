@@ -139,7 +139,8 @@ enum LockFile {
             return .success(.stale)
         }
         if mine.permissionBits != directory.fileMode { _ = Syscall.setMode(fd, directory.fileMode) }
-        return .success(.acquired(HeldLock(descriptor: fd, path: path, directory: directory, sizeWhenLocked: mine.size)))
+        return .success(
+            .acquired(HeldLock(descriptor: fd, path: path, directory: directory, sizeWhenLocked: mine.size)))
     }
 }
 
@@ -185,8 +186,10 @@ final class LockWait: Sendable {
                 thread.stackSize = 128 * 1024
                 thread.start()
                 if let timeout {
-                    let nanoseconds = max(0, timeout.components.seconds * 1_000_000_000
-                        + timeout.components.attoseconds / 1_000_000_000)
+                    let nanoseconds = max(
+                        0,
+                        timeout.components.seconds * 1_000_000_000
+                            + timeout.components.attoseconds / 1_000_000_000)
                     DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) {
                         _ = wait.finish(with: .success(.timedOut))
                     }

@@ -165,7 +165,8 @@ final class FlightTable: Sendable {
             }
             var registered = true
             let result = try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<FlightResult, any Error>) in
+                try await withCheckedThrowingContinuation {
+                    (continuation: CheckedContinuation<FlightResult, any Error>) in
                     if !flight.register(id, continuation) {
                         registered = false
                         continuation.resume(returning: .noValue)

@@ -3,11 +3,11 @@
 // back, and EntryIdentity (a key bound to a codec). Key text is data: it never appears in descriptions.
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Identifies one cached value: a namespace, an identity, and any number of variant and version components.
@@ -212,7 +212,8 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
 
     /// The exact length of ``canonicalBytes``, computed without encoding anything.
     var canonicalByteCount: Int {
-        var total = CanonicalFieldWriter.fieldSize(CanonicalLabel.keyMagic)
+        var total =
+            CanonicalFieldWriter.fieldSize(CanonicalLabel.keyMagic)
             + CanonicalFieldWriter.fieldSize(CanonicalLabel.namespace)
             + CanonicalFieldWriter.fieldSize(namespace)
             + CanonicalFieldWriter.fieldSize(CanonicalLabel.identity)
@@ -224,10 +225,12 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
 
     /// The encoded size of a labelled component list.
     private static func componentsByteCount(_ components: [Component], label: StaticString) -> Int {
-        var total = CanonicalFieldWriter.fieldSize(label)
+        var total =
+            CanonicalFieldWriter.fieldSize(label)
             + CanonicalFieldWriter.fieldSize(length: CanonicalFieldWriter.decimalDigitCount(components.count))
         for component in components {
-            total += CanonicalFieldWriter.fieldSize(CanonicalLabel.component)
+            total +=
+                CanonicalFieldWriter.fieldSize(CanonicalLabel.component)
                 + CanonicalFieldWriter.fieldSize(component.name)
                 + CanonicalFieldWriter.fieldSize(component.value)
         }
@@ -265,7 +268,9 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Writes a component list: its label, its count, then `component`, name, value for each.
-    private static func writeComponents(_ components: [Component], label: StaticString, to writer: inout CanonicalFieldWriter) {
+    private static func writeComponents(
+        _ components: [Component], label: StaticString, to writer: inout CanonicalFieldWriter
+    ) {
         writer.field(label)
         writer.decimalField(components.count)
         for component in components {
@@ -279,13 +284,13 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
     private static func parse(_ buffer: UnsafeBufferPointer<UInt8>) -> CacheKey? {
         var reader = CanonicalFieldReader(buffer: buffer)
         guard reader.expect(CanonicalLabel.keyMagic),
-              reader.expect(CanonicalLabel.namespace),
-              let namespace = reader.string(),
-              reader.expect(CanonicalLabel.identity),
-              let identity = reader.string(),
-              let variants = parseComponents(&reader, label: CanonicalLabel.variants),
-              let versions = parseComponents(&reader, label: CanonicalLabel.versions),
-              reader.isAtEnd
+            reader.expect(CanonicalLabel.namespace),
+            let namespace = reader.string(),
+            reader.expect(CanonicalLabel.identity),
+            let identity = reader.string(),
+            let variants = parseComponents(&reader, label: CanonicalLabel.variants),
+            let versions = parseComponents(&reader, label: CanonicalLabel.versions),
+            reader.isAtEnd
         else { return nil }
         var key = CacheKey(namespace: namespace, identity: identity)
         key.variants = variants
@@ -301,8 +306,8 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
         components.reserveCapacity(min(count, reader.remaining / 18))
         for _ in 0..<count {
             guard reader.expect(CanonicalLabel.component),
-                  let name = reader.string(),
-                  let value = reader.string()
+                let name = reader.string(),
+                let value = reader.string()
             else { return nil }
             let component = Component(name: name, value: value)
             if let last = components.last, Component.order(last, component) > 0 { return nil }
@@ -343,7 +348,8 @@ struct EntryIdentity: Hashable, Sendable {
     ///   - codecIdentifier: The codec's stable identifier, such as `data-v1`.
     init(key: CacheKey, codecIdentifier: String) {
         let keyCount = key.canonicalByteCount
-        let count = CanonicalFieldWriter.fieldSize(CanonicalLabel.entryMagic)
+        let count =
+            CanonicalFieldWriter.fieldSize(CanonicalLabel.entryMagic)
             + CanonicalFieldWriter.fieldSize(CanonicalLabel.key)
             + CanonicalFieldWriter.fieldSize(length: keyCount)
             + CanonicalFieldWriter.fieldSize(CanonicalLabel.codec)

@@ -109,9 +109,10 @@ struct EntryFile {
                 UnsafeMutableRawPointer(bitPattern: baseBits)?.deallocate()
             })
         handedOff = true
-        return .success(StoredEntry(
-            header: header, payload: payload, allocatedBytes: status.allocatedBytes,
-            modifiedNanoseconds: status.modifiedNanoseconds))
+        return .success(
+            StoredEntry(
+                header: header, payload: payload, allocatedBytes: status.allocatedBytes,
+                modifiedNanoseconds: status.modifiedNanoseconds))
     }
 
     private func readMapped(
@@ -144,9 +145,10 @@ struct EntryFile {
                 }
             })
         handedOff = true
-        return .success(StoredEntry(
-            header: header, payload: payload, allocatedBytes: status.allocatedBytes,
-            modifiedNanoseconds: status.modifiedNanoseconds))
+        return .success(
+            StoredEntry(
+                header: header, payload: payload, allocatedBytes: status.allocatedBytes,
+                modifiedNanoseconds: status.modifiedNanoseconds))
     }
 
     private func validate(

@@ -45,7 +45,8 @@ final class Trimmer: Sendable {
                 guard let status = name.status, status.isRegularFile else { continue }
                 found.append(
                     ScannedEntry(
-                        relative: relative, modified: status.modifiedNanoseconds, allocatedBytes: status.allocatedBytes))
+                        relative: relative, modified: status.modifiedNanoseconds, allocatedBytes: status.allocatedBytes)
+                )
             }
         }
         return found

@@ -181,9 +181,12 @@ struct SHA256 {
     /// - Returns: The SHA-256 digest of every byte passed to `update`.
     consuming func finalize() -> SHA256Digest {
         let bitLength = totalLength &* 8
-        var padding: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
-                      UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var padding:
+            (
+                UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+                UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64
+            ) =
+                (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         // 0x80, zeros up to 56 mod 64, then the bit length as a big-endian 64-bit integer.
         let paddingCount = (pendingCount < 56 ? 64 : 128) - pendingCount
         withUnsafeMutableBytes(of: &padding) { buffer in

@@ -256,7 +256,8 @@ enum Syscall {
 
     /// `unlinkat(2)`: removes the last component itself (a symlink, never its target); no symlink is
     /// followed in the components before it.
-    static func unlink(_ path: String, in directory: Int32, isDirectory: Bool = false) -> Result<Void, SystemCallError> {
+    static func unlink(_ path: String, in directory: Int32, isDirectory: Bool = false) -> Result<Void, SystemCallError>
+    {
         var err: Int32 = 0
         return check(ysh_unlinkat(directory, path, isDirectory ? ysh_AT_REMOVEDIR : 0, &err), err, "unlinkat")
     }

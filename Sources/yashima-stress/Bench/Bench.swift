@@ -126,7 +126,9 @@ final class BenchReport {
         }
         if let ratio = row.ratio, let baseline = row.baseline { line += String(format: "  %.2fx %@", ratio, baseline) }
         if let note = row.note { line += "  " + note }
-        if let met = row.met { line += met ? "  [target met: \(row.target ?? "")]" : "  [TARGET MISSED: \(row.target ?? "")]" }
+        if let met = row.met {
+            line += met ? "  [target met: \(row.target ?? "")]" : "  [TARGET MISSED: \(row.target ?? "")]"
+        }
         print(line)
         fflush(nil)
     }
@@ -163,7 +165,8 @@ enum Bench {
         let svg = arguments.string("svg")
         var chosen = arguments.strings("section")
         for name in chosen where !sections.contains(name) {
-            throw ArgumentError(description: "unknown section '\(name)' (sections: \(sections.joined(separator: ", ")))")
+            throw ArgumentError(
+                description: "unknown section '\(name)' (sections: \(sections.joined(separator: ", ")))")
         }
         if chosen.isEmpty { chosen = sections }
         let base =
@@ -197,7 +200,10 @@ enum Bench {
             context.cleanUp()
             cleanupSeconds[name] = Double(monotonicNanoseconds() - cleanupStart) / 1e9
             if !report.json {
-                print(String(format: "(section %@: %.1f s, then %.1f s removing its files)", name, sectionSeconds[name]!, cleanupSeconds[name]!))
+                print(
+                    String(
+                        format: "(section %@: %.1f s, then %.1f s removing its files)", name, sectionSeconds[name]!,
+                        cleanupSeconds[name]!))
             }
         }
         let totalSeconds = Double(monotonicNanoseconds() - began) / 1e9
@@ -206,17 +212,22 @@ enum Bench {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             let document = BenchDocument(
-                host: hostDescription() + ", bench directory on " + filesystemDescription(base), date: ISO8601DateFormatter().string(from: Date()), quick: quick,
-                load: loadAverage(), sectionSeconds: sectionSeconds, cleanupSeconds: cleanupSeconds, totalSeconds: totalSeconds, rows: report.rows)
+                host: hostDescription() + ", bench directory on " + filesystemDescription(base),
+                date: ISO8601DateFormatter().string(from: Date()), quick: quick,
+                load: loadAverage(), sectionSeconds: sectionSeconds, cleanupSeconds: cleanupSeconds,
+                totalSeconds: totalSeconds, rows: report.rows)
             print(String(decoding: try encoder.encode(document), as: UTF8.self))
         } else {
             let missed = report.rows.filter { $0.met == false }.map(\.name)
             let met = report.rows.filter { $0.met == true }.count
-            print("\nTargets: \(met) met, \(missed.count) missed" + (missed.isEmpty ? "" : ": " + missed.joined(separator: "; ")))
+            print(
+                "\nTargets: \(met) met, \(missed.count) missed"
+                    + (missed.isEmpty ? "" : ": " + missed.joined(separator: "; ")))
             print(String(format: "Total %.1f s; load average now %@", totalSeconds, loadAverage()))
         }
         if let svg {
-            let caption = "\(hostDescription()) · \(ISO8601DateFormatter().string(from: Date())) · "
+            let caption =
+                "\(hostDescription()) · \(ISO8601DateFormatter().string(from: Date())) · "
                 + (quick ? "--quick" : "full run") + " · load average \(loadAverage())"
             try BenchChart.svg(report.rows, caption: caption).write(toFile: svg, atomically: true, encoding: .utf8)
         }
@@ -234,7 +245,9 @@ enum Bench {
         }
         var name = utsname()
         uname(&name)
-        let kernel = withUnsafeBytes(of: &name.release) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+        let kernel = withUnsafeBytes(of: &name.release) {
+            String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self)
+        }
         var memory = ""
         if let info = try? String(contentsOfFile: "/proc/meminfo", encoding: .utf8),
             let line = info.split(separator: "\n").first(where: { $0.hasPrefix("MemTotal:") }),
@@ -249,7 +262,9 @@ enum Bench {
     /// /proc/mounts that contains it.
     static func filesystemDescription(_ path: String) -> String {
         let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
-        guard let mounts = try? String(contentsOfFile: "/proc/mounts", encoding: .utf8) else { return "unknown file system" }
+        guard let mounts = try? String(contentsOfFile: "/proc/mounts", encoding: .utf8) else {
+            return "unknown file system"
+        }
         var best: (point: String, type: String)?
         for line in mounts.split(separator: "\n") {
             let fields = line.split(separator: " ")

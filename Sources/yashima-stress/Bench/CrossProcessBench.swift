@@ -92,7 +92,10 @@ enum CrossProcessBench {
             let children = try (0..<8).map { _ in
                 try BenchChild(
                     context.executable,
-                    ["worker", "get", "--directory", directory.path, "--key", "hot", "--generate-ms", "200", "--ledger", ledger, "--go"]
+                    [
+                        "worker", "get", "--directory", directory.path, "--key", "hot", "--generate-ms", "200",
+                        "--ledger", ledger, "--go",
+                    ]
                         + (openFirst ? ["--open-first"] : []))
             }
             releaseTogether(children)
@@ -207,7 +210,10 @@ enum CrossProcessBench {
                 let children = try (0..<processes).map { _ in
                     try BenchChild(
                         context.executable,
-                        ["worker", "mix", "--directory", directory.path, "--ops", "100000000", "--duration-ms", "\(duration)", "--budget", "\(1 << 30)", "--go"] + extra)
+                        [
+                            "worker", "mix", "--directory", directory.path, "--ops", "100000000", "--duration-ms",
+                            "\(duration)", "--budget", "\(1 << 30)", "--go",
+                        ] + extra)
                 }
                 releaseTogether(children)
                 var operations = 0.0
@@ -217,7 +223,9 @@ enum CrossProcessBench {
                     if let result = child.readJSON() {
                         operations += result["ops"] as? Double ?? 0
                         seconds = max(seconds, (result["elapsedNs"] as? Double ?? 1) / 1e9)
-                        if let get = result["get"] as? [String: Any], let p50 = get["p50"] as? Double { gets.append(p50) }
+                        if let get = result["get"] as? [String: Any], let p50 = get["p50"] as? Double {
+                            gets.append(p50)
+                        }
                     }
                     child.finish()
                 }
@@ -226,7 +234,9 @@ enum CrossProcessBench {
                 report.add(
                     BenchRow(
                         section: "crossprocess", name: "\(title), \(processes) process\(processes == 1 ? "" : "es")",
-                        note: String(format: "%.0f ops/s total (%.2fx 1 process), get p50 %@", rate, rate / max(single, 1), formatNanoseconds(gets.median))))
+                        note: String(
+                            format: "%.0f ops/s total (%.2fx 1 process), get p50 %@", rate, rate / max(single, 1),
+                            formatNanoseconds(gets.median))))
             }
         }
     }
@@ -242,7 +252,8 @@ extension CrossProcessBench {
     static func diskcacheMix(_ context: BenchContext) async throws {
         let report = context.report
         let operations = context.quick ? 5_000 : 100_000
-        report.section("cross-process: diskcache-shaped mix (\(operations) ops/process, get:set:delete 100:10:1, 100 keys)")
+        report.section(
+            "cross-process: diskcache-shaped mix (\(operations) ops/process, get:set:delete 100:10:1, 100 keys)")
         for (layer, memoryBudget) in [("", 64 << 20)] {
             for processes in [1, 8] {
                 let directory = context.directory("diskcache-mix")
@@ -256,8 +267,10 @@ extension CrossProcessBench {
                     try BenchChild(
                         context.executable,
                         [
-                            "worker", "mix", "--directory", directory.path, "--keys", "100", "--uniform", "--lookup-only",
-                            "--gets", "100", "--sets", "10", "--deletes", "1", "--ops", "\(operations)", "--warmup", "1000",
+                            "worker", "mix", "--directory", directory.path, "--keys", "100", "--uniform",
+                            "--lookup-only",
+                            "--gets", "100", "--sets", "10", "--deletes", "1", "--ops", "\(operations)", "--warmup",
+                            "1000",
                             "--size", "495", "--min-size", "5", "--memory-budget", "\(memoryBudget)",
                             "--seed", "\(number + 1)", "--samples", "\(samplesDirectory)/w\(number)", "--go",
                         ])

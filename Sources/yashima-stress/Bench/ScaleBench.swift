@@ -44,7 +44,8 @@ enum ScaleBench {
         // as before, spent minutes in unlink alone on this project's virtual disk: see the note.)
         let usage = try await cache.storageUsage()
         let trimmer = YCache(
-            storageDirectory: directory, memoryMaximumCost: 0, storageMaximumByteCount: Int(Double(usage.byteCount) * 0.9))
+            storageDirectory: directory, memoryMaximumCost: 0,
+            storageMaximumByteCount: Int(Double(usage.byteCount) * 0.9))
         let start = monotonicNanoseconds()
         try await trimmer.trimStorageIfNeeded()
         let trimTime = Double(monotonicNanoseconds() - start)
@@ -53,7 +54,8 @@ enum ScaleBench {
             BenchRow(
                 section: "scale", name: "one trim pass over \(usage.entryCount) entries",
                 samples: Samples([trimTime]),
-                note: "down to 90 % of the bytes: removed \(removed) entries, " + formatNanoseconds(trimTime / Double(max(1, removed)))
+                note: "down to 90 % of the bytes: removed \(removed) entries, "
+                    + formatNanoseconds(trimTime / Double(max(1, removed)))
                     + " per removed entry"))
 
         // Writes past the budget: per-write cost stays flat because trim works from an index.
@@ -70,7 +72,11 @@ enum ScaleBench {
             let start = monotonicNanoseconds()
             _ = try await budgeted.data(for: CacheKey(namespace: "fill", identity: "f\(index)")) { payload }
             let elapsed = Double(monotonicNanoseconds() - start)
-            if index < capacity * 7 / 10 { below.append(elapsed) } else if index >= capacity * 3 / 2 { above.append(elapsed) }
+            if index < capacity * 7 / 10 {
+                below.append(elapsed)
+            } else if index >= capacity * 3 / 2 {
+                above.append(elapsed)
+            }
         }
         report.add(BenchRow(section: "scale", name: "write while under budget", samples: below))
         report.add(
@@ -87,7 +93,9 @@ enum ScaleBench {
         report.add(
             BenchRow(
                 section: "scale", name: "L1 bookkeeping per entry",
-                note: String(format: "%.0f bytes/entry (RSS growth of a fresh process over 50000 entries with 1-byte values)", perItem)))
+                note: String(
+                    format: "%.0f bytes/entry (RSS growth of a fresh process over 50000 entries with 1-byte values)",
+                    perItem)))
     }
 
     static func residentBytes() -> Int {

@@ -15,7 +15,8 @@ enum SingleProcessBench {
         let rawDirectory = directory.appendingPathComponent("raw").path
         mkdir(rawDirectory, 0o700)
         // memoryMaximumCost 0: every lookup is a storage hit from an empty L1 (as a fresh YCache sees it).
-        let cache = YCache(storageDirectory: directory.appendingPathComponent("cache"), memoryMaximumCost: 0,
+        let cache = YCache(
+            storageDirectory: directory.appendingPathComponent("cache"), memoryMaximumCost: 0,
             storageMaximumByteCount: nil)
         // Publish every payload first, then let ctimes age past the coarse-timestamp window once, so
         // repeat hits use the verified-inode cache (one 2.1 s wait instead of one per size).
@@ -26,7 +27,8 @@ enum SingleProcessBench {
         }
         try await Task.sleep(for: .milliseconds(2100))
         for size in sizes {
-            let iterations = context.quick ? max(20, min(2000, (64 << 20) / size / 4)) : max(50, min(10_000, (256 << 20) / size / 4))
+            let iterations =
+                context.quick ? max(20, min(2000, (64 << 20) / size / 4)) : max(50, min(10_000, (256 << 20) / size / 4))
             let rounds = context.quick ? 3 : 5
             let payload = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31) })
             let rawPath = rawDirectory + "/payload-\(size)"
@@ -37,7 +39,8 @@ enum SingleProcessBench {
             report.add(BenchRow(section: "single", name: "raw open+read(2)+close \(label)", samples: read))
             let mapped = measure(rounds: rounds, iterations: iterations) { rawMapTouch(rawPath) }
             report.add(BenchRow(section: "single", name: "raw open+mmap+touch+munmap \(label)", samples: mapped))
-            let faster = read.median <= mapped.median ? "raw open+read(2)+close \(label)" : "raw open+mmap+touch+munmap \(label)"
+            let faster =
+                read.median <= mapped.median ? "raw open+read(2)+close \(label)" : "raw open+mmap+touch+munmap \(label)"
             let hit = try await measureAsync(rounds: rounds, iterations: iterations) {
                 let value = try await cache.data(for: key) { payload }
                 touchPages(value)
@@ -48,7 +51,8 @@ enum SingleProcessBench {
                 comparedTo: faster, limit: limit)
             if size >= 1 << 20 {
                 // First read of files this process has not verified yet: the payload checksum runs.
-                let fresh = try await firstReads(cache, size: size, count: context.quick ? 4 : (size > 1 << 20 ? 8 : 16))
+                let fresh = try await firstReads(
+                    cache, size: size, count: context.quick ? 4 : (size > 1 << 20 ? 8 : 16))
                 report.add(
                     BenchRow(section: "single", name: "YCache first storage hit (CRC) \(label)", samples: fresh),
                     comparedTo: faster)
@@ -56,7 +60,8 @@ enum SingleProcessBench {
         }
 
         report.section("single process: memory hits, writes, inspection")
-        let memoryCache = YCache(storageDirectory: directory.appendingPathComponent("memory"), storageMaximumByteCount: nil)
+        let memoryCache = YCache(
+            storageDirectory: directory.appendingPathComponent("memory"), storageMaximumByteCount: nil)
         let small = Data(count: 4096)
         let memoryKey = CacheKey(namespace: "bench", identity: "memory")
         _ = try await memoryCache.data(for: memoryKey) { small }
@@ -127,7 +132,8 @@ enum SingleProcessBench {
                     }
                 }
             }
-            report.add(BenchRow(section: "single", name: "raw write-temp+rename over existing 4 KiB", samples: rawSamples))
+            report.add(
+                BenchRow(section: "single", name: "raw write-temp+rename over existing 4 KiB", samples: rawSamples))
             report.add(
                 BenchRow(section: "single", name: "YCache store replacing 4 KiB", samples: cacheSamples),
                 comparedTo: "raw write-temp+rename over existing 4 KiB", limit: 1.3)

@@ -57,7 +57,9 @@ enum ArtifactMixScenario: Scenario {
                         worker.tally.record(
                             fetched, nanoseconds: monotonicNanoseconds() - start,
                             describe: "\(StressKey.label(key)) from \(fetched.source)")
-                        if fetched.source != .storage { worker.tally.wrong("\(StressKey.label(key)) came from \(fetched.source) in a fresh process") }
+                        if fetched.source != .storage {
+                            worker.tally.wrong("\(StressKey.label(key)) came from \(fetched.source) in a fresh process")
+                        }
                     } else {
                         worker.tally.operation(nanoseconds: monotonicNanoseconds() - start, miss: true)
                         worker.tally.error("\(StressKey.label(key)) is missing from storage in the cold pass")
@@ -88,7 +90,8 @@ enum ArtifactMixScenario: Scenario {
             let label = StressKey.label(key)
             if counts[label] != 1 { wrongCounts.append("\(label) ×\(counts[label] ?? 0)") }
         }
-        run.expect(wrongCounts.isEmpty, "entries not generated exactly once: " + wrongCounts.prefix(8).joined(separator: ", "))
+        run.expect(
+            wrongCounts.isEmpty, "entries not generated exactly once: " + wrongCounts.prefix(8).joined(separator: ", "))
 
         let cold = try run.runPhase("cold", workers: run.workerCount)
         let coldReads = cold.reduce(0) { $0 + $1.storageHits }
@@ -99,7 +102,9 @@ enum ArtifactMixScenario: Scenario {
         let check = await run.verifyStorage()
         run.require(check, "storage")
         run.expect(check.listed == keys.count, "storage lists \(check.listed) entries, expected \(keys.count)")
-        let perKind = PayloadKind.allCases.map { kind in "\(kind.rawValue) \(check.labels.filter { $0.hasSuffix("#" + kind.rawValue) }.count)" }
+        let perKind = PayloadKind.allCases.map { kind in
+            "\(kind.rawValue) \(check.labels.filter { $0.hasSuffix("#" + kind.rawValue) }.count)"
+        }
         run.note(
             "\(keys.count) entries (\(perKind.joined(separator: ", "))); cold pass by \(cold.count) fresh processes: "
                 + "\(coldReads) storage reads, all correct")

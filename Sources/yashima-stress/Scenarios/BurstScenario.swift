@@ -37,7 +37,9 @@ enum BurstScenario: Scenario {
                             let key = key(round: round, index: index)
                             let hooks = worker.recordingHooks(key, delayMilliseconds: delay)
                             guard let fetched = await worker.fetch(cache, key, hooks: hooks) else { return }
-                            if pass == 0 { worker.tally.list("digests", "\(round)/\(index)=\(Digest.hex(fetched.digest))") }
+                            if pass == 0 {
+                                worker.tally.list("digests", "\(round)/\(index)=\(Digest.hex(fetched.digest))")
+                            }
                         }
                     }
                 }
@@ -68,7 +70,8 @@ enum BurstScenario: Scenario {
             let count = counts[label] ?? 0
             if count != 1 { duplicated.append("\(label) ×\(count)") }
         }
-        run.expect(duplicated.isEmpty, "keys not generated exactly once: " + duplicated.prefix(8).joined(separator: ", "))
+        run.expect(
+            duplicated.isEmpty, "keys not generated exactly once: " + duplicated.prefix(8).joined(separator: ", "))
         for label in counts.keys where expectedLabels[label] == nil { run.fail("unexpected generation of \(label)") }
 
         // Every worker got every key, and the same, correct bytes.

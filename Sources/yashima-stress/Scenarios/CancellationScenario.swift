@@ -61,7 +61,8 @@ enum CancellationScenario: Scenario {
             var random = worker.random(UInt64(round))
             let plans = (0..<tasks).map { _ in
                 TaskPlan(
-                    key: random.below(keys), cancel: random.chance(cancelPercent), cancelAfterMilliseconds: random.below(60),
+                    key: random.below(keys), cancel: random.chance(cancelPercent),
+                    cancelAfterMilliseconds: random.below(60),
                     generateMilliseconds: 20 + random.below(60), ignoresCancellation: random.chance(50))
             }
             await worker.awaitGo()
@@ -109,7 +110,8 @@ enum CancellationScenario: Scenario {
             }
         }
         if plan.cancel {
-            try? await Task.sleep(for: .milliseconds(plan.cancelAfterMilliseconds))  // only our own task can cancel this
+            // only our own task can cancel this
+            try? await Task.sleep(for: .milliseconds(plan.cancelAfterMilliseconds))
             call.cancel()
         }
         switch await call.result {
@@ -117,7 +119,8 @@ enum CancellationScenario: Scenario {
             let fetched = Fetched(
                 source: resolution.source, shared: resolution.wasSharedGeneration,
                 correct: isCorrect(resolution.value, key, worker.expected), metadata: resolution.metadata, digest: 0)
-            worker.tally.record(fetched, nanoseconds: monotonicNanoseconds() - start, describe: "\(label) from \(resolution.source)")
+            worker.tally.record(
+                fetched, nanoseconds: monotonicNanoseconds() - start, describe: "\(label) from \(resolution.source)")
             if let token = token(of: resolution.value) { worker.tally.list("received", token) }
         case .failure(let error) where error is CancellationError:
             worker.tally.operation(nanoseconds: monotonicNanoseconds() - start)
@@ -157,7 +160,10 @@ enum CancellationScenario: Scenario {
             badReceived.append("\(token) (\(status[token] ?? "unknown generation"))")
         }
         run.countWrongValues(badReceived.count)
-        run.expect(badReceived.isEmpty, "values from generations that did not complete normally were returned: " + badReceived.prefix(5).joined(separator: ", "))
+        run.expect(
+            badReceived.isEmpty,
+            "values from generations that did not complete normally were returned: "
+                + badReceived.prefix(5).joined(separator: ", "))
 
         // Storage holds only results of generations that completed without being cancelled.
         let judge = run.judgeCache()
@@ -174,19 +180,23 @@ enum CancellationScenario: Scenario {
                     storedBad.append("\(label): wrong bytes")
                     continue
                 }
-                if status[token] != "ok" { storedBad.append("\(label): token \(token) (\(status[token] ?? "unknown generation"))") }
+                if status[token] != "ok" {
+                    storedBad.append("\(label): token \(token) (\(status[token] ?? "unknown generation"))")
+                }
             } catch {
                 storedBad.append("\(label): unreadable (\(error))")
             }
         }
         run.countWrongValues(storedBad.count)
-        run.expect(storedBad.isEmpty, "storage holds results it must not: " + storedBad.prefix(5).joined(separator: "; "))
+        run.expect(
+            storedBad.isEmpty, "storage holds results it must not: " + storedBad.prefix(5).joined(separator: "; "))
 
         let cancelled = results.reduce(0) { $0 + ($1.counters["cancelled"] ?? 0) }
         run.generations(expected: nil, seen: generations)
         run.note(
             "\(rounds) rounds; \(cancelled) requests cancelled while waiting; generations: \(generations) "
-                + "(\(aborted) aborted, \(completedAfterCancel) completed after cancellation, none of them stored or returned)")
+                + "(\(aborted) aborted, \(completedAfterCancel) completed after cancellation, none of them stored or returned)"
+        )
         run.note("\(stored) entries in storage, each from a generation that completed normally")
     }
 }

@@ -80,29 +80,31 @@ enum ChaosScenario: Scenario {
         var nextIndex = run.workerCount
 
         let fleet = try run.startPhase("chaos", workers: run.workerCount, releaseLateWorkers: true)
-        run.finishPhase(fleet, onLine: { worker, line in
-            guard worker.isRunning, killsDuringGeneration + killsDuringPublish < killQuota else { return }
-            var kill = false
-            if line.hasPrefix("GENERATING "), killsDuringGeneration < killQuota / 2, random.chance(35) {
-                killsDuringGeneration += 1
-                kill = true
-            } else if line.hasPrefix("PUBLISHING "), killsDuringPublish < killQuota / 2,
-                line.contains("#data"), isLarge(labelKey(line)), random.chance(60)
-            {
-                // The worker is about to encode and write a multi-megabyte staging file: kill it in there.
-                usleep(UInt32(random.below(3_000)))
-                killsDuringPublish += 1
-                kill = true
-            }
-            guard kill else { return }
-            fleet.kill(worker)
-            do {
-                try fleet.spawn(phase: "chaos", index: nextIndex)
-                nextIndex += 1
-            } catch {
-                run.fail("could not start a replacement worker: \(error)")
-            }
-        })
+        run.finishPhase(
+            fleet,
+            onLine: { worker, line in
+                guard worker.isRunning, killsDuringGeneration + killsDuringPublish < killQuota else { return }
+                var kill = false
+                if line.hasPrefix("GENERATING "), killsDuringGeneration < killQuota / 2, random.chance(35) {
+                    killsDuringGeneration += 1
+                    kill = true
+                } else if line.hasPrefix("PUBLISHING "), killsDuringPublish < killQuota / 2,
+                    line.contains("#data"), isLarge(labelKey(line)), random.chance(60)
+                {
+                    // The worker is about to encode and write a multi-megabyte staging file: kill it in there.
+                    usleep(UInt32(random.below(3_000)))
+                    killsDuringPublish += 1
+                    kill = true
+                }
+                guard kill else { return }
+                fleet.kill(worker)
+                do {
+                    try fleet.spawn(phase: "chaos", index: nextIndex)
+                    nextIndex += 1
+                } catch {
+                    run.fail("could not start a replacement worker: \(error)")
+                }
+            })
         let stagingLeft = StorageProbe.stagingFiles(run.cacheDirectory).count
 
         // Every key ends readable and correct: a fresh process reads them all.
@@ -114,7 +116,8 @@ enum ChaosScenario: Scenario {
         run.generations(expected: keys, atLeast: true, seen: seen)
         run.note(
             "\(killsDuringGeneration + killsDuringPublish) workers SIGKILLed (\(killsDuringGeneration) while generating, "
-                + "\(killsDuringPublish) while publishing) and replaced; \(counted(stagingLeft, "staging file")) left by them")
+                + "\(killsDuringPublish) while publishing) and replaced; \(counted(stagingLeft, "staging file")) left by them"
+        )
         run.note(
             "a fresh process read all \(keys) keys correct (\(found) from storage, \(keys - found) regenerated); "
                 + "\(check.listed) entries re-read correct, none torn")

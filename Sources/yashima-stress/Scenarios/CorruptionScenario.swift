@@ -9,11 +9,13 @@ import YashimaShared
 
 enum CorruptionScenario: Scenario {
     static let name = "corruption"
-    static let summary = "entry files flipped/truncated/zeroed/replaced while workers read: correct or a regenerated miss"
+    static let summary =
+        "entry files flipped/truncated/zeroed/replaced while workers read: correct or a regenerated miss"
 
     static func key(_ index: Int) -> CacheKey {
         let specs = [
-            PayloadSpec(kind: .data, size: 500), PayloadSpec(kind: .data, size: 9_000), PayloadSpec(kind: .data, size: 100_000),
+            PayloadSpec(kind: .data, size: 500), PayloadSpec(kind: .data, size: 9_000),
+            PayloadSpec(kind: .data, size: 100_000),
             PayloadSpec(kind: .compressed, size: 20_000), PayloadSpec(kind: .json, size: 50),
             PayloadSpec(kind: .string, size: 700), PayloadSpec(kind: .data, size: 300_000),
         ]
@@ -71,36 +73,40 @@ enum CorruptionScenario: Scenario {
         var lastDamage: UInt64 = 0
         var stopped = false
         var scratch = 0
-        run.finishPhase(fleet, tick: {
-            let now = monotonicNanoseconds()
-            if now >= stopAt {
-                if !stopped { fleet.broadcast("STOP") }
-                stopped = true
-                return
-            }
-            guard now - lastDamage >= 8_000_000 else { return }
-            lastDamage = now
-            let files = StorageProbe.entryFiles(run.cacheDirectory)
-            guard let target = files.isEmpty ? nil : files[random.below(files.count)] else { return }
-            guard var bytes = try? Data(contentsOf: URL(fileURLWithPath: target.path)) else { return }  // replaced meanwhile
-            let damage = Damage.allCases[random.below(Damage.allCases.count)]
-            if damage == .otherEntry {
-                guard let other = files.first(where: { $0.path != target.path }),
-                    let otherBytes = try? Data(contentsOf: URL(fileURLWithPath: other.path))  // replaced meanwhile: skip
-                else { return }
-                bytes = otherBytes
-            } else {
-                apply(damage, to: &bytes, &random)
-            }
-            scratch += 1
-            let aside = run.directory + "/scratch/damaged-\(scratch)"
-            guard (try? bytes.write(to: URL(fileURLWithPath: aside))) != nil else { return }  // disk trouble: skip
-            if rename(aside, target.path) == 0 {
-                counts["\(damage)", default: 0] += 1
-            } else {
-                unlink(aside)
-            }
-        })
+        run.finishPhase(
+            fleet,
+            tick: {
+                let now = monotonicNanoseconds()
+                if now >= stopAt {
+                    if !stopped { fleet.broadcast("STOP") }
+                    stopped = true
+                    return
+                }
+                guard now - lastDamage >= 8_000_000 else { return }
+                lastDamage = now
+                let files = StorageProbe.entryFiles(run.cacheDirectory)
+                guard let target = files.isEmpty ? nil : files[random.below(files.count)] else { return }
+                // replaced meanwhile
+                guard var bytes = try? Data(contentsOf: URL(fileURLWithPath: target.path)) else { return }
+                let damage = Damage.allCases[random.below(Damage.allCases.count)]
+                if damage == .otherEntry {
+                    guard let other = files.first(where: { $0.path != target.path }),
+                        // replaced meanwhile: skip
+                        let otherBytes = try? Data(contentsOf: URL(fileURLWithPath: other.path))
+                    else { return }
+                    bytes = otherBytes
+                } else {
+                    apply(damage, to: &bytes, &random)
+                }
+                scratch += 1
+                let aside = run.directory + "/scratch/damaged-\(scratch)"
+                guard (try? bytes.write(to: URL(fileURLWithPath: aside))) != nil else { return }  // disk trouble: skip
+                if rename(aside, target.path) == 0 {
+                    counts["\(damage)", default: 0] += 1
+                } else {
+                    unlink(aside)
+                }
+            })
         let replaced = counts.values.reduce(0, +)
         run.expect(replaced > 0, "no entry file was damaged while workers read")
 

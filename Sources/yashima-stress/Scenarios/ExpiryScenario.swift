@@ -11,7 +11,9 @@ enum ExpiryScenario: Scenario {
     static let summary = "short .after expiries: never returned after expiring, in any worker"
 
     static func key(_ index: Int) -> CacheKey {
-        let spec = index % 4 == 3 ? PayloadSpec(kind: .string, size: 300) : PayloadSpec(kind: .data, size: [800, 6_000, 90_000][index % 3])
+        let spec =
+            index % 4 == 3
+            ? PayloadSpec(kind: .string, size: 300) : PayloadSpec(kind: .data, size: [800, 6_000, 90_000][index % 3])
         return StressKey.make("expiry", "k\(index)", spec)
     }
 
@@ -51,11 +53,14 @@ enum ExpiryScenario: Scenario {
             if roll < 70 {
                 guard let fetched = await worker.fetch(cache, key, options: options) else { return }
                 // A value this call (or a task it joined) generated is fresh, not cached: nothing to check.
-                if fetched.source != .generated { check(worker, label, fetched.metadata, callStart, expiry, "\(fetched.source)") }
+                if fetched.source != .generated {
+                    check(worker, label, fetched.metadata, callStart, expiry, "\(fetched.source)")
+                }
             } else if roll < 85 {
                 let start = monotonicNanoseconds()
                 if let fetched = try await worker.expected.cached(cache, key, options: options) {
-                    worker.tally.record(fetched, nanoseconds: monotonicNanoseconds() - start, describe: "\(label) cache-only")
+                    worker.tally.record(
+                        fetched, nanoseconds: monotonicNanoseconds() - start, describe: "\(label) cache-only")
                     check(worker, label, fetched.metadata, callStart, expiry, "cache-only \(fetched.source)")
                 } else {
                     worker.tally.operation(nanoseconds: monotonicNanoseconds() - start, miss: true)
@@ -72,7 +77,8 @@ enum ExpiryScenario: Scenario {
     }
 
     private static func check(
-        _ worker: WorkerContext, _ label: String, _ metadata: CacheMetadata, _ callStart: Int64, _ expiry: Int, _ how: String
+        _ worker: WorkerContext, _ label: String, _ metadata: CacheMetadata, _ callStart: Int64, _ expiry: Int,
+        _ how: String
     ) {
         guard let expiresAt = metadata.expiresAt?.nanosecondsSince1970 else {
             worker.tally.wrong("\(label) (\(how)) has no expiry")
@@ -81,7 +87,8 @@ enum ExpiryScenario: Scenario {
         let margin: Int64 = 1_000  // metadata dates carry ~0.25 µs of rounding
         if expiresAt + margin < callStart {
             worker.tally.wrong(
-                "\(label) (\(how)) was returned \(String(format: "%.3f", Double(callStart - expiresAt) / 1e6)) ms after it expired")
+                "\(label) (\(how)) was returned \(String(format: "%.3f", Double(callStart - expiresAt) / 1e6)) ms after it expired"
+            )
         }
         let lifetime = expiresAt - metadata.createdAt.nanosecondsSince1970
         if abs(lifetime - Int64(expiry) * 1_000_000) > 1_000_000 {
@@ -109,7 +116,8 @@ enum ExpiryScenario: Scenario {
         // Once everything has expired, removeExpired() removes every entry file.
         let latest = listed.compactMap { $0.metadata.expiresAt?.nanosecondsSince1970 }.max() ?? 0
         let wait = latest - wallNanoseconds()
-        if wait > 0 { usleep(UInt32(min(wait / 1_000 + 5_000, 5_000_000))) }  // waiting for the wall clock, not for a process
+        // waiting for the wall clock, not for a process
+        if wait > 0 { usleep(UInt32(min(wait / 1_000 + 5_000, 5_000_000))) }
         let removed = try await judge.removeExpired()
         let left = StorageProbe.entryFiles(run.cacheDirectory).count
         run.expect(left == 0, "\(left) entry files remain after every entry expired and removeExpired() ran")
@@ -120,6 +128,7 @@ enum ExpiryScenario: Scenario {
         run.note(
             "\(keys) keys with expiries of 150–600 ms read for \(duration / 1000) s by \(run.workerCount) workers; "
                 + "\(checked) cached values checked against the clock, none expired; \(seen) generations "
-                + "(regenerated after expiry); afterwards \(removed) expired entries removed by removeExpired(), none left")
+                + "(regenerated after expiry); afterwards \(removed) expired entries removed by removeExpired(), none left"
+        )
     }
 }

@@ -17,7 +17,8 @@ enum LifecycleScenario: Scenario {
     static func key(_ namespace: String, _ index: Int) -> CacheKey {
         let spec =
             index % 3 == 2
-            ? PayloadSpec(kind: .json, size: [8, 120][index % 2]) : PayloadSpec(kind: .data, size: sizes[index % sizes.count])
+            ? PayloadSpec(kind: .json, size: [8, 120][index % 2])
+            : PayloadSpec(kind: .data, size: sizes[index % sizes.count])
         return StressKey.make(namespace, "k\(index)", spec)
     }
 
@@ -43,7 +44,8 @@ enum LifecycleScenario: Scenario {
         }
     }
 
-    private static func operate(_ worker: WorkerContext, _ cache: YCache, _ random: inout SplitMix64, _ keys: Int) async {
+    private static func operate(_ worker: WorkerContext, _ cache: YCache, _ random: inout SplitMix64, _ keys: Int) async
+    {
         let namespace = churned[random.below(churned.count)]
         let key = key(namespace, random.below(keys))
         let label = StressKey.label(key)
@@ -56,8 +58,10 @@ enum LifecycleScenario: Scenario {
                 await read(worker, cache, key)
             case 40..<50:
                 if let fetched = try await worker.expected.cached(cache, key) {
-                    worker.tally.record(fetched, nanoseconds: monotonicNanoseconds() - start, describe: "\(label) cache-only")
-                    worker.event("read \(label) \(wallStart) \(fetched.metadata.createdAt.nanosecondsSince1970) cacheOnly")
+                    worker.tally.record(
+                        fetched, nanoseconds: monotonicNanoseconds() - start, describe: "\(label) cache-only")
+                    worker.event(
+                        "read \(label) \(wallStart) \(fetched.metadata.createdAt.nanosecondsSince1970) cacheOnly")
                 } else {
                     worker.tally.operation(nanoseconds: monotonicNanoseconds() - start, miss: true)
                 }
@@ -106,7 +110,9 @@ enum LifecycleScenario: Scenario {
         }
     }
 
-    private static func logResult(_ worker: WorkerContext, _ label: String, _ fetched: Fetched, _ wallStart: Int64, _ how: String) {
+    private static func logResult(
+        _ worker: WorkerContext, _ label: String, _ fetched: Fetched, _ wallStart: Int64, _ how: String
+    ) {
         let created = fetched.metadata.createdAt.nanosecondsSince1970
         if fetched.source == .generated && !fetched.shared {
             worker.event("made \(label) \(created) \(wallNanoseconds())")
@@ -138,7 +144,10 @@ enum LifecycleScenario: Scenario {
             let label = String(words[1])
             switch words[0] {
             case "read" where words.count >= 5:
-                reads.append(Read(label: label, start: Int64(words[2]) ?? 0, created: Int64(words[3]) ?? 0, how: String(words[4])))
+                reads.append(
+                    Read(
+                        label: label, start: Int64(words[2]) ?? 0, created: Int64(words[3]) ?? 0, how: String(words[4]))
+                )
             case "made": made[label, default: []].append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
             case "remove": keyRemovals[label, default: []].append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
             case "removeAll": namespaceRemovals[label, default: []].append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
@@ -155,18 +164,22 @@ enum LifecycleScenario: Scenario {
             let namespace = String(read.label.prefix { $0 != "/" })
             let removals = (keyRemovals[read.label] ?? []) + (namespaceRemovals[namespace] ?? [])
             for removal in removals where removal.end < read.start && read.created + margin < removal.start {
-                let excused = (made[read.label] ?? []).contains { $0.created == read.created && $0.returned >= removal.start }
+                let excused = (made[read.label] ?? []).contains {
+                    $0.created == read.created && $0.returned >= removal.start
+                }
                 if !excused {
                     let age = Double(removal.start - read.created) / 1e6
                     stale.append(
                         "\(read.label) (\(read.how)) returned an entry stamped \(String(format: "%.2f", age)) ms before a removal "
-                            + "that finished \(String(format: "%.2f", Double(read.start - removal.end) / 1e6)) ms before the read began")
+                            + "that finished \(String(format: "%.2f", Double(read.start - removal.end) / 1e6)) ms before the read began"
+                    )
                     break
                 }
             }
         }
         run.countWrongValues(stale.count)
-        run.expect(stale.isEmpty, "\(stale.count) reads returned removed entries: " + stale.prefix(3).joined(separator: "; "))
+        run.expect(
+            stale.isEmpty, "\(stale.count) reads returned removed entries: " + stale.prefix(3).joined(separator: "; "))
 
         // The namespace nobody removes: generated exactly once per key, and all still there.
         let counts = run.generationCounts()
@@ -187,7 +200,9 @@ enum LifecycleScenario: Scenario {
         let left = try await judge.entries(in: churned[0]).count
         let keptAfter = try await judge.entries(in: kept).count
         run.expect(left == 0, "\(left) entries of \(churned[0]) survived removeAll(in:)")
-        run.expect(keptAfter == perNamespace, "removeAll(in: \(churned[0])) left \(keptAfter) of \(perNamespace) entries of \(kept)")
+        run.expect(
+            keptAfter == perNamespace,
+            "removeAll(in: \(churned[0])) left \(keptAfter) of \(perNamespace) entries of \(kept)")
 
         let removalCount = keyRemovals.values.reduce(0) { $0 + $1.count }
         let namespaceRemovalCount = namespaceRemovals.values.reduce(0) { $0 + $1.count }

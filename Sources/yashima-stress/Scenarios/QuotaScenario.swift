@@ -8,7 +8,8 @@ import YashimaShared
 
 enum QuotaScenario: Scenario {
     static let name = "quota"
-    static let summary = "writers under a small budget: usage ≤ budget + one in-flight entry per writer; exact fits kept"
+    static let summary =
+        "writers under a small budget: usage ≤ budget + one in-flight entry per writer; exact fits kept"
 
     static let poolSizes = [3_000, 9_000, 20_000, 36_000]
     static let exactSize = 24_000
@@ -18,7 +19,8 @@ enum QuotaScenario: Scenario {
     }
 
     static func ownKey(_ worker: Int, _ index: Int) -> CacheKey {
-        StressKey.make("quota", "w\(worker)-\(index)", PayloadSpec(kind: .data, size: poolSizes[index % poolSizes.count]))
+        StressKey.make(
+            "quota", "w\(worker)-\(index)", PayloadSpec(kind: .data, size: poolSizes[index % poolSizes.count]))
     }
 
     static func oversizedKey(_ index: Int, budget: Int) -> CacheKey {
@@ -26,7 +28,9 @@ enum QuotaScenario: Scenario {
     }
 
     static var exactKey: CacheKey { StressKey.make("quota", "exact", PayloadSpec(kind: .data, size: exactSize)) }
-    static var overExactKey: CacheKey { StressKey.make("quota", "exact", PayloadSpec(kind: .data, size: exactSize + 4_096)) }
+    static var overExactKey: CacheKey {
+        StressKey.make("quota", "exact", PayloadSpec(kind: .data, size: exactSize + 4_096))
+    }
 
     // MARK: Worker
 
@@ -45,7 +49,8 @@ enum QuotaScenario: Scenario {
                     let key = ownKey(worker.index, random.below(12))
                     let start = monotonicNanoseconds()
                     do {
-                        try await cache.store(worker.expected.bytes(key, StressKey.spec(of: key)!), for: key, codec: DataCodec())
+                        try await cache.store(
+                            worker.expected.bytes(key, StressKey.spec(of: key)!), for: key, codec: DataCodec())
                         worker.tally.operation(nanoseconds: monotonicNanoseconds() - start)
                         worker.tally.count("stores")
                     } catch {
@@ -59,7 +64,8 @@ enum QuotaScenario: Scenario {
                 }
             }
         case "exact":
-            let cache = worker.makeCache(budget: worker.plan["exactBudget"], directory: worker.plan.cacheDirectory + "-exact")
+            let cache = worker.makeCache(
+                budget: worker.plan["exactBudget"], directory: worker.plan.cacheDirectory + "-exact")
             try cache.openStorage()
             await worker.awaitGo()
             for key in [exactKey, overExactKey, exactKey] {
@@ -99,35 +105,48 @@ enum QuotaScenario: Scenario {
         var largestFile: Int64 = 0
         var samples = 0
         var lastSample: UInt64 = 0
-        run.finishPhase(fleet, tick: {
-            let now = monotonicNanoseconds()
-            guard now - lastSample >= 2_000_000 else { return }
-            lastSample = now
-            let usage = StorageProbe.usage(run.cacheDirectory)
-            peak = max(peak, usage.allocated)
-            largestFile = max(largestFile, usage.largestFile)
-            samples += 1
-        })
+        run.finishPhase(
+            fleet,
+            tick: {
+                let now = monotonicNanoseconds()
+                guard now - lastSample >= 2_000_000 else { return }
+                lastSample = now
+                let usage = StorageProbe.usage(run.cacheDirectory)
+                peak = max(peak, usage.allocated)
+                largestFile = max(largestFile, usage.largestFile)
+                samples += 1
+            })
         let final = StorageProbe.usage(run.cacheDirectory)
         peak = max(peak, final.allocated)
         run.expect(
             peak <= bound,
-            "usage reached \(describeBytes(peak)), over the bound \(describeBytes(bound)) (budget \(describeBytes(Int64(budget))) + \(run.workerCount) × \(describeBytes(Int64(largestCharge))))")
-        run.expect(final.allocated <= Int64(budget), "usage is \(describeBytes(final.allocated)) after the writers finished, over the budget")
-        run.expect(largestFile <= Int64(budget), "an entry file of \(describeBytes(largestFile)) (larger than the budget) was stored")
+            "usage reached \(describeBytes(peak)), over the bound \(describeBytes(bound)) (budget \(describeBytes(Int64(budget))) + \(run.workerCount) × \(describeBytes(Int64(largestCharge))))"
+        )
+        run.expect(
+            final.allocated <= Int64(budget),
+            "usage is \(describeBytes(final.allocated)) after the writers finished, over the budget")
+        run.expect(
+            largestFile <= Int64(budget),
+            "an entry file of \(describeBytes(largestFile)) (larger than the budget) was stored")
 
         let check = await run.verifyStorage()
         run.require(check, "storage")
         let oversizedStored = check.labels.filter { $0.hasPrefix("quota/over") }
-        run.expect(oversizedStored.isEmpty, "oversized entries in storage: \(oversizedStored.sorted().joined(separator: ", "))")
+        run.expect(
+            oversizedStored.isEmpty, "oversized entries in storage: \(oversizedStored.sorted().joined(separator: ", "))"
+        )
         let judge = run.judgeCache()
         let reported = try await judge.storageUsage()
-        run.expect(reported.byteCount == StorageProbe.usage(run.cacheDirectory).allocated, "storageUsage() says \(reported.byteCount) bytes, the directory holds \(StorageProbe.usage(run.cacheDirectory).allocated)")
+        run.expect(
+            reported.byteCount == StorageProbe.usage(run.cacheDirectory).allocated,
+            "storageUsage() says \(reported.byteCount) bytes, the directory holds \(StorageProbe.usage(run.cacheDirectory).allocated)"
+        )
 
         // Exact capacity: budget == one entry's charge; the entry is kept, a bigger one is not stored.
         try run.runPhase("exact", workers: 1)
         let exactDirectory = run.cacheDirectory + "-exact"
-        let exactJudge = YCache(storageDirectory: URL(fileURLWithPath: exactDirectory), memoryMaximumCost: 0, storageMaximumByteCount: nil)
+        let exactJudge = YCache(
+            storageDirectory: URL(fileURLWithPath: exactDirectory), memoryMaximumCost: 0, storageMaximumByteCount: nil)
         let kept = try await run.expected.cached(exactJudge, exactKey)
         run.expect(kept?.correct == true, "an entry whose charge (\(exactCharge) B) equals the budget was not kept")
         let over = try await run.expected.cached(exactJudge, overExactKey)

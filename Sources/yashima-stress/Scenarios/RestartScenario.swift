@@ -59,7 +59,8 @@ enum RestartScenario: Scenario {
         case "crash":
             await worker.awaitGo()
             let hooks = worker.recordingHooks(crashKey)
-            let announce = GeneratorHooks(willGenerate: hooks.willGenerate, didGenerate: { WorkerOutput.send("PUBLISHING") })
+            let announce = GeneratorHooks(
+                willGenerate: hooks.willGenerate, didGenerate: { WorkerOutput.send("PUBLISHING") })
             await worker.fetch(cache, crashKey, hooks: announce)
         case "reopen":
             await worker.awaitGo()
@@ -87,7 +88,8 @@ enum RestartScenario: Scenario {
                 worker.tally.operation(nanoseconds: monotonicNanoseconds() - start, miss: true)
                 return false
             }
-            worker.tally.record(fetched, nanoseconds: monotonicNanoseconds() - start, describe: "\(StressKey.label(key)) after restart")
+            worker.tally.record(
+                fetched, nanoseconds: monotonicNanoseconds() - start, describe: "\(StressKey.label(key)) after restart")
             return true
         } catch {
             worker.tally.error("\(StressKey.label(key)): \(error)")
@@ -112,18 +114,23 @@ enum RestartScenario: Scenario {
         // Exactly once, except the expiring keys: one may expire before a slow worker reads it.
         let lasting = (0..<keys).map(regularKey) + (0..<goneCount).map(goneKey)
         let wrongCounts = lasting.map(StressKey.label).filter { counts[$0] != 1 }.map { "\($0) ×\(counts[$0] ?? 0)" }
-        run.expect(wrongCounts.isEmpty, "entries not generated exactly once: " + wrongCounts.prefix(6).joined(separator: ", "))
+        run.expect(
+            wrongCounts.isEmpty, "entries not generated exactly once: " + wrongCounts.prefix(6).joined(separator: ", "))
         let expiringLabels = (0..<expiringCount).map { StressKey.label(expiringKey($0)) }
         run.expect(expiringLabels.allSatisfy { counts[$0, default: 0] >= 1 }, "an expiring entry was never generated")
-        run.generations(expected: lasting.count + expiringCount, atLeast: expiringLabels.contains { counts[$0, default: 0] > 1 }, seen: counts.values.reduce(0, +))
+        run.generations(
+            expected: lasting.count + expiringCount, atLeast: expiringLabels.contains { counts[$0, default: 0] > 1 },
+            seen: counts.values.reduce(0, +))
 
         // A writer killed while publishing a large entry.
         let crasher = try run.startPhase("crash", workers: 1)
-        crasher.wait(deadline: run.deadline, onLine: { worker, line in
-            guard line == "PUBLISHING" else { return }
-            usleep(UInt32(random.below(4_000)))
-            crasher.kill(worker)
-        })
+        crasher.wait(
+            deadline: run.deadline,
+            onLine: { worker, line in
+                guard line == "PUBLISHING" else { return }
+                usleep(UInt32(random.below(4_000)))
+                crasher.kill(worker)
+            })
         run.absorb(crasher)
 
         // Debris: everything now in tmp/ is made two hours old (as if its writer died long ago), plus planted
@@ -133,11 +140,14 @@ enum RestartScenario: Scenario {
         for file in StorageProbe.stagingFiles(root) { _ = StorageProbe.backdate(file.path, bySeconds: 7_200) }
         for index in 0..<3 {
             let path = root + "/tmp/stress-old-\(index).staging"
-            run.expect(FileManager.default.createFile(atPath: path, contents: Data(count: 5_000)), "could not plant debris")
+            run.expect(
+                FileManager.default.createFile(atPath: path, contents: Data(count: 5_000)), "could not plant debris")
             run.expect(StorageProbe.backdate(path, bySeconds: 7_200), "could not backdate debris")
         }
         let young = root + "/tmp/stress-young.staging"
-        run.expect(FileManager.default.createFile(atPath: young, contents: Data(count: 100)), "could not plant a young staging file")
+        run.expect(
+            FileManager.default.createFile(atPath: young, contents: Data(count: 100)),
+            "could not plant a young staging file")
         try FileManager.default.createDirectory(atPath: root + "/locks/ab", withIntermediateDirectories: true)
         let abandonedLock = root + "/locks/ab/ab" + String(repeating: "0", count: 62) + ".lock"
         run.expect(FileManager.default.createFile(atPath: abandonedLock, contents: nil), "could not plant a lock file")
@@ -157,12 +167,15 @@ enum RestartScenario: Scenario {
         let now = Int(wallNanoseconds() / 1_000_000_000)
         let old = staging.filter { now - $0.modifiedSeconds >= 3_600 }
         run.expect(old.isEmpty, "trimming left \(old.count) staging files older than an hour")
-        run.expect(staging.contains { $0.path == young }, "trimming removed a young staging file (someone's write in progress)")
+        run.expect(
+            staging.contains { $0.path == young }, "trimming removed a young staging file (someone's write in progress)"
+        )
         run.expect(!FileManager.default.fileExists(atPath: abandonedLock), "trimming left an abandoned lock file")
 
         let check = await run.verifyStorage(expiring: true)
         run.require(check, "storage")
-        run.expect(check.listed == keys + crashFound, "storage lists \(check.listed) entries, expected \(keys + crashFound)")
+        run.expect(
+            check.listed == keys + crashFound, "storage lists \(check.listed) entries, expected \(keys + crashFound)")
         let usage = try await run.judgeCache().storageUsage()
         run.expect(usage.byteCount == StorageProbe.usage(root).allocated, "storageUsage() disagrees with the directory")
         run.note(
@@ -170,6 +183,7 @@ enum RestartScenario: Scenario {
                 + "a fresh process found all \(found) valid ones and none of the others")
         run.note(
             "publisher SIGKILLed mid-write (\(counted(realDebris, "staging file")) left, large entry \(crashFound == 1 ? "published" : "not published")); "
-                + "trim removed \(realDebris + 3) old staging files and the abandoned lock, kept the young staging file")
+                + "trim removed \(realDebris + 3) old staging files and the abandoned lock, kept the young staging file"
+        )
     }
 }

@@ -161,7 +161,9 @@ final class ScenarioRun {
             report.workers += 1
             if worker.hung {
                 report.hangs += 1
-                fail("\(worker.label) did not finish within \(Int(profile.phaseTimeoutSeconds)) s and was SIGKILLed (a hang)")
+                fail(
+                    "\(worker.label) did not finish within \(Int(profile.phaseTimeoutSeconds)) s and was SIGKILLed (a hang)"
+                )
                 continue
             }
             if worker.killedOnPurpose { continue }
@@ -176,7 +178,9 @@ final class ScenarioRun {
             if worker.exit != .exited(0) {
                 report.crashes += 1
                 let tail = worker.stderrTail()
-                fail("\(worker.label) ended with \(worker.exit.map { "\($0)" } ?? "no status")" + (tail.isEmpty ? "" : ": \(tail)"))
+                fail(
+                    "\(worker.label) ended with \(worker.exit.map { "\($0)" } ?? "no status")"
+                        + (tail.isEmpty ? "" : ": \(tail)"))
             } else if worker.result == nil {
                 report.crashes += 1
                 fail("\(worker.label) exited without a result" + (worker.malformedResult.map { ": \($0)" } ?? ""))

@@ -9,7 +9,7 @@ import Testing
 @testable import YashimaShared
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 // MARK: - Fixtures
@@ -116,10 +116,12 @@ private func externallyOwnedData(_ bytes: Data, counter: DeallocationCounter) ->
     bytes.withUnsafeBytes { raw in
         if let base = raw.baseAddress { buffer.copyMemory(from: base, byteCount: raw.count) }
     }
-    return Data(bytesNoCopy: buffer, count: bytes.count, deallocator: .custom { pointer, _ in
-        free(pointer)
-        counter.increment()
-    })
+    return Data(
+        bytesNoCopy: buffer, count: bytes.count,
+        deallocator: .custom { pointer, _ in
+            free(pointer)
+            counter.increment()
+        })
 }
 
 // MARK: - Round-trips
@@ -177,18 +179,21 @@ struct CodecRoundTripTests {
     @Test("An invalid compression level fails to encode", arguments: [Int32(-2), 10, 100])
     func invalidLevel(level: Int32) {
         let codec = CompressedDataCodec(level: level)
-        #expect(throws: CacheCodecError(
-            codecIdentifier: "zlib-data-v1", reason: .encodingFailed,
-            message: "compression level \(level) is outside -1...9")
+        #expect(
+            throws: CacheCodecError(
+                codecIdentifier: "zlib-data-v1", reason: .encodingFailed,
+                message: "compression level \(level) is outside -1...9")
         ) {
             try codec.encode(Data([1, 2, 3]))
         }
     }
 
-    @Test("StringCodec round-trips", arguments: [
-        "", "a", "é", "héllo wörld", "日本語のテキスト", "🏳️‍🌈👩‍👩‍👧‍👦🇯🇵", "e\u{301}\u{20DD}", "nul\0inside\0",
-        "\u{FEFF}bom-first", "\u{10FFFF}\u{E000}\u{7F}",
-    ])
+    @Test(
+        "StringCodec round-trips",
+        arguments: [
+            "", "a", "é", "héllo wörld", "日本語のテキスト", "🏳️‍🌈👩‍👩‍👧‍👦🇯🇵", "e\u{301}\u{20DD}", "nul\0inside\0",
+            "\u{FEFF}bom-first", "\u{10FFFF}\u{E000}\u{7F}",
+        ])
     func stringCodec(string: String) throws {
         let codec = StringCodec()
         let encoded = try codec.encode(string)
@@ -382,9 +387,11 @@ struct CodecInvalidInputTests {
         #expect(try Self.codec.decode(Self.framed(declared: actual, body: Data(body))) == Self.smallPayload)
     }
 
-    @Test("Huge declared lengths are rejected before allocating", arguments: [
-        UInt64(16 << 30) + 1, 1 << 40, UInt64.max, UInt64(Int.max), UInt64(1 << 32),
-    ])
+    @Test(
+        "Huge declared lengths are rejected before allocating",
+        arguments: [
+            UInt64(16 << 30) + 1, 1 << 40, UInt64.max, UInt64(Int.max), UInt64(1 << 32),
+        ])
     func hugeDeclaredLength(declared: UInt64) {
         let body = Data(Self.smallEncoded.dropFirst(8))
         expectDecodeFailure(Self.codec, Self.framed(declared: declared, body: body), .invalidInput)
@@ -405,7 +412,8 @@ struct CodecInvalidInputTests {
     @Test("A zlib stream with a preset dictionary or a gzip wrapper is rejected")
     func foreignStreams() {
         // zlib header with FDICT set (0x78 0xBB passes the header check) and a dictionary id.
-        expectDecodeFailure(Self.codec, Self.framed(declared: 3, body: Data([0x78, 0xBB, 0, 0, 0, 1, 0x4B, 0x04, 0])), .invalidInput)
+        expectDecodeFailure(
+            Self.codec, Self.framed(declared: 3, body: Data([0x78, 0xBB, 0, 0, 0, 1, 0x4B, 0x04, 0])), .invalidInput)
         // A gzip member of "a\n" is not a zlib stream.
         let gzip = Data([
             0x1F, 0x8B, 0x08, 0, 0, 0, 0, 0, 0, 0x03, 0x4B, 0xE4, 0x02, 0, 0x07, 0xA1, 0xEA, 0xDD, 0x02, 0, 0, 0,
@@ -413,10 +421,12 @@ struct CodecInvalidInputTests {
         expectDecodeFailure(Self.codec, Self.framed(declared: 2, body: gzip), .invalidInput)
     }
 
-    @Test("StringCodec rejects invalid UTF-8 instead of repairing it", arguments: [
-        [0xFF], [0xC3], [0xC0, 0xAF], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80], [0x61, 0x80, 0x62],
-        [0xE2, 0x82], [0xF0, 0x9F, 0x98],
-    ] as [[UInt8]])
+    @Test(
+        "StringCodec rejects invalid UTF-8 instead of repairing it",
+        arguments: [
+            [0xFF], [0xC3], [0xC0, 0xAF], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80], [0x61, 0x80, 0x62],
+            [0xE2, 0x82], [0xF0, 0x9F, 0x98],
+        ] as [[UInt8]])
     func invalidUTF8(bytes: [UInt8]) {
         expectDecodeFailure(StringCodec(), Data(bytes), .invalidInput)
     }
@@ -535,10 +545,12 @@ struct CodecExternalBufferTests {
         let counter = DeallocationCounter()
         var decoded: Data
         do {
-            let mapped = Data(bytesNoCopy: mapping, count: payload.count, deallocator: .custom { pointer, count in
-                munmap(pointer, count)
-                counter.increment()
-            })
+            let mapped = Data(
+                bytesNoCopy: mapping, count: payload.count,
+                deallocator: .custom { pointer, count in
+                    munmap(pointer, count)
+                    counter.increment()
+                })
             decoded = try DataCodec().decode(mapped)
         }
         try FileManager.default.removeItem(at: url)  // The mapping survives the file's removal.
@@ -566,9 +578,12 @@ struct CodecExternalBufferTests {
             Issue.record("mmap failed: \(errno)")
             return
         }
-        var decoded = try DataCodec().decode(Data(bytesNoCopy: mapping, count: payload.count, deallocator: .custom {
-            munmap($0, $1)
-        }))
+        var decoded = try DataCodec().decode(
+            Data(
+                bytesNoCopy: mapping, count: payload.count,
+                deallocator: .custom {
+                    munmap($0, $1)
+                }))
         decoded[0] ^= 0xFF
         decoded[8191] ^= 0xFF
         #expect(try Data(contentsOf: url) == payload)

@@ -20,7 +20,8 @@ import Testing
         let ledger = dir.path + ".ledger"
         defer { unlink(ledger) }
         let children = try (0..<8).map { _ in
-            try worker("get", dir, ["--key", "hot", "--generate-ms", "300", "--ledger", ledger, "--go", "--size", "65536"])
+            try worker(
+                "get", dir, ["--key", "hot", "--generate-ms", "300", "--ledger", ledger, "--go", "--size", "65536"])
         }
         #expect(startTogether(children))
         let results = children.compactMap { $0.readJSON(timeout: 60) }
@@ -236,7 +237,9 @@ func lockFileCount(_ root: URL) -> Int {
     let locks = root.appendingPathComponent("locks")
     guard let folders = try? FileManager.default.contentsOfDirectory(atPath: locks.path) else { return 0 }
     return folders.reduce(0) { count, folder in
-        count + ((try? FileManager.default.contentsOfDirectory(atPath: locks.appendingPathComponent(folder).path))?.count ?? 0)
+        count
+            + ((try? FileManager.default.contentsOfDirectory(atPath: locks.appendingPathComponent(folder).path))?.count
+                ?? 0)
     }
 }
 

@@ -53,8 +53,10 @@ extension Hardening {
 
         @Test(
             "a key over 64 MiB: returned, never stored (no reader would accept it)",
-            .enabled(if: ProcessInfo.processInfo.environment["YASHIMA_SLOW_TESTS"] != nil,
-                     "hashing 64 MiB several times takes ~20 s in a debug build (minutes under sanitizers); set YASHIMA_SLOW_TESTS=1"))
+            .enabled(
+                if: ProcessInfo.processInfo.environment["YASHIMA_SLOW_TESTS"] != nil,
+                "hashing 64 MiB several times takes ~20 s in a debug build (minutes under sanitizers); set YASHIMA_SLOW_TESTS=1"
+            ))
         func keyOverTheHeaderLimit() async throws {
             let key = CacheKey(namespace: "n", identity: String(repeating: "x", count: EntryFormat.maximumKeyByteCount))
             let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: nil)
@@ -109,7 +111,9 @@ extension Hardening {
             Hardening.makePrivateFolder(dir.path + "/entries/ab")
             Hardening.makePrivateFolder(dir.path + "/entries/not-a-fan-out")
             Hardening.makePrivateFolder(dir.path + "/locks/ab")
-            for name in foreign { _ = FileManager.default.createFile(atPath: dir.path + "/" + name, contents: Data("x".utf8)) }
+            for name in foreign {
+                _ = FileManager.default.createFile(atPath: dir.path + "/" + name, contents: Data("x".utf8))
+            }
             let posing = dir.path + "/entries/ab/" + String(repeating: "ab", count: 32) + ".entry"
             _ = FileManager.default.createFile(atPath: posing, contents: Data("garbage".utf8))
 
@@ -128,7 +132,9 @@ extension Hardening {
             #expect(!FileManager.default.fileExists(atPath: posing), "a garbage .entry file in a fan-out is removed")
         }
 
-        @Test("a file where a folder should be: the root or a top-level folder is an error naming it; a fan-out is replaced")
+        @Test(
+            "a file where a folder should be: the root or a top-level folder is an error naming it; a fan-out is replaced"
+        )
         func fileWhereAFolderShouldBe() async throws {
             // The root itself.
             _ = FileManager.default.createFile(atPath: dir.path, contents: Data("file".utf8))
@@ -189,7 +195,9 @@ extension Hardening {
             let error = await #expect(throws: YCacheError.self) {
                 try await cache.value(for: CacheKey("e"), codec: codec) { Data("v".utf8) }
             }
-            if case .encodingFailed(let id, _) = error { #expect(id == "throwing-v1") } else {
+            if case .encodingFailed(let id, _) = error {
+                #expect(id == "throwing-v1")
+            } else {
                 Issue.record("expected encodingFailed, got \(String(describing: error))")
             }
             let value = try await cache.value(
@@ -203,15 +211,22 @@ extension Hardening {
         func codecThrowsOnDecode() async throws {
             let key = CacheKey("d")
             _ = try await YCache(storageDirectory: dir.url).value(
-                for: key, codec: ThrowingCodec(failEncode: false, failDecode: false)) { Data("v".utf8) }
+                for: key, codec: ThrowingCodec(failEncode: false, failDecode: false)
+            ) { Data("v".utf8) }
             let failing = ThrowingCodec(failEncode: false, failDecode: true)
             let strict = YCache(storageDirectory: dir.url)
             let error = await #expect(throws: YCacheError.self) {
-                try await strict.value(for: key, codec: failing, options: .init(readFailurePolicy: .throwError)) { Data() }
+                try await strict.value(for: key, codec: failing, options: .init(readFailurePolicy: .throwError)) {
+                    Data()
+                }
             }
-            if case .decodingFailed = error {} else { Issue.record("expected decodingFailed, got \(String(describing: error))") }
+            if case .decodingFailed = error {
+            } else {
+                Issue.record("expected decodingFailed, got \(String(describing: error))")
+            }
             _ = try await YCache(storageDirectory: dir.url).value(
-                for: key, codec: ThrowingCodec(failEncode: false, failDecode: false)) { Data("v".utf8) }
+                for: key, codec: ThrowingCodec(failEncode: false, failDecode: false)
+            ) { Data("v".utf8) }
             let lenient = YCache(storageDirectory: dir.url)
             let resolved = try await lenient.resolve(for: key, codec: failing) { Data("again".utf8) }
             #expect(resolved.source == .generated)
@@ -229,8 +244,9 @@ extension Hardening {
             #expect(try await cache.data(for: CacheKey("g")) { Data("ok".utf8) } == Data("ok".utf8))
         }
 
-        @Test("a negative or zero budget: nothing is stored (storage) or kept (memory); values are still returned",
-              arguments: [-1, 0])
+        @Test(
+            "a negative or zero budget: nothing is stored (storage) or kept (memory); values are still returned",
+            arguments: [-1, 0])
         func negativeOrZeroBudget(budget: Int) async throws {
             let cache = YCache(storageDirectory: dir.url, memoryMaximumCost: budget, storageMaximumByteCount: budget)
             let first = try await cache.resolve(for: CacheKey("z"), codec: DataCodec()) { Data("v".utf8) }

@@ -30,9 +30,10 @@ extension Hardening {
         /// payload, so the write fails in the middle of the payload, leaving a partial staging file to clean.
         static let limited = "trap '' XFSZ; ulimit -f 16"
 
-        @Test("file-size limit: .throwError gives storageFull, nothing partial is visible, usage unchanged",
-              .disabled(if: isThreadSanitized, "TSan's runtime cannot start under RLIMIT_FSIZE"),
-              arguments: ["throw", "best-effort"])
+        @Test(
+            "file-size limit: .throwError gives storageFull, nothing partial is visible, usage unchanged",
+            .disabled(if: isThreadSanitized, "TSan's runtime cannot start under RLIMIT_FSIZE"),
+            arguments: ["throw", "best-effort"])
         func fileSizeLimit(policy: String) async throws {
             let (dir, cache) = try await Self.preparedDirectory()
             let countedBefore = try await cache.storageUsage()  // reconciles the counter with the files
@@ -42,8 +43,10 @@ extension Hardening {
 
             let child = try workerUnderShell(
                 Self.limited,
-                ["worker", "get", "--directory", dir.path, "--key", "big", "--size", "\(1 << 20)",
-                 "--write-failure", policy])
+                [
+                    "worker", "get", "--directory", dir.path, "--key", "big", "--size", "\(1 << 20)",
+                    "--write-failure", policy,
+                ])
             let line = try #require(child.readJSON())
             let status = child.wait()
             if policy == "throw" {
@@ -63,14 +66,17 @@ extension Hardening {
             #expect(counted.byteCount == Hardening.entryBytes(dir.path))
             #expect(try Hardening.usageHint(cache) == counted.byteCount)
             // The directory still works for a writer without the limit.
-            let ok = try ChildProcess(["worker", "get", "--directory", dir.path, "--key", "big", "--size", "\(1 << 20)"])
+            let ok = try ChildProcess([
+                "worker", "get", "--directory", dir.path, "--key", "big", "--size", "\(1 << 20)",
+            ])
             #expect(ok.readJSON()?["correct"] as? Bool == true)
             #expect(ok.wait() == 0)
             #expect(Hardening.isRegularFile(files.entry))
         }
 
-        @Test("a limit too small even for the entry header fails the same way",
-              .disabled(if: isThreadSanitized, "TSan's runtime cannot start under RLIMIT_FSIZE"))
+        @Test(
+            "a limit too small even for the entry header fails the same way",
+            .disabled(if: isThreadSanitized, "TSan's runtime cannot start under RLIMIT_FSIZE"))
         func limitBelowTheHeader() async throws {
             let (dir, _) = try await Self.preparedDirectory()
             let child = try workerUnderShell(
@@ -85,7 +91,8 @@ extension Hardening {
 
         /// Whether this process may mount a tmpfs (root outside a restricted container). Probed once.
         static let canMountTmpfs: Bool = {
-            let probe = FileManager.default.temporaryDirectory.appendingPathComponent("ysh-tmpfs-probe-\(getpid())").path
+            let probe = FileManager.default.temporaryDirectory.appendingPathComponent("ysh-tmpfs-probe-\(getpid())")
+                .path
             try? FileManager.default.createDirectory(atPath: probe, withIntermediateDirectories: true)
             defer { rmdir(probe) }
             guard mount("tmpfs", probe, "tmpfs", 0, "size=64k") == 0 else { return false }
@@ -93,8 +100,9 @@ extension Hardening {
             return true
         }()
 
-        @Test("a full tmpfs: typed storageFull or the value, nothing partial, staging removed",
-              .enabled(if: canMountTmpfs, "needs permission to mount a tmpfs"))
+        @Test(
+            "a full tmpfs: typed storageFull or the value, nothing partial, staging removed",
+            .enabled(if: canMountTmpfs, "needs permission to mount a tmpfs"))
         func fullTmpfs() async throws {
             let mountPoint = TemporaryDirectory("tmpfs")
             Hardening.makePrivateFolder(mountPoint.path)
@@ -109,8 +117,13 @@ extension Hardening {
             let error = await #expect(throws: YCacheError.self) {
                 try await cache.data(for: CacheKey("big")) { big }
             }
-            if case .storageFull = error {} else { Issue.record("expected storageFull, got \(String(describing: error))") }
-            let value = try await cache.data(for: CacheKey("big"), options: .init(writeFailurePolicy: .bestEffort)) { big }
+            if case .storageFull = error {
+            } else {
+                Issue.record("expected storageFull, got \(String(describing: error))")
+            }
+            let value = try await cache.data(for: CacheKey("big"), options: .init(writeFailurePolicy: .bestEffort)) {
+                big
+            }
             #expect(value == big)
 
             #expect(Hardening.allNames(under: root.path + "/tmp").isEmpty)

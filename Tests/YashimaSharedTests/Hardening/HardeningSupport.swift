@@ -79,11 +79,14 @@ extension Hardening {
                 for child in names { add(path + "/" + child, as: name + "/" + child) }
             } else {
                 let bytes = (try? Data(contentsOf: URL(fileURLWithPath: path))) ?? Data()
-                items[name] = "file mode \(mode) mtime \(mtime) bytes \(SHA256.hash(bytes).hex) links \(status.st_nlink > 0)"
+                items[name] =
+                    "file mode \(mode) mtime \(mtime) bytes \(SHA256.hash(bytes).hex) links \(status.st_nlink > 0)"
             }
         }
 
-        var description: String { items.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "\n") }
+        var description: String {
+            items.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "\n")
+        }
     }
 
     /// Every path below `root` (relative, without following symlinks).
@@ -103,7 +106,8 @@ extension Hardening {
     /// Writes `text` to a new file at `path` (mode 0644) and sets its mtime to a fixed past instant, so a
     /// later write would be visible as an mtime change.
     static func makeOutsideFile(_ path: String, _ text: String = "outside file: must never change\n") {
-        _ = FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o644])
+        _ = FileManager.default.createFile(
+            atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o644])
         var times = [timespec(tv_sec: 1_000_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000_000, tv_nsec: 0)]
         _ = utimensat(AT_FDCWD, path, &times, 0)
     }

@@ -33,8 +33,10 @@ extension Hardening {
             // 1. A generator that holds its key's lock file: stat the lock file while it exists.
             let holder = try workerUnderShell(
                 "umask \(umask)",
-                ["worker", "get", "--directory", root, "--key", "held", "--generate-ms", "60000", "--announce",
-                 "--sharing", sharing])
+                [
+                    "worker", "get", "--directory", root, "--key", "held", "--generate-ms", "60000", "--announce",
+                    "--sharing", sharing,
+                ])
             var announced = false
             while let line = holder.readLine(timeout: 60) {
                 if line.hasPrefix("GENERATING") { announced = true; break }
@@ -49,8 +51,10 @@ extension Hardening {
             //    entries), state, layout and trim.lock are all created.
             let writer = try workerUnderShell(
                 "umask \(umask)",
-                ["worker", "get", "--directory", root, "--key", "k", "--count", "3", "--size", "3000",
-                 "--budget", "8192", "--sharing", sharing])
+                [
+                    "worker", "get", "--directory", root, "--key", "k", "--count", "3", "--size", "3000",
+                    "--budget", "8192", "--sharing", sharing,
+                ])
             for _ in 0..<3 { #expect(writer.readJSON()?["correct"] as? Bool == true) }
             #expect(writer.wait() == 0)
 

@@ -200,13 +200,16 @@ extension Hardening {
             #expect(Snapshot(target) == before)
         }
 
-        @Test("trim.lock as a symlink or a hard link of an outside file is never written through", arguments: [false, true])
+        @Test(
+            "trim.lock as a symlink or a hard link of an outside file is never written through",
+            arguments: [false, true])
         func trimLock(hardLink: Bool) async throws {
             let cache = try openedCache(budget: 4096)
             let target = outside.path + "/trim-target"
             Hardening.makeOutsideFile(target)
             unlink(dir.path + "/trim.lock")
-            try #require((hardLink ? link(target, dir.path + "/trim.lock") : symlink(target, dir.path + "/trim.lock")) == 0)
+            try #require(
+                (hardLink ? link(target, dir.path + "/trim.lock") : symlink(target, dir.path + "/trim.lock")) == 0)
             let before = Snapshot(target)
 
             for index in 0..<3 {
@@ -221,8 +224,9 @@ extension Hardening {
 
         // MARK: Root files
 
-        @Test("layout or state symlinked to an outside file: open refuses with an error naming the file",
-              arguments: ["layout", "state"])
+        @Test(
+            "layout or state symlinked to an outside file: open refuses with an error naming the file",
+            arguments: ["layout", "state"])
         func rootFileSymlink(name: String) throws {
             _ = try openedCache()
             let target = outside.path + "/" + name

@@ -2,6 +2,7 @@
 // Yashima engine, its ordering, equality and hashing, odd key text, and the strict canonical parser.
 
 import Testing
+
 @testable import YashimaShared
 
 @Suite("CacheKey")
@@ -32,7 +33,8 @@ struct CacheKeyTests {
         let entry = EntryIdentity(key: Self.golden, codecIdentifier: "data-v1")
         #expect(entry.hex == "5f3a3ae57d96bbf2e16e62da269509d4f1638e6650f243676087636fb8a6a0a4")
         // The streamed digest equals hashing the spelled-out fields.
-        let spelled = Self.field("yashima.cache-entry-identity.v1") + Self.field("key")
+        let spelled =
+            Self.field("yashima.cache-entry-identity.v1") + Self.field("key")
             + Self.field(Self.golden.canonicalBytes) + Self.field("codec") + Self.field("data-v1")
         #expect(entry.digest == SHA256.hash(spelled))
         #expect(EntryIdentity(key: Self.golden, codecIdentifier: "data-v2") != entry)
@@ -100,8 +102,9 @@ struct CacheKeyTests {
         #expect(CacheKey(namespace: "a", identity: "b") != CacheKey(namespace: "b", identity: "a"))
         // Field boundaries are unambiguous: moving bytes between fields changes the key.
         #expect(CacheKey(namespace: "ab", identity: "c") != CacheKey(namespace: "a", identity: "bc"))
-        #expect(CacheKey(namespace: "ab", identity: "c").stableIdentifier
-            != CacheKey(namespace: "a", identity: "bc").stableIdentifier)
+        #expect(
+            CacheKey(namespace: "ab", identity: "c").stableIdentifier
+                != CacheKey(namespace: "a", identity: "bc").stableIdentifier)
         #expect(CacheKey("x").variant("k", "v") != CacheKey("x").version("k", "v"))
         #expect(CacheKey("x").variant("k", "v").stableIdentifier != CacheKey("x").version("k", "v").stableIdentifier)
     }
@@ -178,18 +181,22 @@ struct CacheKeyTests {
 
         let head = ["yashima.cache-key.v1", "namespace", "n", "identity", "i"].flatMap { Self.field($0) }
         let emptyVersions = ["versions", "0"].flatMap { Self.field($0) }
-        #expect(CacheKey(canonicalBytes: head + ["variants", "0"].flatMap { Self.field($0) } + emptyVersions)
-            == CacheKey(namespace: "n", identity: "i"))
+        #expect(
+            CacheKey(canonicalBytes: head + ["variants", "0"].flatMap { Self.field($0) } + emptyVersions)
+                == CacheKey(namespace: "n", identity: "i"))
         // Bad counts: too many, too few, leading zeros, signs, not digits, enormous.
         for count in ["1", "00", "01", "-0", "+0", "0x0", "", "99999999999999999999", "9223372036854775807"] {
             let form = head + ["variants", count].flatMap { Self.field($0) } + emptyVersions
             #expect(CacheKey(canonicalBytes: form) == nil, "variant count \(count)")
         }
         let oneVariant = ["component", "a", "1"].flatMap { Self.field($0) }
-        #expect(CacheKey(canonicalBytes: head + ["variants", "0"].flatMap { Self.field($0) } + oneVariant
-            + emptyVersions) == nil)
+        #expect(
+            CacheKey(
+                canonicalBytes: head + ["variants", "0"].flatMap { Self.field($0) } + oneVariant
+                    + emptyVersions) == nil)
         // Unsorted components are not canonical.
-        let unsorted = head + ["variants", "2", "component", "b", "1", "component", "a", "1"].flatMap { Self.field($0) }
+        let unsorted =
+            head + ["variants", "2", "component", "b", "1", "component", "a", "1"].flatMap { Self.field($0) }
             + emptyVersions
         #expect(CacheKey(canonicalBytes: unsorted) == nil)
         // Leading zeros in a length prefix, a wrong separator, a wrong terminator, a wrong label.
@@ -206,7 +213,8 @@ struct CacheKeyTests {
         badMagic[3] = UInt8(ascii: "Y")
         #expect(CacheKey(canonicalBytes: badMagic) == nil)
         // Invalid UTF-8 in a text field.
-        let invalidUTF8 = ["yashima.cache-key.v1", "namespace"].flatMap { Self.field($0) } + Self.field([0xC3, 0x28])
+        let invalidUTF8 =
+            ["yashima.cache-key.v1", "namespace"].flatMap { Self.field($0) } + Self.field([0xC3, 0x28])
             + ["identity", "i", "variants", "0", "versions", "0"].flatMap { Self.field($0) }
         #expect(CacheKey(canonicalBytes: invalidUTF8) == nil)
         // A huge length prefix must not crash or overflow.

@@ -3,6 +3,7 @@
 
 import CFileLock
 import Testing
+
 @testable import YashimaShared
 
 @Suite("CRC32C")
@@ -63,9 +64,11 @@ struct CRC32CTests {
         }
     }
 
-    @Test("matches the reference around the 3×8192-byte hardware block", arguments: [
-        24575, 24576, 24577, 49152 + 13, 3 * 24576, 1_048_576 + 7,
-    ])
+    @Test(
+        "matches the reference around the 3×8192-byte hardware block",
+        arguments: [
+            24575, 24576, 24577, 49152 + 13, 3 * 24576, 1_048_576 + 7,
+        ])
     func blockBoundaries(length: Int) {
         let bytes = Self.randomBytes(length, seed: UInt64(length))
         let expected = Self.reference(bytes)

@@ -3,6 +3,7 @@
 
 import Foundation
 import Testing
+
 @testable import YashimaShared
 
 @Suite("SHA-256")
@@ -81,8 +82,9 @@ struct SHA256Tests {
         let bytes = digest.bytes
         #expect(bytes.count == 32)
         #expect(bytes.prefix(4) == [0xba, 0x78, 0x16, 0xbf])
-        #expect(bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }
-            .joined() == digest.hex)
+        #expect(
+            bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }
+                .joined() == digest.hex)
         #expect(SHA256Digest(bytes: bytes) == digest)
         #expect(SHA256Digest(bytes: bytes[...]) == digest)
         #expect(SHA256Digest(bytes: bytes.dropLast()) == nil)
