@@ -33,7 +33,7 @@ struct Image: Sendable {
 }
 
 struct RawImageCodec: CacheCodec {
-    let identifier = "raw-image-v1"
+    let identifier = "raw-image-v1"  // change it whenever the byte format changes
 
     func encode(_ value: Image) throws -> Data {
         var data = Data()
@@ -53,6 +53,20 @@ struct RawImageCodec: CacheCodec {
     }
 
     func memoryCost(of value: Image, encodedByteCount: Int?) -> Int { value.width * value.height * 4 }
+}
+
+/// Stands in for an expensive fixture build.
+func buildSeededDatabase() async throws -> Data {
+    Data("seeded database".utf8)
+}
+
+/// The README's parallel-test-runner fixture.
+func seededDatabase(buildDirectory: URL) async throws -> Data {
+    let fixtures = YCache(
+        storageDirectory: buildDirectory.appendingPathComponent("fixtures"),
+        storageMaximumByteCount: 2 << 30)
+    let key = CacheKey(namespace: "fixtures", identity: "seeded-db").version("schema", 14)
+    return try await fixtures.data(for: key) { try await buildSeededDatabase() }
 }
 
 /// Group-shared mode, options, expiry and lifecycle (README: Guides).
@@ -77,6 +91,7 @@ func guides(directory: String) async throws {
     try await shared.removeAll(in: "previews")
     try await shared.trimStorageIfNeeded()
     print("statistics", shared.statistics)
+    print("fixture", try await seededDatabase(buildDirectory: URL(fileURLWithPath: directory)).count)
 }
 
 let arguments = CommandLine.arguments

@@ -21,7 +21,7 @@ import Testing
         defer { unlink(ledger) }
         let children = try (0..<8).map { _ in
             try worker(
-                "get", dir, ["--key", "hot", "--generate-ms", "300", "--ledger", ledger, "--go", "--size", "65536"])
+                "get", dir, ["--key", "hot", "--generate-ms", "1500", "--ledger", ledger, "--go", "--size", "65536"])
         }
         #expect(startTogether(children))
         let results = children.compactMap { $0.readJSON(timeout: 60) }
