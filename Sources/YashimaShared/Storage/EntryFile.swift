@@ -59,20 +59,12 @@ struct EntryFile {
         -> Result<StoredEntry, EntryReadFailure>
     {
         let fd: Int32
-        switch Syscall.open(path.relative, in: directory.descriptor, flags: [.readOnly]) {
-        case .success(let value): fd = value
-        case .failure(let error) where error.errno == .noSuchFile: return .failure(.missing)
-        case .failure(let error) where error.errno == .symlinkLoop:
-            return .failure(.corrupt(.badMagic, allocatedBytes: 0))  // a planted symlink: never followed
-        case .failure(let error): return .failure(.system(error))
+        let status: FileStatus
+        switch openEntry(path.relative) {
+        case .success(let opened): (fd, status) = opened
+        case .failure(let failure): return .failure(failure)
         }
         defer { Syscall.close(fd) }
-        let status: FileStatus
-        switch Syscall.status(of: fd) {
-        case .success(let value): status = value
-        case .failure(let error): return .failure(.system(error))
-        }
-        guard status.isRegularFile else { return .failure(.corrupt(.badMagic, allocatedBytes: 0)) }
         guard status.size >= Int64(EntryFormat.fixedHeaderSize), status.size <= Int64(Int.max / 2) else {
             return .failure(.corrupt(.tooShort, allocatedBytes: status.allocatedBytes))
         }
@@ -185,20 +177,12 @@ struct EntryFile {
     /// not read. For `metadata`, `contains`, listing and namespace removal.
     func readHeader(_ relative: String) -> Result<(EntryFormat.Header, [UInt8], FileStatus), EntryReadFailure> {
         let fd: Int32
-        switch Syscall.open(relative, in: directory.descriptor, flags: [.readOnly]) {
-        case .success(let value): fd = value
-        case .failure(let error) where error.errno == .noSuchFile: return .failure(.missing)
-        case .failure(let error) where error.errno == .symlinkLoop:
-            return .failure(.corrupt(.badMagic, allocatedBytes: 0))
-        case .failure(let error): return .failure(.system(error))
+        let status: FileStatus
+        switch openEntry(relative) {
+        case .success(let opened): (fd, status) = opened
+        case .failure(let failure): return .failure(failure)
         }
         defer { Syscall.close(fd) }
-        let status: FileStatus
-        switch Syscall.status(of: fd) {
-        case .success(let value): status = value
-        case .failure(let error): return .failure(.system(error))
-        }
-        guard status.isRegularFile else { return .failure(.corrupt(.badMagic, allocatedBytes: 0)) }
         var buffer = [UInt8](repeating: 0, count: min(Int(max(status.size, 0)), EntryFormat.typicalHeaderReadSize))
         guard buffer.count >= EntryFormat.fixedHeaderSize else {
             return .failure(.corrupt(.tooShort, allocatedBytes: status.allocatedBytes))
@@ -222,6 +206,28 @@ struct EntryFile {
             return .failure(.corrupt(corruption, allocatedBytes: status.allocatedBytes))
         }
         return .success((header, Array(buffer[0..<header.payloadOffset]), status))
+    }
+
+    /// Opens an entry file for reading: its descriptor and status, or why it is not a readable entry
+    /// (missing; a planted symlink, never followed; not a regular file). The caller closes the descriptor.
+    private func openEntry(_ relative: String) -> Result<(Int32, FileStatus), EntryReadFailure> {
+        let fd: Int32
+        switch Syscall.open(relative, in: directory.descriptor, flags: [.readOnly]) {
+        case .success(let value): fd = value
+        case .failure(let error) where error.errno == .noSuchFile: return .failure(.missing)
+        case .failure(let error) where error.errno == .symlinkLoop:
+            return .failure(.corrupt(.badMagic, allocatedBytes: 0))
+        case .failure(let error): return .failure(.system(error))
+        }
+        switch Syscall.status(of: fd) {
+        case .success(let status) where status.isRegularFile: return .success((fd, status))
+        case .success:
+            Syscall.close(fd)
+            return .failure(.corrupt(.badMagic, allocatedBytes: 0))
+        case .failure(let error):
+            Syscall.close(fd)
+            return .failure(.system(error))
+        }
     }
 
     // MARK: Publish (I1, I2)
