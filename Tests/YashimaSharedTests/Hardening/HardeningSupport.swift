@@ -141,79 +141,10 @@ extension Hardening {
 
     /// A `yashima-stress` child started through `/bin/sh -c '<prefix>; exec yashima-stress "$@"'`, so the
     /// shell sets a umask, a file-size limit or ignores a signal before the worker starts.
-    static func workerUnderShell(_ prefix: String, _ arguments: [String]) throws -> ShellChild {
+    static func workerUnderShell(_ prefix: String, _ arguments: [String]) throws -> ChildProcess {
         let executable = productsDirectory().appendingPathComponent("yashima-stress").path
-        return try ShellChild(["-c", prefix + "; exec \"$0\" \"$@\"", executable] + arguments)
-    }
-}
-
-/// A `/bin/sh` child whose output is read line by line (with a timeout), for workers that need a shell
-/// prefix. (ChildProcess always runs `yashima-stress` directly.)
-final class ShellChild {
-    let process = Process()
-    private let output = Pipe()
-    private var buffer = Data()
-
-    init(_ arguments: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = arguments
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = output
-        process.standardError = FileHandle.standardError
-        try process.run()
-    }
-
-    /// The next line, or nil at end of output or after `timeout` seconds.
-    func readLine(timeout: Double = 60) -> String? {
-        let fd = output.fileHandleForReading.fileDescriptor
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
-            if let newline = buffer.firstIndex(of: 0x0A) {
-                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                buffer.removeSubrange(buffer.startIndex...newline)
-                return line
-            }
-            let remaining = deadline.timeIntervalSinceNow
-            if remaining <= 0 { return nil }
-            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            if poll(&descriptor, 1, Int32(min(remaining, 1) * 1000)) <= 0 { continue }
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            let count = read(fd, &chunk, chunk.count)
-            if count <= 0 { return nil }
-            buffer.append(contentsOf: chunk[0..<count])
-        }
-    }
-
-    /// The next line that is a JSON object, parsed.
-    func readJSON(timeout: Double = 60) -> [String: Any]? {
-        while let line = readLine(timeout: timeout) {
-            if line.hasPrefix("{") {
-                return (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
-            }
-        }
-        return nil
-    }
-
-    /// Waits for exit (SIGKILL after `timeout`); the exit status, or nil when it had to be killed.
-    @discardableResult
-    func wait(timeout: Double = 60) -> Int32? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(2000) }
-        if process.isRunning {
-            kill()
-            process.waitUntilExit()
-            return nil
-        }
-        process.waitUntilExit()
-        return process.terminationStatus
-    }
-
-    func kill() { _ = Glibc.kill(process.processIdentifier, SIGKILL) }
-
-    deinit {
-        if process.isRunning {
-            kill()
-            process.waitUntilExit()
-        }
+        return try ChildProcess(
+            executable: URL(fileURLWithPath: "/bin/sh"),
+            ["-c", prefix + "; exec \"$0\" \"$@\"", executable] + arguments)
     }
 }

@@ -16,8 +16,9 @@ final class ChildProcess {
     private let output = Pipe()
     private var buffer = Data()
 
-    init(_ arguments: [String]) throws {
-        process.executableURL = productsDirectory().appendingPathComponent("yashima-stress")
+    /// Starts `executable` (default: the built `yashima-stress`) with `arguments`.
+    init(executable: URL = productsDirectory().appendingPathComponent("yashima-stress"), _ arguments: [String]) throws {
+        process.executableURL = executable
         process.arguments = arguments
         process.standardInput = input
         process.standardOutput = output
