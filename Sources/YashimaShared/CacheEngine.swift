@@ -484,7 +484,9 @@ final class CacheEngine: Sendable {
 
     func remove(key: CacheKey, codecIdentifier: String) throws(YCacheError) {
         memory.remove(MemoryKey(key: key, codecIdentifier: codecIdentifier))
-        guard case .success(let context) = storage(verifyingRoot: true) else { return }
+        // The memory copy is gone either way; a storage directory that cannot be opened is reported,
+        // because its entry would come back once the directory is usable again.
+        let context = try storage(verifyingRoot: true).get()
         let slots = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
         context.directory.state.bumpKey(slots)  // I10: before unlinking
         // And again after: a reader that stamped its epochs after the first bump may have read the file
@@ -499,7 +501,7 @@ final class CacheEngine: Sendable {
     /// Removes every entry (whose namespace matches, when given). Blocking: run through BlockingWork.
     func removeAll(inNamespace namespace: String?) throws(YCacheError) -> Int {
         if let namespace { memory.removeAll(inNamespace: namespace) } else { memory.removeAll() }
-        guard case .success(let context) = storage(verifyingRoot: true) else { return 0 }
+        let context = try storage(verifyingRoot: true).get()  // reported, as in remove(key:)
         let bump = {
             if let namespace {
                 context.directory.state.bumpNamespace(slot: SharedState.namespaceSlot(namespace))

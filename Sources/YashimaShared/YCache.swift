@@ -229,6 +229,8 @@ public final class YCache: Sendable {
     // MARK: Removing
 
     /// Removes the entry for `key` and `codec` from memory and storage. Every process's next lookup misses.
+    /// - Throws: A `YCacheError` when the storage directory cannot be used (the memory copy is removed
+    ///   anyway) or the entry file cannot be unlinked.
     public func remove<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws {
         try engine.remove(key: key, codecIdentifier: codec.identifier)
     }
@@ -243,6 +245,7 @@ public final class YCache: Sendable {
     }
 
     /// Removes every entry, in memory and storage. Every process's next lookup misses.
+    /// - Throws: A `YCacheError` when the storage directory cannot be used (memory is cleared anyway).
     public func removeAll() async throws {
         let engine = self.engine
         _ = try await BlockingWork.run { () -> Result<Int, YCacheError> in

@@ -76,8 +76,10 @@ extension Hardening {
                 Data("3".utf8)
             }
             #expect(value == Data("3".utf8))
-            // Removing with no usable storage removes from memory only; the moved directory keeps its entry.
-            try await cache.remove(for: CacheKey("before"), codec: DataCodec())
+            // Removing with no usable storage reports it (memory is dropped); the moved directory keeps its entry.
+            await #expect(throws: YCacheError.self) {
+                try await cache.remove(for: CacheKey("before"), codec: DataCodec())
+            }
             #expect(Snapshot(moved) == movedBefore)
             #expect(try String(contentsOfFile: dir.path, encoding: .utf8) == "a file now")
         }
