@@ -1,6 +1,7 @@
 // CacheKeyTests.swift: checks CacheKey's canonical form against the golden vectors shared with the
 // Yashima engine, its ordering, equality and hashing, odd key text, and the strict canonical parser.
 
+import Foundation
 import Testing
 
 @testable import YashimaShared
@@ -107,6 +108,24 @@ struct CacheKeyTests {
                 != CacheKey(namespace: "a", identity: "bc").stableIdentifier)
         #expect(CacheKey("x").variant("k", "v") != CacheKey("x").version("k", "v"))
         #expect(CacheKey("x").variant("k", "v").stableIdentifier != CacheKey("x").version("k", "v").stableIdentifier)
+    }
+
+    @Test("digest(of:) is SHA-256 in hex, whatever holds the bytes")
+    func digestOfLargeInputs() {
+        let abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        #expect(CacheKey.digest(of: "abc") == abc)
+        #expect(CacheKey.digest(of: Data("abc".utf8)) == abc)
+        #expect(CacheKey.digest(of: Array("xabcx".utf8)[1..<4]) == abc)
+        // Several regions (DispatchData made of two buffers) hash as their concatenation.
+        var pieces = DispatchData.empty
+        for piece in ["a", "bc"] {
+            piece.utf8CString.withUnsafeBytes {
+                pieces.append(DispatchData(bytes: UnsafeRawBufferPointer(rebasing: $0.dropLast())))
+            }
+        }
+        #expect(pieces.regions.count == 2)
+        #expect(CacheKey.digest(of: pieces) == abc)
+        #expect(CacheKey.digest(of: "") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
     }
 
     @Test("description never shows key text")
