@@ -22,7 +22,13 @@ let package = Package(
             dependencies: ["YashimaShared", "CFileLock"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
-        // The README's code samples as programs, so they keep compiling (and a test runs the quick start).
+        // The README's quick start, verbatim, and its guides as one program: every README sample is
+        // compiled from here, and ExamplesTests runs them (ReadmeSamplesTests keeps the text in step).
+        .executableTarget(
+            name: "yashima-quickstart",
+            dependencies: ["YashimaShared"],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         .executableTarget(
             name: "yashima-examples",
             dependencies: ["YashimaShared"],
@@ -30,7 +36,7 @@ let package = Package(
         ),
         .testTarget(
             name: "YashimaSharedTests",
-            dependencies: ["YashimaShared", "CFileLock", "yashima-stress", "yashima-examples"],
+            dependencies: ["YashimaShared", "CFileLock", "yashima-stress", "yashima-examples", "yashima-quickstart"],
             path: "Tests/YashimaSharedTests",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
