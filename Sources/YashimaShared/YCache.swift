@@ -28,10 +28,12 @@ public final class YCache: Sendable {
     public let storageDirectory: URL
     let engine: CacheEngine
 
-    /// Creates a cache over `storageDirectory` (created on first use if missing, mode 0700).
+    /// Creates a cache over `storageDirectory` (created on first use if missing: mode 0700, or setgid
+    /// 2770 with `.groupShared`).
     ///
     /// Opening the directory is lazy: problems (a file in the way, a network filesystem, a newer layout)
     /// surface as a typed `YCacheError` from the first call that needs storage, or from `openStorage()`.
+    /// A failed open is retried at most once a second. Nothing is stored by the initializer itself.
     ///
     /// - Parameters:
     ///   - storageDirectory: The shared directory. Every process using it should pass the same path.
@@ -39,7 +41,9 @@ public final class YCache: Sendable {
     ///     Default 64 MiB; `nil` for unbounded; 0 or less keeps nothing in memory.
     ///   - memoryMaximumEntryCount: An optional bound on in-memory entries. Default `nil` (no bound).
     ///   - storageMaximumByteCount: The storage budget in allocated bytes, enforced after every write by
-    ///     this instance (LRU trimming). Default 128 MiB; `nil` for unbounded; 0 or less stores nothing.
+    ///     this instance: a write that takes the directory's usage over it trims least-recently-used
+    ///     entries down to 90 % of it. Default 128 MiB; `nil` for unbounded (never trimmed on write); 0 or
+    ///     less stores nothing. A value whose entry alone exceeds the budget is never stored.
     ///     Processes with different budgets each enforce their own when they write.
     ///   - sharing: Who may use the directory: `.privateToUser` (default) or `.groupShared`.
     ///   - allowNetworkFilesystem: Use a directory on NFS, SMB, FUSE or 9p anyway, without mmap and
@@ -61,14 +65,20 @@ public final class YCache: Sendable {
             sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem)
     }
 
-    /// A view of this cache bound to one codec.
+    /// A view of this cache bound to one codec, so calls need no `codec:` argument.
+    /// - Parameter codec: The codec every call through the view uses.
+    /// - Returns: A `Typed` view sharing this cache's memory layer, storage and statistics.
     public func using<Codec: CacheCodec>(_ codec: Codec) -> Typed<Codec> {
         Typed(cache: self, codec: codec)
     }
 
     /// Opens the storage directory now instead of on first use.
-    /// - Throws: `YCacheError` naming the problem (`.storageUnavailable`, `.networkFilesystem`,
-    ///   `.unsupportedLayout`, `.insecureStorageDirectory`).
+    ///
+    /// Creates the root, its folders and its `layout` and `state` files when they are missing; stores no
+    /// entry.
+    /// - Throws: `YCacheError` naming the problem: `.storageUnavailable` (a file in the way, cannot be
+    ///   created, opened or mapped), `.insecureStorageDirectory`, `.networkFilesystem`, `.unsupportedLayout`,
+    ///   or `.storageFull` when the `layout` or `state` file cannot be written on a full disk.
     public func openStorage() throws(YCacheError) {
         _ = try engine.storage().get()
     }
@@ -83,14 +93,30 @@ public final class YCache: Sendable {
     /// Looks in memory, then storage, then generates. Concurrent calls for the same entry share one
     /// generation (in this process and, with `crossProcess: .coordinate`, across processes). A
     /// cancelled caller gets `CancellationError` at once.
+    ///
+    /// What is stored when:
+    /// - A storage hit is also put in memory (unless `writePolicy` is `.disabled`).
+    /// - A generated value is stored per `options.writePolicy`: `.memoryAndStorage` encodes it, publishes
+    ///   the entry (trimming if usage goes over the budget) and then puts it in memory; `.memoryOnly` puts
+    ///   it in memory only; `.disabled` stores nothing. An entry larger than the whole storage budget, or a
+    ///   key over 64 MiB of canonical bytes, is kept in memory only. Expiry comes from `options.expiry`.
+    /// - When the storage write fails, `writeFailurePolicy: .throwError` leaves neither layer holding the
+    ///   value; `.bestEffort` keeps it in memory and returns it.
+    /// - A generator that throws, or (with `.cancelWhenNoWaiters`) a producer cancelled before it
+    ///   finished, stores nothing.
     /// - Parameters:
     ///   - key: What the value depends on.
     ///   - codec: How the value is stored; its identifier is part of the entry's identity.
     ///   - options: Lookup, write, failure, single-flight and cross-process policies.
     ///   - generate: Produces the value on a miss. Errors are thrown to the callers sharing this
     ///     generation and never stored.
-    /// - Throws: What `generate` throws, `CancellationError`, `YCacheError.cacheMiss` with
-    ///   `.cacheOnly`, or a `YCacheError` when a write fails under `.throwError`.
+    /// - Returns: The cached or generated value.
+    /// - Throws: What `generate` throws; `CancellationError`; `YCacheError.cacheMiss` with
+    ///   `lookupPolicy: .cacheOnly`; under `readFailurePolicy: .throwError`, `YCacheError.corruptEntry`,
+    ///   `.decodingFailed`, `.ioFailure` or a storage-open error (`.storageUnavailable`,
+    ///   `.insecureStorageDirectory`, `.networkFilesystem`, `.unsupportedLayout`); under
+    ///   `writeFailurePolicy: .throwError`, `YCacheError.encodingFailed`, `.storageFull`, `.ioFailure` or a
+    ///   storage-open error when the value cannot be stored.
     public func value<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         generate: @escaping @Sendable () async throws -> Codec.Value
@@ -100,6 +126,16 @@ public final class YCache: Sendable {
 
     /// Like `value(for:codec:options:generate:)`, and also says where the value came from, its metadata,
     /// and whether another task or process generated it while this call waited.
+    ///
+    /// Stores exactly what `value(for:codec:options:generate:)` stores.
+    /// - Parameters:
+    ///   - key: What the value depends on.
+    ///   - codec: How the value is stored; its identifier is part of the entry's identity.
+    ///   - options: Lookup, write, failure, single-flight and cross-process policies.
+    ///   - generate: Produces the value on a miss.
+    /// - Returns: The value with its `source` (`.memory`, `.storage` or `.generated`), its metadata, and
+    ///   `wasSharedGeneration`.
+    /// - Throws: The same errors as `value(for:codec:options:generate:)`.
     public func resolve<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         generate: @escaping @Sendable () async throws -> Codec.Value
@@ -118,6 +154,16 @@ public final class YCache: Sendable {
 
     /// Get-or-generate for a generator that may have no value: `nil` is returned to the callers sharing
     /// this generation and never stored (it is not a negative cache entry).
+    ///
+    /// A non-nil value is stored as by `value(for:codec:options:generate:)`.
+    /// - Parameters:
+    ///   - key: What the value depends on.
+    ///   - codec: How the value is stored; its identifier is part of the entry's identity.
+    ///   - options: Lookup, write, failure, single-flight and cross-process policies.
+    ///   - generate: Produces the value on a miss, or `nil` when there is none.
+    /// - Returns: The cached or generated value; `nil` when the generator returned `nil`, or on a miss
+    ///   with `lookupPolicy: .cacheOnly` (which does not throw `cacheMiss` here).
+    /// - Throws: The errors of `value(for:codec:options:generate:)` except `YCacheError.cacheMiss`.
     public func optionalValue<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         generate: @escaping @Sendable () async throws -> Codec.Value?
@@ -131,7 +177,18 @@ public final class YCache: Sendable {
     }
 
     /// The value if it is in memory or storage; never generates.
-    /// - Throws: A `YCacheError` only under `readFailurePolicy: .throwError`.
+    ///
+    /// `options.lookupPolicy` is ignored. A storage hit is put in memory (unless `writePolicy` is
+    /// `.disabled`); a corrupt or expired entry is removed.
+    /// - Parameters:
+    ///   - key: What the value depends on.
+    ///   - codec: The codec the value was stored with.
+    ///   - options: Its `readFailurePolicy` decides whether a failed read throws; `writePolicy` and `cost`
+    ///     apply to the memory copy of a storage hit.
+    /// - Returns: The cached value, or `nil` on a miss.
+    /// - Throws: Only under `readFailurePolicy: .throwError`: `YCacheError.corruptEntry`, `.decodingFailed`,
+    ///   `.ioFailure`, or a storage-open error (`.storageUnavailable`, `.insecureStorageDirectory`,
+    ///   `.networkFilesystem`, `.unsupportedLayout`).
     public func valueIfCached<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default
     ) async throws -> Codec.Value? {
@@ -142,9 +199,25 @@ public final class YCache: Sendable {
         return try engine.cachedValue(request)?.value
     }
 
-    /// Generates a fresh value even if one is cached, stores it, and returns it. Other processes' memory
-    /// copies of the old value are invalidated. Concurrent normal lookups may share this generation;
-    /// its failure stays with the `refresh` callers.
+    /// Generates a fresh value even if one is cached, stores it, and returns it. Concurrent refreshes of
+    /// the same entry in this process share one generation; concurrent normal lookups may share it too,
+    /// and its failure stays with the `refresh` callers.
+    ///
+    /// The value is stored as by `value(for:codec:options:generate:)`, with `lookupPolicy` forced to
+    /// `.refresh`. Only when it is published to storage (`writePolicy: .memoryAndStorage`) are other
+    /// processes' memory copies of the old value invalidated; with `.memoryOnly`, or an entry larger than
+    /// the storage budget, the old stored entry stays and other processes keep seeing it. Every process
+    /// that refreshes generates its own value (under the default policies, while holding the key's
+    /// cross-process lock, one process at a time).
+    /// - Parameters:
+    ///   - key: What the value depends on.
+    ///   - codec: How the value is stored.
+    ///   - options: Write, failure and single-flight policies (`lookupPolicy` is ignored).
+    ///   - generate: Produces the fresh value.
+    /// - Returns: The generated value.
+    /// - Throws: What `generate` throws; `CancellationError`; the write errors of
+    ///   `value(for:codec:options:generate:)` under `writeFailurePolicy: .throwError`; a storage-open
+    ///   error under `readFailurePolicy: .throwError`.
     public func refresh<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         generate: @escaping @Sendable () async throws -> Codec.Value
@@ -154,16 +227,42 @@ public final class YCache: Sendable {
         return try await value(for: key, codec: codec, options: options, generate: generate)
     }
 
-    /// The value if it is in this process's memory; never reads storage or generates.
+    /// The value if it is in this process's memory; never reads an entry or generates.
+    ///
+    /// Stores nothing. It opens the storage directory (if not yet open) to check that no process removed
+    /// the entry since it was cached (I10), and a hit may touch the entry file's mtime (LRU), at most once
+    /// a minute.
+    /// - Parameters:
+    ///   - key: What the value depends on.
+    ///   - codec: The codec the value was cached with.
+    /// - Returns: The value from memory, or `nil` when it is not there (or expired, or removed).
     public func peek<Codec: CacheCodec>(for key: CacheKey, codec: Codec) -> Codec.Value? {
         engine.memoryHit(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec)?.value
     }
 
     // MARK: Writing
 
-    /// Stores `value` in memory and storage (per `options.writePolicy`), replacing any cached value, and
-    /// invalidates other processes' memory copies.
-    /// - Throws: A `YCacheError` when the write fails under `writeFailurePolicy: .throwError`.
+    /// Stores `value`, replacing any cached value, per `options.writePolicy`.
+    ///
+    /// - `.memoryAndStorage` (the default): encodes the value, publishes it to storage, invalidates other
+    ///   processes' memory copies of the key (I10), trims if usage goes over the budget, then puts it in
+    ///   memory. An entry larger than the whole storage budget, or a key over 64 MiB of canonical bytes, is
+    ///   put in memory only: the old stored entry then stays, and other processes' copies are not
+    ///   invalidated.
+    /// - `.memoryOnly`: this process's memory only; storage and other processes are untouched.
+    /// - `.disabled`: nothing is stored.
+    ///
+    /// When the storage write fails, `writeFailurePolicy: .throwError` throws and removes this process's
+    /// memory copy of the key; `.bestEffort` keeps the value in memory and returns normally.
+    /// `options.expiry` and `options.cost` apply; the other policies are ignored.
+    /// - Parameters:
+    ///   - value: The value to store.
+    ///   - key: What the value depends on.
+    ///   - codec: How the value is encoded.
+    ///   - options: Write and write-failure policies, expiry and cost.
+    /// - Throws: Under `writeFailurePolicy: .throwError` only: `YCacheError.encodingFailed`, `.storageFull`,
+    ///   `.ioFailure`, or a storage-open error (`.storageUnavailable`, `.insecureStorageDirectory`,
+    ///   `.networkFilesystem`, `.unsupportedLayout`).
     public func store<Codec: CacheCodec>(
         _ value: Codec.Value, for key: CacheKey, codec: Codec, options: Options = .default
     ) async throws {
@@ -172,9 +271,16 @@ public final class YCache: Sendable {
         _ = try await engine.store(value, request: request, context: context, epochs: nil, bumpEpoch: true)
     }
 
-    /// Puts `value` in this process's memory only.
+    /// Puts `value` in this process's memory only; storage and other processes never see it.
+    ///
+    /// Its metadata reports a payload of 0 bytes. When the storage directory can be opened, the item
+    /// records the key's removal epochs, so a later `remove` or `removeAll` by any process drops it. It is
+    /// not kept when its cost exceeds the memory budget.
     /// - Parameters:
-    ///   - cost: Its cost; `nil` asks the codec.
+    ///   - value: The value to keep.
+    ///   - key: What the value depends on.
+    ///   - codec: The codec whose lookups should find it (its identifier is part of the memory key).
+    ///   - cost: Its cost; `nil` asks the codec (`memoryCost(of:encodedByteCount: nil)`).
     ///   - expiry: When it stops being returned.
     public func putInMemory<Codec: CacheCodec>(
         _ value: Codec.Value, for key: CacheKey, codec: Codec, cost: Int? = nil, expiry: CacheExpiry = .never
@@ -201,18 +307,37 @@ public final class YCache: Sendable {
     // MARK: Inspecting
 
     /// The stored value's metadata (from memory if it is not in storage), without decoding the payload.
-    /// Does not count as a use for LRU.
+    /// Does not count as a use for LRU, and stores or removes nothing.
+    ///
+    /// Only the entry's header and identity are checked, not its payload checksum. When the storage
+    /// directory cannot be opened, only memory is consulted.
+    /// - Parameters:
+    ///   - key: What the value depends on.
+    ///   - codec: The codec the value was stored with.
+    /// - Returns: The metadata, or `nil` when nothing unexpired is cached for `key` and `codec`.
+    /// - Throws: `YCacheError.ioFailure` (or `.storageFull`) when reading the entry header fails for a
+    ///   reason other than a missing or corrupt file.
     public func metadata<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> CacheMetadata? {
         try engine.metadata(for: key, codec: codec)
     }
 
     /// Whether a value is cached in memory or storage. Does not count as a use for LRU.
+    /// - Parameters:
+    ///   - key: What the value depends on.
+    ///   - codec: The codec the value was stored with.
+    /// - Returns: `metadata(for:codec:) != nil`.
+    /// - Throws: The errors of `metadata(for:codec:)`.
     public func contains<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Bool {
         try await metadata(for: key, codec: codec) != nil
     }
 
     /// The entries in storage, optionally only those of one namespace, with their keys and metadata
-    /// (payloads are not read). Expired entries are left out.
+    /// (payloads are not read). Expired and unreadable entries are left out, and so are values kept only
+    /// in memory. Scans the whole directory off the cooperative pool; stores nothing.
+    /// - Parameter namespace: Only entries whose key has this namespace; `nil` for all.
+    /// - Returns: One `StoredEntryInfo` per entry, in no particular order.
+    /// - Throws: A storage-open error: `YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    ///   `.networkFilesystem`, `.unsupportedLayout` or `.storageFull`.
     public func entries(in namespace: String? = nil) async throws -> [StoredEntryInfo] {
         try requireStorage()
         let engine = self.engine
@@ -220,6 +345,11 @@ public final class YCache: Sendable {
     }
 
     /// Allocated bytes and entry count of the storage directory, counted now (all processes' entries).
+    ///
+    /// Scans the directory and stores the count as the shared usage counter (I9).
+    /// - Returns: The allocated bytes (`st_blocks × 512`) and number of entry files.
+    /// - Throws: A storage-open error: `YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    ///   `.networkFilesystem`, `.unsupportedLayout` or `.storageFull`.
     public func storageUsage() async throws -> StorageUsage {
         let context = try requireStorage()
         let usage = await BlockingWork.run { context.trimmer.reconcileUsage() }
@@ -229,13 +359,28 @@ public final class YCache: Sendable {
     // MARK: Removing
 
     /// Removes the entry for `key` and `codec` from memory and storage. Every process's next lookup misses.
-    /// - Throws: A `YCacheError` when the storage directory cannot be used (the memory copy is removed
-    ///   anyway) or the entry file cannot be unlinked.
+    ///
+    /// This process's memory copy is removed first; then the key's removal epoch is bumped (invalidating
+    /// other processes' memory copies) and the entry file unlinked.
+    /// - Parameters:
+    ///   - key: The entry's key.
+    ///   - codec: The codec it was stored with.
+    /// - Throws: A storage-open error (`YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used (the
+    ///   memory copy is removed anyway), or `.ioFailure` when the entry file cannot be unlinked.
     public func remove<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws {
         try engine.remove(key: key, codecIdentifier: codec.identifier)
     }
 
     /// Removes every entry of `namespace`, in memory and storage. Every process's next lookup misses.
+    ///
+    /// Bumps the namespace's removal epoch (invalidating other processes' memory copies), then scans the
+    /// directory and unlinks each entry whose key has this namespace; an entry that cannot be unlinked is
+    /// skipped silently.
+    /// - Parameter namespace: The namespace to empty.
+    /// - Throws: A storage-open error (`YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used; then
+    ///   this process's memory is left as it was.
     public func removeAll(in namespace: String) async throws {
         try requireStorage()
         let engine = self.engine
@@ -245,7 +390,12 @@ public final class YCache: Sendable {
     }
 
     /// Removes every entry, in memory and storage. Every process's next lookup misses.
-    /// - Throws: A `YCacheError` when the storage directory cannot be used (memory is cleared anyway).
+    ///
+    /// Clears this process's memory, bumps the global removal epoch (invalidating other processes'
+    /// memory copies), then unlinks every entry file; one that cannot be unlinked is skipped silently.
+    /// - Throws: A storage-open error (`YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used
+    ///   (memory is cleared anyway).
     public func removeAll() async throws {
         let engine = self.engine
         _ = try await BlockingWork.run { () -> Result<Int, YCacheError> in
@@ -254,6 +404,12 @@ public final class YCache: Sendable {
     }
 
     /// Removes expired entries from storage and returns how many.
+    ///
+    /// Scans every entry's header. Expired values in memory are not touched here (they are never
+    /// returned, and are dropped on their next lookup).
+    /// - Returns: The number of entry files unlinked.
+    /// - Throws: A storage-open error: `YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    ///   `.networkFilesystem`, `.unsupportedLayout` or `.storageFull`.
     @discardableResult
     public func removeExpired() async throws -> Int {
         try requireStorage()
@@ -263,6 +419,14 @@ public final class YCache: Sendable {
 
     /// Recounts storage usage and trims least-recently-used entries until it is within
     /// `storageMaximumByteCount`; also removes staging debris of killed processes and unused lock files.
+    ///
+    /// Unlike the trim on the write path (down to 90 % of the budget, at most 4,096 unlinks per pass),
+    /// this trims down to the budget itself with no per-pass limit, waiting for another process's trim
+    /// to finish first. With no budget (`nil`) it only sweeps debris: staging files and unheld lock files
+    /// older than an hour.
+    /// - Throws: A storage-open error (`YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`), or `.ioFailure` (`.storageFull`)
+    ///   when `trim.lock` cannot be opened or locked.
     public func trimStorageIfNeeded() async throws {
         let context = try requireStorage()
         guard let budget = engine.storageMaximumByteCount else {
