@@ -11,7 +11,14 @@ extension YCache {
         /// The codec every call uses.
         public let codec: Codec
 
-        /// Get-or-generate; see `YCache.value(for:codec:options:generate:)`.
+        /// Get-or-generate; see `YCache.value(for:codec:options:generate:)`, which also says what is stored
+        /// when.
+        /// - Parameters:
+        ///   - key: What the value depends on.
+        ///   - options: Lookup, write, failure, single-flight and cross-process policies.
+        ///   - generate: Produces the value on a miss.
+        /// - Returns: The cached or generated value.
+        /// - Throws: The errors of `YCache.value(for:codec:options:generate:)`.
         public func value(
             for key: CacheKey, options: Options = .default,
             generate: @escaping @Sendable () async throws -> Codec.Value
@@ -20,6 +27,12 @@ extension YCache {
         }
 
         /// Get-or-generate with the value's source; see `YCache.resolve(for:codec:options:generate:)`.
+        /// - Parameters:
+        ///   - key: What the value depends on.
+        ///   - options: Lookup, write, failure, single-flight and cross-process policies.
+        ///   - generate: Produces the value on a miss.
+        /// - Returns: The value with its source, metadata and `wasSharedGeneration`.
+        /// - Throws: The errors of `YCache.value(for:codec:options:generate:)`.
         public func resolve(
             for key: CacheKey, options: Options = .default,
             generate: @escaping @Sendable () async throws -> Codec.Value
@@ -28,6 +41,13 @@ extension YCache {
         }
 
         /// Get-or-generate for an optional generator; see `YCache.optionalValue(for:codec:options:generate:)`.
+        /// A `nil` from the generator is never stored.
+        /// - Parameters:
+        ///   - key: What the value depends on.
+        ///   - options: Lookup, write, failure, single-flight and cross-process policies.
+        ///   - generate: Produces the value on a miss, or `nil` when there is none.
+        /// - Returns: The cached or generated value, or `nil`.
+        /// - Throws: The errors of `YCache.value(for:codec:options:generate:)` except `YCacheError.cacheMiss`.
         public func optionalValue(
             for key: CacheKey, options: Options = .default,
             generate: @escaping @Sendable () async throws -> Codec.Value?
@@ -35,12 +55,24 @@ extension YCache {
             try await cache.optionalValue(for: key, codec: codec, options: options, generate: generate)
         }
 
-        /// The value if cached; see `YCache.valueIfCached(for:codec:options:)`.
+        /// The value if cached; see `YCache.valueIfCached(for:codec:options:)`. Never generates; a storage
+        /// hit is put in memory.
+        /// - Parameters:
+        ///   - key: What the value depends on.
+        ///   - options: Read-failure policy; write policy and cost of the memory copy.
+        /// - Returns: The cached value, or `nil` on a miss.
+        /// - Throws: Only under `readFailurePolicy: .throwError`; see `YCache.valueIfCached(for:codec:options:)`.
         public func valueIfCached(for key: CacheKey, options: Options = .default) async throws -> Codec.Value? {
             try await cache.valueIfCached(for: key, codec: codec, options: options)
         }
 
         /// Regenerates and stores; see `YCache.refresh(for:codec:options:generate:)`.
+        /// - Parameters:
+        ///   - key: What the value depends on.
+        ///   - options: Write, failure and single-flight policies (`lookupPolicy` is ignored).
+        ///   - generate: Produces the fresh value.
+        /// - Returns: The generated value.
+        /// - Throws: The errors of `YCache.refresh(for:codec:options:generate:)`.
         public func refresh(
             for key: CacheKey, options: Options = .default,
             generate: @escaping @Sendable () async throws -> Codec.Value
@@ -48,17 +80,30 @@ extension YCache {
             try await cache.refresh(for: key, codec: codec, options: options, generate: generate)
         }
 
-        /// The value if in this process's memory; see `YCache.peek(for:codec:)`.
+        /// The value if in this process's memory; see `YCache.peek(for:codec:)`. Stores nothing.
+        /// - Parameter key: What the value depends on.
+        /// - Returns: The value from memory, or `nil`.
         public func peek(for key: CacheKey) -> Codec.Value? {
             cache.peek(for: key, codec: codec)
         }
 
-        /// Stores a value; see `YCache.store(_:for:codec:options:)`.
+        /// Stores a value per `options.writePolicy`; see `YCache.store(_:for:codec:options:)` for what is
+        /// stored when.
+        /// - Parameters:
+        ///   - value: The value to store.
+        ///   - key: What the value depends on.
+        ///   - options: Write and write-failure policies, expiry and cost.
+        /// - Throws: Under `writeFailurePolicy: .throwError` only; see `YCache.store(_:for:codec:options:)`.
         public func store(_ value: Codec.Value, for key: CacheKey, options: Options = .default) async throws {
             try await cache.store(value, for: key, codec: codec, options: options)
         }
 
-        /// Puts a value in memory only; see `YCache.putInMemory(_:for:codec:cost:expiry:)`.
+        /// Puts a value in this process's memory only; see `YCache.putInMemory(_:for:codec:cost:expiry:)`.
+        /// - Parameters:
+        ///   - value: The value to keep.
+        ///   - key: What the value depends on.
+        ///   - cost: Its cost; `nil` asks the codec.
+        ///   - expiry: When it stops being returned.
         public func putInMemory(
             _ value: Codec.Value, for key: CacheKey, cost: Int? = nil, expiry: CacheExpiry = .never
         ) {
@@ -66,36 +111,67 @@ extension YCache {
         }
 
         /// Metadata without decoding; see `YCache.metadata(for:codec:)`.
+        /// - Parameter key: What the value depends on.
+        /// - Returns: The metadata, or `nil` when nothing unexpired is cached.
+        /// - Throws: The errors of `YCache.metadata(for:codec:)`.
         public func metadata(for key: CacheKey) async throws -> CacheMetadata? {
             try await cache.metadata(for: key, codec: codec)
         }
 
-        /// Whether cached; see `YCache.contains(for:codec:)`.
+        /// Whether cached in memory or storage; see `YCache.contains(for:codec:)`.
+        /// - Parameter key: What the value depends on.
+        /// - Returns: Whether metadata is found.
+        /// - Throws: The errors of `YCache.metadata(for:codec:)`.
         public func contains(for key: CacheKey) async throws -> Bool {
             try await cache.contains(for: key, codec: codec)
         }
 
-        /// Removes the entry; see `YCache.remove(for:codec:)`.
+        /// Removes the entry from memory and storage; see `YCache.remove(for:codec:)`.
+        /// - Parameter key: The entry's key.
+        /// - Throws: The errors of `YCache.remove(for:codec:)`.
         public func remove(for key: CacheKey) async throws {
             try await cache.remove(for: key, codec: codec)
         }
     }
 
-    /// Get-or-generate for raw bytes (`DataCodec`).
+    /// Get-or-generate for raw bytes (`DataCodec`); stores as `value(for:codec:options:generate:)` does.
+    /// - Parameters:
+    ///   - key: What the value depends on.
+    ///   - options: Lookup, write, failure, single-flight and cross-process policies.
+    ///   - generate: Produces the bytes on a miss.
+    /// - Returns: The cached or generated bytes.
+    /// - Throws: The errors of `value(for:codec:options:generate:)`.
     public func data(
         for key: CacheKey, options: Options = .default, generate: @escaping @Sendable () async throws -> Data
     ) async throws -> Data {
         try await value(for: key, codec: DataCodec(), options: options, generate: generate)
     }
 
-    /// Get-or-generate for text stored as UTF-8 (`StringCodec`).
+    /// Get-or-generate for text stored as UTF-8 (`StringCodec`); stores as
+    /// `value(for:codec:options:generate:)` does.
+    /// - Parameters:
+    ///   - key: What the value depends on.
+    ///   - options: Lookup, write, failure, single-flight and cross-process policies.
+    ///   - generate: Produces the text on a miss.
+    /// - Returns: The cached or generated text.
+    /// - Throws: The errors of `value(for:codec:options:generate:)`.
     public func string(
         for key: CacheKey, options: Options = .default, generate: @escaping @Sendable () async throws -> String
     ) async throws -> String {
         try await value(for: key, codec: StringCodec(), options: options, generate: generate)
     }
 
-    /// Get-or-generate for a `Codable` value (`CodableCodec`, JSON by default).
+    /// Get-or-generate for a `Codable` value (`CodableCodec`, JSON by default); stores as
+    /// `value(for:codec:options:generate:)` does.
+    /// - Parameters:
+    ///   - key: What the value depends on.
+    ///   - type: The value type (part of the codec identifier, so of the entry's identity).
+    ///   - format: `.json` (default) or `.propertyList`.
+    ///   - options: Lookup, write, failure, single-flight and cross-process policies.
+    ///   - generate: Produces the value on a miss.
+    /// - Returns: The cached or generated value.
+    /// - Throws: The errors of `value(for:codec:options:generate:)`; an encoding failure is
+    ///   `YCacheError.encodingFailed` under `writeFailurePolicy: .throwError`.
     public func codable<Value: Codable & Sendable>(
         for key: CacheKey, as type: Value.Type = Value.self, format: CodableCodec<Value>.Format = .json,
         options: Options = .default, generate: @escaping @Sendable () async throws -> Value
