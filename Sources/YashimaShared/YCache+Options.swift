@@ -20,21 +20,26 @@ extension YCache {
         public enum WritePolicy: Sendable, Equatable {
             /// Memory and storage (the default).
             case memoryAndStorage
-            /// Memory only; other processes do not see it.
+            /// Memory only; other processes do not see it, and generation is deduplicated within this
+            /// process only (no cross-process lock).
             case memoryOnly
-            /// Nothing is stored.
+            /// Nothing is stored, not even a storage hit's copy in memory; generation is deduplicated
+            /// within this process only.
             case disabled
         }
 
-        /// What a failed read of a stored entry (corrupt, truncated, undecodable, I/O error) does.
+        /// What a failed read of a stored entry (corrupt, truncated, undecodable, I/O error), or a storage
+        /// directory that cannot be opened for a lookup, does.
         public enum ReadFailurePolicy: Sendable, Equatable {
-            /// The entry is a miss: it is removed and the value is generated again (the default).
+            /// The entry is a miss and the value is generated again (the default). A corrupt or
+            /// undecodable entry is also removed; after an I/O error the file is left in place.
             case treatAsMiss
             /// The call throws the `YCacheError`.
             case throwError
         }
 
-        /// What a failed storage write (disk full, I/O error, encoding failure) does.
+        /// What a failed storage write (disk full, I/O error, encoding failure, a storage directory that
+        /// cannot be opened) does.
         public enum WriteFailurePolicy: Sendable, Equatable {
             /// The call throws, and neither layer keeps the value (the default).
             case throwError
@@ -56,6 +61,8 @@ extension YCache {
         /// Whether a generation is coordinated with other processes on the same directory.
         public enum CrossProcessPolicy: Sendable, Equatable {
             /// One generator per entry across all processes (the default): the others wait and read it.
+            /// Applies only with `writePolicy: .memoryAndStorage`, a single-flight policy other than
+            /// `.disabled`, and a local filesystem; otherwise the call behaves as `.processLocal`.
             case coordinate
             /// Deduplicate within this process only; other processes may generate the same entry.
             case processLocal
@@ -77,12 +84,24 @@ extension YCache {
         /// anyway (a duplicate, never a wrong value). Default `nil`: wait as long as it holds the lock
         /// (a process that dies releases it at once).
         public var crossProcessWaitTimeout: Duration?
-        /// The value's cost in memory; `nil` asks the codec (`CacheCodec.memoryCost(of:encodedByteCount:)`).
+        /// The value's cost in memory, for generated values and for storage hits put in memory; `nil`
+        /// asks the codec (`CacheCodec.memoryCost(of:encodedByteCount:)`).
         public var cost: Int?
         /// When a value stored by this call expires. Default `.never`.
         public var expiry: CacheExpiry
 
         /// Creates options; every parameter defaults to the `.default` preset's value.
+        /// - Parameters:
+        ///   - lookupPolicy: Where a lookup may find the value.
+        ///   - writePolicy: Which layers a generated or stored value is written to.
+        ///   - readFailurePolicy: Whether a failed read is a miss or thrown.
+        ///   - writeFailurePolicy: Whether a failed storage write is thrown or falls back to memory.
+        ///   - singleFlightPolicy: How concurrent calls for the same entry share a generation.
+        ///   - crossProcess: Whether generation is coordinated with other processes.
+        ///   - crossProcessWaitTimeout: How long to wait for another process's generation; `nil` waits
+        ///     as long as it holds the lock.
+        ///   - cost: The value's memory cost; `nil` asks the codec.
+        ///   - expiry: When a value stored by the call expires.
         public init(
             lookupPolicy: LookupPolicy = .normal,
             writePolicy: WritePolicy = .memoryAndStorage,
@@ -122,7 +141,8 @@ public enum CacheExpiry: Sendable, Equatable {
     case never
     /// Expires this long after it is stored.
     case after(Duration)
-    /// Expires at this date.
+    /// Expires at this date. A date before 1970 is already expired; one after about the year 2261
+    /// (9.2 × 10⁹ s since 1970) counts as never.
     case at(Date)
 
     /// The expiry instant in nanoseconds since 1970 for a value stored at `now`, or nil for never.
