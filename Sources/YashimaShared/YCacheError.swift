@@ -10,13 +10,16 @@ public enum YCacheError: Error, Sendable, Equatable, CustomStringConvertible {
     case storageUnavailable(path: String, reason: String)
     /// The storage directory is writable by users it should not be, or owned by another user.
     case insecureStorageDirectory(path: String, reason: String)
-    /// The storage directory sits on a network or virtual filesystem, refused by default.
+    /// The storage directory sits on a network or virtual filesystem (NFS, SMB/CIFS, FUSE, 9p, Ceph, AFS,
+    /// Lustre, GPFS, OCFS2), refused unless `allowNetworkFilesystem` is set.
     case networkFilesystem(path: String, filesystem: String)
-    /// The storage directory was written by a newer (or older, incompatible) version of YashimaShared.
+    /// The storage directory's `layout` file names another layout version than this build's (newer or
+    /// older). No entry, state or layout file is written; the `entries`, `locks` and `tmp` folders are
+    /// created first if they are missing.
     case unsupportedLayout(path: String, found: Int, supported: Int)
     /// The disk, a quota or the file-size limit is full: nothing was stored.
     case storageFull(path: String, detail: String)
-    /// A system call on the storage directory failed.
+    /// A system call on the storage directory failed (other than for lack of space: `storageFull`).
     case ioFailure(operation: String, detail: String)
     /// A stored entry is corrupt (only thrown under `readFailurePolicy: .throwError`; otherwise a miss).
     case corruptEntry(reason: String)
@@ -24,7 +27,8 @@ public enum YCacheError: Error, Sendable, Equatable, CustomStringConvertible {
     case encodingFailed(codec: String, reason: String)
     /// The codec could not decode a stored entry (a miss unless `readFailurePolicy: .throwError`).
     case decodingFailed(codec: String, reason: String)
-    /// A budget or option has a value that cannot work (for example a negative byte count).
+    /// A budget or option has a value that cannot work. Not thrown by this version: negative budgets
+    /// are treated as 0 (that layer keeps nothing).
     case invalidConfiguration(reason: String)
 
     /// A readable explanation of the error.

@@ -37,7 +37,8 @@ import Foundation
 /// ``decode(_:)`` must treat its input as untrusted: a cache file may be truncated,
 /// corrupted or written by a different version of the program. It must throw on bad
 /// input, never crash, and never allocate memory in proportion to a length field it has
-/// not validated. The cache treats a throwing decode as a miss.
+/// not validated. The cache treats a throwing decode as a miss and removes the entry (or throws
+/// `YCacheError.decodingFailed` under `readFailurePolicy: .throwError`).
 ///
 /// ## Concurrency
 ///
@@ -58,7 +59,9 @@ public protocol CacheCodec: Sendable {
     /// - Parameter value: The value to encode.
     /// - Returns: The bytes to store; ``decode(_:)`` must turn them back into an equal value.
     /// - Throws: An error (the standard codecs throw ``CacheCodecError``) when the value
-    ///   cannot be encoded. The cache does not store anything in that case.
+    ///   cannot be encoded. The cache then stores nothing in storage and reports
+    ///   `YCacheError.encodingFailed` under `writeFailurePolicy: .throwError`; under
+    ///   `.bestEffort` it keeps the value in memory.
     func encode(_ value: Value) throws -> Data
 
     /// Decodes bytes produced by ``encode(_:)``.
@@ -70,7 +73,8 @@ public protocol CacheCodec: Sendable {
     /// - Parameter data: The stored bytes. Treat them as untrusted.
     /// - Returns: The decoded value.
     /// - Throws: An error (the standard codecs throw ``CacheCodecError``) when the bytes are
-    ///   not a valid encoding. The cache treats that as a miss.
+    ///   not a valid encoding. The cache treats that as a miss and removes the entry (or
+    ///   throws `YCacheError.decodingFailed` under `readFailurePolicy: .throwError`).
     func decode(_ data: Data) throws -> Value
 
     /// The value's cost in the in-memory cache, in bytes, roughly.
