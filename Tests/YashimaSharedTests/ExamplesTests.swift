@@ -1,43 +1,148 @@
-// The README's quick start, run as it says: the same program in two processes at the same moment.
+// The README's samples, run as the README says: the quick start in two processes at once, the worker
+// pool from its launcher, test runners sharing a fixture, the app and its helper as two users of one
+// group, and every other guide, each checked against what the README says it prints.
 
 import Foundation
+import Glibc
 import Testing
 
 @Suite(.serialized) struct ExamplesTests {
-    private func run(_ mode: String, _ directory: String) throws -> Process {
+    /// Runs one of the built example programs and returns its exit status and output.
+    private final class Run {
         let process = Process()
-        process.executableURL = productsDirectory().appendingPathComponent("yashima-examples")
-        process.arguments = [mode, directory]
-        process.standardOutput = Pipe()
-        try process.run()
-        return process
+        private let output = Pipe()
+
+        /// Starts `program` (a built product's name, or a path) with `arguments`, after `prefix` if any
+        /// (a command such as `setpriv` that runs the program).
+        init(_ program: String, _ arguments: [String], environment: [String: String] = [:], prefix: [String] = [])
+            throws
+        {
+            let executable = program.hasPrefix("/") ? program : productsDirectory().appendingPathComponent(program).path
+            process.executableURL = URL(fileURLWithPath: prefix.first ?? executable)
+            process.arguments = prefix.isEmpty ? arguments : Array(prefix.dropFirst()) + [executable] + arguments
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+            process.standardOutput = output
+            try process.run()
+        }
+
+        /// Waits for the program and returns its output lines.
+        func lines() -> [String] {
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return text.split(separator: "\n").map(String.init)
+        }
     }
 
-    private func output(_ process: Process) -> String {
-        process.waitUntilExit()
-        let pipe = process.standardOutput as! Pipe
-        return String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    private func run(_ program: String, _ arguments: String...) throws -> [String] {
+        let run = try Run(program, arguments)
+        let lines = run.lines()
+        #expect(run.process.terminationStatus == 0, "\(program) \(arguments): \(lines)")
+        return lines
     }
 
     @Test func quickStartInTwoProcessesGeneratesOnce() throws {
         let dir = TemporaryDirectory("quickstart")
-        let first = try run("quickstart", dir.path)
-        let second = try run("quickstart", dir.path)
-        let lines = [output(first), output(second)].map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
-        #expect(first.terminationStatus == 0 && second.terminationStatus == 0)
+        try FileManager.default.createDirectory(at: dir.url, withIntermediateDirectories: true)
+        let environment = ["TMPDIR": dir.path]  // the quick start keeps its cache in the temporary folder
+        let first = try Run("yashima-quickstart", [], environment: environment)
+        let second = try Run("yashima-quickstart", [], environment: environment)
+        let lines = first.lines() + second.lines()
+        #expect(first.process.terminationStatus == 0 && second.process.terminationStatus == 0)
         // One generated; the other either waited for it (shared) or started late enough to read it.
-        #expect(lines.filter { $0.hasPrefix("generated false") }.count == 1, "\(lines)")
+        #expect(lines.filter { $0.hasPrefix("generated false 32") }.count == 1, "\(lines)")
         #expect(lines.filter { $0.hasPrefix("storage") }.count == 1, "\(lines)")
-        let third = try run("quickstart", dir.path)
-        #expect(output(third).hasPrefix("storage false"))
+        let third = try Run("yashima-quickstart", [], environment: environment)
+        #expect(third.lines() == ["storage false 32"])
+        #expect(FileManager.default.fileExists(atPath: dir.path + "/thumbnails/layout"))
     }
 
-    @Test func guidesRun() throws {
+    @Test func workerPoolRendersEachPageOnceInTheWholePool() throws {
+        let dir = TemporaryDirectory("pool")
+        let lines = try run("yashima-examples", "pool", dir.path, "4")
+        #expect(lines.count == 4, "\(lines)")
+        let rendered = lines.compactMap { line -> Int? in
+            let words = line.split(separator: " ")
+            return words.count == 7 && words[2] == "rendered" ? Int(words[3]) : nil
+        }
+        #expect(rendered.count == 4 && rendered.reduce(0, +) == 12, "\(lines)")
+    }
+
+    @Test func parallelTestRunnersBuildTheFixtureOnce() throws {
+        let dir = TemporaryDirectory("fixtures")
+        let runners = try (0..<4).map { _ in try Run("yashima-examples", ["fixture", dir.path]) }
+        let lines = runners.flatMap { $0.lines() }
+        #expect(runners.allSatisfy { $0.process.terminationStatus == 0 })
+        #expect(lines.filter { $0 == "building the seeded database" }.count == 1, "\(lines)")
+        let fixtures = lines.filter { $0.hasPrefix("fixture ") }
+        #expect(fixtures.count == 4 && Set(fixtures).count == 1, "\(lines)")
+        // A later run reuses it.
+        #expect(try run("yashima-examples", "fixture", dir.path) == [fixtures[0]])
+    }
+
+    /// As root (CI), the helper and the app run as two different users of one group, as the README
+    /// describes; otherwise both run as this user, which still checks the group-shared modes.
+    @Test func appAndHelperShareAGroupDirectory() throws {
+        let asTwoUsers = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+        let (group, helperUser, appUser): (gid_t, uid_t, uid_t) =
+            asTwoUsers ? (40000, 40001, 40002) : (getgid(), getuid(), getuid())
+        // Under /tmp so that other users can reach it (the test's own TMPDIR may be private).
+        var template = Array("/tmp/yashima-app-XXXXXX".utf8CString)
+        let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) != nil }
+        try #require(created)
+        let base = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        chmod(base, 0o755)
+        // The administrator's step from the README: a setgid folder of the shared group.
+        let cache = base + "/cache"
+        #expect(mkdir(cache, 0o700) == 0)
+        #expect(chown(cache, appUser, group) == 0)
+        #expect(chmod(cache, 0o2770) == 0)
+        var program = "yashima-examples"
+        var prefixes: [[String]] = [[], []]
+        if asTwoUsers {
+            // The build folder may be private to root: the users run a copy.
+            try FileManager.default.copyItem(
+                at: productsDirectory().appendingPathComponent(program), to: URL(fileURLWithPath: base + "/examples"))
+            program = base + "/examples"
+            prefixes = [helperUser, appUser].map {
+                ["/usr/bin/setpriv", "--reuid=\($0)", "--regid=\(group)", "--groups=\(group)"]
+            }
+        }
+        let helper = try Run(
+            program, ["helper", cache, "doc-1", "doc-2"], environment: ["HOME": base], prefix: prefixes[0])
+        #expect(helper.lines() == ["helper rendered 2 previews"])
+        let app = try Run(
+            program, ["app", cache, "doc-1", "doc-2", "doc-3"], environment: ["HOME": base], prefix: prefixes[1])
+        #expect(
+            app.lines() == [
+                "app shows doc-1 from storage", "app shows doc-2 from storage", "app shows doc-3 from generated",
+            ])
+        var owners: Set<uid_t> = []
+        for name in try FileManager.default.subpathsOfDirectory(atPath: cache) {
+            var info = stat()
+            #expect(lstat(cache + "/" + name, &info) == 0)
+            #expect(info.st_gid == group, "\(name) belongs to the shared group")
+            let isFolder = info.st_mode & S_IFMT == S_IFDIR
+            #expect(info.st_mode & 0o7777 == (isFolder ? 0o2770 : 0o660), "\(name)")
+            if name.hasSuffix(".entry") { owners.insert(info.st_uid) }
+        }
+        #expect(owners == [helperUser, appUser])
+    }
+
+    @Test func guidesPrintWhatTheReadmeSays() throws {
         let dir = TemporaryDirectory("guides")
-        let process = try run("guides", dir.path)
-        let text = output(process)
-        #expect(process.terminationStatus == 0)
-        #expect(text.contains("image 2 1"))
-        #expect(text.contains("summary"))
+        let keys = try run("yashima-examples", "keys", dir.path + "/keys")
+        #expect(keys.dropFirst() == ["same key in any order: true", "other data, other key: true"])
+        #expect(try run("yashima-examples", "codecs", dir.path + "/codecs") == ["hello 12 100000 2 1"])
+        #expect(try run("yashima-examples", "options", dir.path + "/options") == ["1 1 11 true"])
+        let lifecycle = try run("yashima-examples", "lifecycle", dir.path + "/lifecycle")
+        #expect(lifecycle.first?.hasPrefix("stored 1 entries in ") == true, "\(lifecycle)")
+        #expect(lifecycle.dropFirst() == ["removed 0 expired entries"])
+        let observed = try run("yashima-examples", "observe", dir.path + "/observe")
+        #expect(observed.count == 6, "\(observed)")
+        #expect(observed.first?.hasPrefix("generated here at ") == true)
+        #expect(observed[1].hasPrefix("video-7 4 bytes, "))
+        #expect(observed[3] == "from this process's memory")
+        #expect(observed[5].hasPrefix("hits: 1 memory, 0 storage; generations: 1, shared: 0;"))
     }
 }
