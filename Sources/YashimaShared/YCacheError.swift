@@ -14,8 +14,7 @@ public enum YCacheError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Lustre, GPFS, OCFS2), refused unless `allowNetworkFilesystem` is set.
     case networkFilesystem(path: String, filesystem: String)
     /// The storage directory's `layout` file names another layout version than this build's (newer or
-    /// older). No entry, state or layout file is written; the `entries`, `locks` and `tmp` folders are
-    /// created first if they are missing.
+    /// older). Nothing is written or created in the directory.
     case unsupportedLayout(path: String, found: Int, supported: Int)
     /// The disk, a quota or the file-size limit is full: nothing was stored.
     case storageFull(path: String, detail: String)

@@ -96,6 +96,7 @@ final class Directory: Sendable {
         networkFilesystemName = filesystem
         rootIdentity = try Directory.checkOwnership(fd, path: path, sharing: sharing)
         rootCheckedAt = Atomic(Syscall.monotonicNanoseconds)
+        try Directory.refuseUnsupportedLayout(fd, path: path)  // before creating anything in it
         for folder in [Directory.entriesFolder, Directory.locksFolder, Directory.stagingFolder] {
             try Directory.ensureFolder(folder, in: fd, mode: sharing.directoryMode, rootPath: path)
         }
@@ -359,16 +360,7 @@ final class Directory: Sendable {
         for _ in 0..<3 {
             switch readSmallFile(layoutFile, in: root) {
             case .success(let text?):
-                let version = parseLayoutVersion(text)
-                guard let version else {
-                    throw .storageUnavailable(path: path, reason: "unreadable layout file")
-                }
-                if version > CrossProcessProtocol.layoutVersion {
-                    throw .unsupportedLayout(path: path, found: version, supported: CrossProcessProtocol.layoutVersion)
-                }
-                if version < CrossProcessProtocol.layoutVersion {
-                    throw .unsupportedLayout(path: path, found: version, supported: CrossProcessProtocol.layoutVersion)
-                }
+                try requireSupportedLayout(text, path: path)
                 return created
             case .success(nil):
                 let text = "yashima-shared layout \(CrossProcessProtocol.layoutVersion)\n"
@@ -378,6 +370,24 @@ final class Directory: Sendable {
             }
         }
         throw .storageUnavailable(path: path, reason: "the layout file keeps disappearing")
+    }
+
+    /// Throws unless `text` is a layout file of the version this code implements.
+    private static func requireSupportedLayout(_ text: [UInt8], path: String) throws(YCacheError) {
+        guard let version = parseLayoutVersion(text) else {
+            throw .storageUnavailable(path: path, reason: "unreadable layout file")
+        }
+        if version != CrossProcessProtocol.layoutVersion {
+            throw .unsupportedLayout(path: path, found: version, supported: CrossProcessProtocol.layoutVersion)
+        }
+    }
+
+    /// Refuses a directory whose existing layout file this code cannot use, before anything is created
+    /// in it. A missing layout file is fine: `ensureLayout` writes one.
+    private static func refuseUnsupportedLayout(_ root: Int32, path: String) throws(YCacheError) {
+        if case .success(let text?) = readSmallFile(layoutFile, in: root) {
+            try requireSupportedLayout(text, path: path)
+        }
     }
 
     static func parseLayoutVersion(_ bytes: [UInt8]) -> Int? {

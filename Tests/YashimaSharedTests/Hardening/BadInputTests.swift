@@ -99,6 +99,14 @@ extension Hardening {
             try "not a layout".write(toFile: dir.path + "/layout", atomically: false, encoding: .utf8)
             let garbled = #expect(throws: YCacheError.self) { try YCache(storageDirectory: dir.url).openStorage() }
             #expect(garbled?.description.contains("unreadable layout file") == true)
+
+            // A directory holding only a newer layout file: refused before anything is created in it.
+            let newer = TemporaryDirectory("newer-layout")
+            try FileManager.default.createDirectory(at: newer.url, withIntermediateDirectories: false)
+            chmod(newer.path, 0o700)
+            try "yashima-shared layout 2\n".write(toFile: newer.path + "/layout", atomically: false, encoding: .utf8)
+            #expect(throws: YCacheError.self) { try YCache(storageDirectory: newer.url).openStorage() }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: newer.path) == ["layout"])
         }
 
         @Test("foreign files in the directory: ignored by lookups, listing and trim; kept unless they pose as entries")
