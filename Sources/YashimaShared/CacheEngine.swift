@@ -391,10 +391,18 @@ final class CacheEngine: Sendable {
                 let charged = EntryFile.chargedBytes(
                     payloadByteCount: encoded.count, keyByteCount: request.expectation.keyBytes.count,
                     codecByteCount: request.expectation.codecBytes.count)
-                if let budget = storageMaximumByteCount, charged > budget {
-                    // Larger than the whole budget: returned (and kept in memory) but never stored.
-                } else if request.expectation.keyBytes.count > EntryFormat.maximumKeyByteCount {
-                    // A key no reader accepts (EntryFormat): storing it would only be read back as corrupt.
+                let tooLargeForBudget = storageMaximumByteCount.map { charged > $0 } ?? false
+                // A key no reader accepts (EntryFormat) would only be read back as corrupt.
+                let keyTooLarge = request.expectation.keyBytes.count > EntryFormat.maximumKeyByteCount
+                if tooLargeForBudget || keyTooLarge {
+                    // Returned (and kept in memory) but never stored. A store or refresh replaces the
+                    // value, so the old stored entry must not outlive it in any process (I10).
+                    if bumpEpoch {
+                        let path = context.directory.entryPath(for: request.expectation.identity)
+                        epochs = try unlinkStoredEntry(
+                            at: path, namespace: request.key.namespace, keyDigest: request.expectation.keyDigest,
+                            context: context)
+                    }
                 } else {
                     let path = context.directory.entryPath(for: request.expectation.identity)
                     let outcome = context.files.publish(
@@ -487,15 +495,25 @@ final class CacheEngine: Sendable {
         // The memory copy is gone either way; a storage directory that cannot be opened is reported,
         // because its entry would come back once the directory is usable again.
         let context = try storage(verifyingRoot: true).get()
-        let slots = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
+        let path = context.directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: codecIdentifier))
+        _ = try unlinkStoredEntry(at: path, namespace: key.namespace, keyDigest: key.stableDigest, context: context)
+    }
+
+    /// Unlinks a key's entry file between two bumps of its epoch (I10), so that no process keeps, or
+    /// caches again, the value it held. Returns the key's epoch slots and their stamp after the second bump.
+    private func unlinkStoredEntry(
+        at path: EntryPath, namespace: String, keyDigest: SHA256Digest, context: StorageContext
+    ) throws(YCacheError) -> (SharedState.Slots, SharedState.Stamp) {
+        let slots = SharedState.slots(namespace: namespace, keyDigest: keyDigest)
         context.directory.state.bumpKey(slots)  // I10: before unlinking
+        let outcome = context.files.remove(path.relative)
         // And again after: a reader that stamped its epochs after the first bump may have read the file
         // before the unlink; its memory copy must not outlive this call.
-        defer { context.directory.state.bumpKey(slots) }
-        let path = context.directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: codecIdentifier))
-        if case .failure(let error) = context.files.remove(path.relative) {
+        context.directory.state.bumpKey(slots)
+        if case .failure(let error) = outcome {
             throw .system(error, path: storagePath, operation: "removing an entry")
         }
+        return (slots, context.directory.state.stamp(slots))
     }
 
     /// Removes every entry (whose namespace matches, when given). Blocking: run through BlockingWork.

@@ -204,9 +204,10 @@ public final class YCache: Sendable {
     /// and its failure stays with the `refresh` callers.
     ///
     /// The value is stored as by `value(for:codec:options:generate:)`, with `lookupPolicy` forced to
-    /// `.refresh`. Only when it is published to storage (`writePolicy: .memoryAndStorage`) are other
-    /// processes' memory copies of the old value invalidated; with `.memoryOnly`, or an entry larger than
-    /// the storage budget, the old stored entry stays and other processes keep seeing it. Every process
+    /// `.refresh`. With `writePolicy: .memoryAndStorage` the old value is gone for every process: replaced
+    /// by the new entry, or removed when the new value is larger than the storage budget (which is kept in
+    /// this process's memory only). With `.memoryOnly` the old stored entry stays and other processes keep
+    /// seeing it. Every process
     /// that refreshes generates its own value (under the default policies, while holding the key's
     /// cross-process lock, one process at a time).
     /// - Parameters:
@@ -246,9 +247,8 @@ public final class YCache: Sendable {
     ///
     /// - `.memoryAndStorage` (the default): encodes the value, publishes it to storage, invalidates other
     ///   processes' memory copies of the key (I10), trims if usage goes over the budget, then puts it in
-    ///   memory. An entry larger than the whole storage budget, or a key over 64 MiB of canonical bytes, is
-    ///   put in memory only: the old stored entry then stays, and other processes' copies are not
-    ///   invalidated.
+    ///   memory. A value larger than the whole storage budget, or a key over 64 MiB of canonical bytes, is
+    ///   put in this process's memory only; the key's old stored entry is removed, for every process.
     /// - `.memoryOnly`: this process's memory only; storage and other processes are untouched.
     /// - `.disabled`: nothing is stored.
     ///
@@ -374,15 +374,14 @@ public final class YCache: Sendable {
 
     /// Removes every entry of `namespace`, in memory and storage. Every process's next lookup misses.
     ///
-    /// Bumps the namespace's removal epoch (invalidating other processes' memory copies), then scans the
-    /// directory and unlinks each entry whose key has this namespace; an entry that cannot be unlinked is
-    /// skipped silently.
+    /// Removes the namespace's values from this process's memory, bumps the namespace's removal epoch
+    /// (invalidating other processes' memory copies), then scans the directory and unlinks each entry
+    /// whose key has this namespace; an entry that cannot be unlinked is skipped silently.
     /// - Parameter namespace: The namespace to empty.
     /// - Throws: A storage-open error (`YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
-    ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used; then
-    ///   this process's memory is left as it was.
+    ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used (the
+    ///   memory copies are removed anyway).
     public func removeAll(in namespace: String) async throws {
-        try requireStorage()
         let engine = self.engine
         _ = try await BlockingWork.run { () -> Result<Int, YCacheError> in
             Result { () throws(YCacheError) in try engine.removeAll(inNamespace: namespace) }

@@ -129,6 +129,11 @@ struct YCacheFailureTests {
         // A removal reports the unusable directory (its entry would come back later) but drops memory.
         await #expect(performing: { try await cache.remove(for: key, codec: Self.codec) }, throws: Self.isUnavailable)
         #expect(cache.peek(for: key, codec: Self.codec) == nil)
+        // So does emptying a namespace, and emptying everything.
+        let other = CacheKey("other", namespace: "emptied")
+        #expect(try await cache.value(for: other, codec: Self.codec, options: Self.bestEffort) { "o" } == "o")
+        await #expect(performing: { try await cache.removeAll(in: "emptied") }, throws: Self.isUnavailable)
+        #expect(cache.peek(for: other, codec: Self.codec) == nil)
         await #expect(performing: { try await cache.removeAll() }, throws: Self.isUnavailable)
         #expect(try Data(contentsOf: dir.url) == Data("a file".utf8))  // never touched
     }

@@ -148,6 +148,29 @@ struct TrimTests {
         #expect(entryFiles(in: dir.url).count == 1)
     }
 
+    @Test(
+        "replacing a stored value with one larger than the whole budget removes the old entry for every process",
+        arguments: ["store", "refresh"])
+    func oversizedReplacement(operation: String) async throws {
+        let dir = TemporaryDirectory("trim-oversized-replace")
+        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: 2 * Self.block)
+        let other = YCache(storageDirectory: dir.url, storageMaximumByteCount: 2 * Self.block)
+        let key = CacheKey("replaced")
+        try await cache.store("old", for: key, codec: Self.codec)
+        #expect(try await other.valueIfCached(for: key, codec: Self.codec) == "old")  // now in other's memory
+        let big = String(repeating: "B", count: 3 * Self.block)
+        if operation == "store" {
+            try await cache.store(big, for: key, codec: Self.codec)
+        } else {
+            #expect(try await cache.refresh(for: key, codec: Self.codec) { big } == big)
+        }
+        #expect(cache.peek(for: key, codec: Self.codec) == big)
+        // Neither another process's memory nor storage may still give the replaced value.
+        #expect(try await other.valueIfCached(for: key, codec: Self.codec) == nil)
+        #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == nil)
+        #expect(entryFiles(in: dir.url).isEmpty)
+    }
+
     // MARK: Debris
 
     @Test(
