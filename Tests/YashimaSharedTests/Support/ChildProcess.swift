@@ -1,5 +1,6 @@
-// Real child processes of the built `yashima-stress` executable, for cross-process tests: spawn, read
-// their lines with a timeout (poll), write to their stdin, SIGKILL them. No mocks.
+// Real child processes of the built `yashima-stress` executable (or any other program), for cross-process
+// tests: spawn, read their lines or raw output with a timeout (poll), write to their stdin, SIGKILL them.
+// No mocks.
 
 import Foundation
 import Glibc
@@ -9,20 +10,27 @@ func productsDirectory() -> URL {
     URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
 }
 
-/// One running `yashima-stress` child.
+/// One running `yashima-stress` child (or another program's).
 final class ChildProcess {
     let process = Process()
     private let input = Pipe()
     private let output = Pipe()
+    private let errors: Pipe?
     private var buffer = Data()
 
-    /// Starts `executable` (default: the built `yashima-stress`) with `arguments`.
-    init(executable: URL = productsDirectory().appendingPathComponent("yashima-stress"), _ arguments: [String]) throws {
+    /// Starts `executable` (default: the built `yashima-stress`) with `arguments`. The child's stderr goes
+    /// to ours, or with `capturingStandardError` to a pipe read by `standardErrorText()` (keep it short:
+    /// it is read only after the child exits).
+    init(
+        executable: URL = productsDirectory().appendingPathComponent("yashima-stress"), _ arguments: [String],
+        capturingStandardError: Bool = false
+    ) throws {
+        errors = capturingStandardError ? Pipe() : nil
         process.executableURL = executable
         process.arguments = arguments
         process.standardInput = input
         process.standardOutput = output
-        process.standardError = FileHandle.standardError
+        process.standardError = errors ?? FileHandle.standardError
         try process.run()
     }
 
@@ -30,7 +38,6 @@ final class ChildProcess {
 
     /// The next line of output, or nil when the child closed its output or `timeout` passed.
     func readLine(timeout: Double = 60) -> String? {
-        let fd = output.fileHandleForReading.fileDescriptor
         let deadline = Date().addingTimeInterval(timeout)
         while true {
             if let newline = buffer.firstIndex(of: 0x0A) {
@@ -38,16 +45,39 @@ final class ChildProcess {
                 buffer.removeSubrange(buffer.startIndex...newline)
                 return line
             }
+            if !readMore(before: deadline) { return nil }
+        }
+    }
+
+    /// All remaining output, as raw bytes, up to the moment the child closes it or `timeout` passes.
+    func readToEnd(timeout: Double = 60) -> Data {
+        let deadline = Date().addingTimeInterval(timeout)
+        while readMore(before: deadline) {}
+        defer { buffer.removeAll() }
+        return buffer
+    }
+
+    /// Appends the next chunk of output to `buffer`; false when the output is closed or `deadline` passed.
+    private func readMore(before deadline: Date) -> Bool {
+        let fd = output.fileHandleForReading.fileDescriptor
+        while true {
             let remaining = deadline.timeIntervalSinceNow
-            if remaining <= 0 { return nil }
+            if remaining <= 0 { return false }
             var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             let ready = poll(&descriptor, 1, Int32(min(remaining, 1) * 1000))
             if ready <= 0 { continue }
             var chunk = [UInt8](repeating: 0, count: 65536)
             let count = read(fd, &chunk, chunk.count)
-            if count <= 0 { return nil }
+            if count <= 0 { return false }
             buffer.append(contentsOf: chunk[0..<count])
+            return true
         }
+    }
+
+    /// What the child wrote to stderr, when started with `capturingStandardError`. Call after `wait`.
+    func standardErrorText() -> String {
+        guard let errors else { return "" }
+        return String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     }
 
     /// Reads lines until one satisfies `predicate`.
