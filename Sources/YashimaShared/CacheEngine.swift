@@ -392,9 +392,11 @@ final class CacheEngine: Sendable {
                     payloadByteCount: encoded.count, keyByteCount: request.expectation.keyBytes.count,
                     codecByteCount: request.expectation.codecBytes.count)
                 let tooLargeForBudget = storageMaximumByteCount.map { charged > $0 } ?? false
-                // A key no reader accepts (EntryFormat) would only be read back as corrupt.
-                let keyTooLarge = request.expectation.keyBytes.count > EntryFormat.maximumKeyByteCount
-                if tooLargeForBudget || keyTooLarge {
+                // A key or codec identifier no reader accepts (EntryFormat) would only be read back as corrupt.
+                let unreadable =
+                    request.expectation.keyBytes.count > EntryFormat.maximumKeyByteCount
+                    || request.expectation.codecBytes.count > EntryFormat.maximumCodecByteCount
+                if tooLargeForBudget || unreadable {
                     // Returned (and kept in memory) but never stored. A store or refresh replaces the
                     // value, so the old stored entry must not outlive it in any process (I10).
                     if bumpEpoch {

@@ -56,10 +56,13 @@
 ///   `YCache.Options.crossProcessWaitTimeout`: past it, the waiter generates without the lock. That may
 ///   duplicate work; it never yields a wrong value, because values for one key are interchangeable and
 ///   publish is atomic.
-/// - **I9 Usage is a hint, reconciled by trim.** The state file holds the directory's allocated bytes
-///   (`st_blocks × 512` of entries), adjusted atomically by whoever publishes or unlinks. Trim runs in
-///   one process at a time (try-lock on `trim.lock`), recounts from a scan, re-checks each victim's mtime
-///   right before unlinking it, and never touches staging files younger than `Policy.stagingDebrisAge`.
+/// - **I9 Usage is a hint, reconciled by trim.** The state file holds the directory's allocated bytes,
+///   adjusted atomically by whoever publishes (the file size rounded up to 4 KiB) or unlinks (the file's
+///   `st_blocks × 512`); where the two measures differ (another block size, inline or compressed files),
+///   the counter drifts until the next scan. Trim runs in one process at a time (a writer over budget
+///   waits for `trim.lock`, so the bound holds when its write returns), recounts from a scan, re-checks
+///   each victim's mtime right before unlinking it, and never touches staging files younger than
+///   `Policy.stagingDebrisAge`.
 /// - **I10 Removal is seen everywhere.** `remove`, `removeAll(in:)` and `removeAll()` bump epochs in the
 ///   state file (per key slot, per namespace slot, global) before unlinking, and again after (a reader
 ///   that recorded its epochs between the first bump and the unlink may have read the entry). Every

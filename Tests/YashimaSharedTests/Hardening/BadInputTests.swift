@@ -65,6 +65,23 @@ extension Hardening {
             #expect(cache.statistics.corruptEntries == 0)
         }
 
+        @Test("a codec identifier over 4 KiB: returned and kept in memory, never stored (no reader would accept it)")
+        func codecIdentifierOverTheHeaderLimit() async throws {
+            struct LongNamedCodec: CacheCodec {
+                let identifier = String(repeating: "c", count: EntryFormat.maximumCodecByteCount + 1)
+                func encode(_ value: Data) throws -> Data { value }
+                func decode(_ data: Data) throws -> Data { data }
+            }
+            let cache = YCache(storageDirectory: dir.url)
+            let key = CacheKey("long-codec")
+            #expect(try await cache.value(for: key, codec: LongNamedCodec()) { Data("v".utf8) } == Data("v".utf8))
+            #expect(cache.peek(for: key, codec: LongNamedCodec()) == Data("v".utf8))
+            #expect(Hardening.entryBytes(dir.path) == 0)
+            let other = YCache(storageDirectory: dir.url)
+            #expect(try await other.valueIfCached(for: key, codec: LongNamedCodec()) == nil)
+            #expect(other.statistics.corruptEntries == 0 && cache.statistics.corruptEntries == 0)
+        }
+
         @Test("NUL bytes in key parts: distinct keys, no effect on paths")
         func nulInKeyParts() async throws {
             let withNul = CacheKey(namespace: "a\u{0}b", identity: "c\u{0}")
