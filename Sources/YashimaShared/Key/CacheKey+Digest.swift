@@ -29,7 +29,7 @@ extension CacheKey {
     /// The lowercase hexadecimal SHA-256 of `text`'s UTF-8 bytes.
     ///
     /// - Parameter text: The input text.
-    /// - Returns: 64 lowercase hexadecimal characters; the same as ``digest(of:)-(DataProtocol)`` of
+    /// - Returns: 64 lowercase hexadecimal characters; the same as `digest(of:)` of
     ///   `Data(text.utf8)`.
     public static func digest(of text: String) -> String {
         digest(of: Data(text.utf8))
