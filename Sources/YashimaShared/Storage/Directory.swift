@@ -211,15 +211,10 @@ final class Directory: Sendable {
                     return .failure(error)
                 }
             case .failure(let error) where error.errno == .noSuchFile:
-                switch Syscall.makeDirectory(relative, in: root, mode: mode) {
+                switch makeDirectoryWithExactMode(relative, in: root, mode: mode) {
                 case .success:
-                    // mkdirat applies the umask; set the mode explicitly (never trust the umask).
-                    if case .success(let fd) = Syscall.open(relative, in: root, flags: [.directory]) {
-                        _ = Syscall.setMode(fd, mode)
-                        Syscall.close(fd)
-                    }
                     return .success(())
-                case .failure(let error) where error.errno == .fileExists:
+                case .failure(let error) where error.errno == .fileExists || error.errno == .directoryNotEmpty:
                     continue  // someone else made something there: look at what it is
                 case .failure(let error):
                     return .failure(error)
@@ -230,6 +225,31 @@ final class Directory: Sendable {
         }
         return .failure(SystemCallError(call: "mkdirat", errno: .fileExists))
     }
+
+    /// Creates folder `relative` with exactly `mode`, whatever the umask, so that no process ever sees it
+    /// with another mode: it is made under a staging name in the root, given its mode (mkdirat applies
+    /// the umask, and setgid must be set explicitly), then renamed into place. Another user of a
+    /// group-shared directory could not write into a folder caught with its umasked mode, and a process
+    /// killed between mkdir and chmod would leave it that way. EEXIST or ENOTEMPTY: someone else made it.
+    private static func makeDirectoryWithExactMode(
+        _ relative: String, in root: Int32, mode: UInt32
+    ) -> Result<Void, SystemCallError> {
+        let staging = folderStagingPrefix + Syscall.randomBytes(8).map { String($0, radix: 16) }.joined()
+        if case .failure(let error) = Syscall.makeDirectory(staging, in: root, mode: mode) { return .failure(error) }
+        var outcome = Syscall.open(staging, in: root, flags: [.directory]).flatMap { fd in
+            defer { Syscall.close(fd) }
+            return Syscall.setMode(fd, mode)
+        }
+        if case .success = outcome {
+            outcome = Syscall.rename(staging, in: root, to: relative, in: root)
+        }
+        if case .failure = outcome { _ = Syscall.unlink(staging, in: root, isDirectory: true) }
+        return outcome
+    }
+
+    /// Names of folders being created (`makeDirectoryWithExactMode`); only a process killed within those
+    /// few system calls leaves one behind, empty, and every scan ignores it.
+    static let folderStagingPrefix = ".folder-"
 
     // MARK: Opening
 

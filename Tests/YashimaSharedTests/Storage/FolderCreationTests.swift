@@ -1,0 +1,61 @@
+// Folders appear with their final mode or not at all: many openers racing on a fresh directory all
+// succeed, every folder has exactly the sharing mode's bits, and no staging folder is left behind.
+
+import Foundation
+import Glibc
+import Testing
+
+@testable import YashimaShared
+
+@Suite("Folder creation")
+struct FolderCreationTests {
+    /// Every folder under `root` (relative paths) and its mode bits.
+    static func folders(under root: String) throws -> [String: UInt32] {
+        var result: [String: UInt32] = [:]
+        for name in try FileManager.default.subpathsOfDirectory(atPath: root) {
+            var info = stat()
+            guard lstat(root + "/" + name, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { continue }
+            result[name] = UInt32(info.st_mode & 0o7777)
+        }
+        return result
+    }
+
+    @Test(
+        "eight openers racing on a fresh directory: all succeed, every folder exact, nothing left staging",
+        arguments: [StorageSharingMode.privateToUser, .groupShared])
+    func racingOpeners(sharing: StorageSharingMode) async throws {
+        let dir = TemporaryDirectory("folders")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<8 {
+                group.addTask {
+                    let cache = YCache(storageDirectory: dir.url, sharing: sharing)
+                    try await cache.store(Data([UInt8(index)]), for: CacheKey("k\(index)"), codec: DataCodec())
+                }
+            }
+            try await group.waitForAll()
+        }
+        let folders = try Self.folders(under: dir.path)
+        #expect(folders.count == 3 + 2 * 256, "entries, locks, tmp and 256 fan-out folders in each of two")
+        let expected: UInt32 = sharing == .groupShared ? 0o2770 : 0o700
+        #expect(folders.values.allSatisfy { $0 == expected }, "\(folders.filter { $0.value != expected })")
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.path)
+        #expect(!names.contains { $0.hasPrefix(Directory.folderStagingPrefix) }, "\(names)")
+    }
+
+    @Test("a fan-out folder removed while in use comes back with its exact mode, through a staging name")
+    func recreatedFanOut() async throws {
+        let dir = TemporaryDirectory("folders-again")
+        let cache = YCache(storageDirectory: dir.url, sharing: .groupShared)
+        let key = CacheKey("again")
+        try await cache.store(Data("1".utf8), for: key, codec: DataCodec())
+        try FileManager.default.removeItem(at: dir.url.appendingPathComponent(Directory.entriesFolder))
+        try await cache.store(Data("2".utf8), for: key, codec: DataCodec())
+        let folders = try Self.folders(under: dir.path)
+        #expect(folders.values.allSatisfy { $0 == 0o2770 }, "\(folders.filter { $0.value != 0o2770 })")
+        #expect(
+            try await YCache(storageDirectory: dir.url, sharing: .groupShared).valueIfCached(
+                for: key, codec: DataCodec()) == Data("2".utf8))
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.path)
+        #expect(!names.contains { $0.hasPrefix(Directory.folderStagingPrefix) }, "\(names)")
+    }
+}
