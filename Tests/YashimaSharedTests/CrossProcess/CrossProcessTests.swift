@@ -15,7 +15,7 @@ import Testing
 
     // MARK: Single-flight across processes (I5)
 
-    @Test func eightProcessesMissingOneKeyGenerateOnce() throws {
+    @Test func eightProcessesMissingOneKeyGenerateOnce() async throws {
         let dir = TemporaryDirectory("burst")
         let ledger = dir.path + ".ledger"
         defer { unlink(ledger) }
@@ -23,55 +23,57 @@ import Testing
             try worker(
                 "get", dir, ["--key", "hot", "--generate-ms", "1500", "--ledger", ledger, "--go", "--size", "65536"])
         }
-        #expect(startTogether(children))
-        let results = children.compactMap { $0.readJSON(timeout: 60) }
+        #expect(await startTogether(children))
+        var results: [[String: Any]] = []
+        for child in children { if let result = await child.json(timeout: 60) { results.append(result) } }
         #expect(results.count == 8)
         #expect(results.allSatisfy { $0["correct"] as? Bool == true })
         let generations = Ledger(path: ledger).lines()
         #expect(generations.count == 1, "generations: \(generations)")
         let shared = results.filter { $0["shared"] as? Bool == true }.count
         #expect(shared == 7)
-        for child in children { #expect(child.wait() == 0) }
+        for child in children { #expect(await child.exitStatus() == 0) }
     }
 
-    @Test func waiterTakesOverWhenGeneratorIsKilled() throws {
+    @Test func waiterTakesOverWhenGeneratorIsKilled() async throws {
         let dir = TemporaryDirectory("takeover")
         let ledger = dir.path + ".ledger"
         defer { unlink(ledger) }
         let doomed = try worker("get", dir, ["--key", "k", "--generate-ms", "60000", "--announce", "--ledger", ledger])
-        #expect(doomed.readLine(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
+        #expect(await doomed.line(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
         let waiters = try (0..<3).map { _ in
             try worker("get", dir, ["--key", "k", "--generate-ms", "100", "--ledger", ledger, "--announce"])
         }
         // The waiters are blocked on the lock (or about to be); the holder dies holding it.
-        usleep(200_000)
+        try await Task.sleep(for: .milliseconds(200))
         doomed.kill()
-        doomed.wait()
-        let results = waiters.compactMap { $0.readJSON(timeout: 60) }
+        await doomed.exitStatus()
+        var results: [[String: Any]] = []
+        for waiter in waiters { if let result = await waiter.json(timeout: 60) { results.append(result) } }
         #expect(results.count == 3, "a waiter hung after the holder was killed")
         #expect(results.allSatisfy { $0["correct"] as? Bool == true })
         // The killed holder's line, then exactly one takeover generation.
         #expect(Ledger(path: ledger).lines().count == 2, "\(Ledger(path: ledger).lines())")
-        for waiter in waiters { #expect(waiter.wait() == 0) }
+        for waiter in waiters { #expect(await waiter.exitStatus() == 0) }
     }
 
-    @Test func killingPublishersNeverLeavesATornEntry() throws {
+    @Test func killingPublishersNeverLeavesATornEntry() async throws {
         let dir = TemporaryDirectory("publish-kill")
         // Large values make the write window wide; kill at varied moments inside it.
         for round in 0..<6 {
             let child = try worker("get", dir, ["--key", "big-\(round)", "--size", "\(24 << 20)", "--announce"])
-            #expect(child.readLine(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
-            usleep(UInt32(round * 15_000))
+            #expect(await child.line(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
+            try await Task.sleep(for: .milliseconds(round * 15))
             child.kill()
-            child.wait()
+            await child.exitStatus()
         }
         // Every file at a published path validates completely (header, lengths, checksum).
         #expect(invalidEntryFiles(dir.url).isEmpty)
         // And a reader gets the right bytes for every key (from storage, or regenerated).
         for round in 0..<6 {
             let reader = try worker("get", dir, ["--key", "big-\(round)", "--size", "\(24 << 20)"])
-            #expect(reader.readJSON()?["correct"] as? Bool == true)
-            #expect(reader.wait() == 0)
+            #expect(await reader.json()?["correct"] as? Bool == true)
+            #expect(await reader.exitStatus() == 0)
         }
     }
 
@@ -85,23 +87,23 @@ import Testing
         #expect(cache.peek(for: key, codec: DataCodec()) != nil)
 
         let remover = try worker("remove", dir, ["--key", "shared"])
-        #expect(remover.wait() == 0)
+        #expect(await remover.exitStatus() == 0)
         #expect(try await cache.valueIfCached(for: key, codec: DataCodec()) == nil, "L1 served a removed entry")
         #expect(try await cache.valueIfCached(for: other, codec: DataCodec()) != nil)
 
         let namespaceRemover = try worker("remove", dir, ["--namespace", "stress"])
-        #expect(namespaceRemover.wait() == 0)
+        #expect(await namespaceRemover.exitStatus() == 0)
         #expect(try await cache.valueIfCached(for: other, codec: DataCodec()) == nil)
         #expect(try await cache.valueIfCached(for: keep, codec: DataCodec()) != nil)
 
         let allRemover = try worker("remove", dir, ["--all"])
-        #expect(allRemover.wait() == 0)
+        #expect(await allRemover.exitStatus() == 0)
         #expect(try await cache.valueIfCached(for: keep, codec: DataCodec()) == nil)
     }
 
     // MARK: Shared quota (I9)
 
-    @Test func quotaHoldsWithFourWriters() throws {
+    @Test func quotaHoldsWithFourWriters() async throws {
         let dir = TemporaryDirectory("quota")
         let budget = 1 << 20
         let entrySize = 16 * 1024
@@ -112,16 +114,16 @@ import Testing
                     "--key", "w\(index)", "--count", "150", "--size", "\(entrySize)", "--budget", "\(budget)", "--go",
                 ])
         }
-        #expect(startTogether(children))
+        #expect(await startTogether(children))
         // Sample real usage (allocated blocks of entry files) while they write.
         var maximum: Int64 = 0
         var running = true
         while running {
             maximum = max(maximum, allocatedEntryBytes(dir.url))
             running = children.contains { $0.process.isRunning }
-            usleep(2000)
+            try await Task.sleep(for: .milliseconds(2))
         }
-        for child in children { #expect(child.wait() == 0) }
+        for child in children { #expect(await child.exitStatus() == 0) }
         // Slack: one in-flight entry per writing process (header + payload, rounded to blocks).
         let slack = Int64(4 * (entrySize + 8192))
         #expect(maximum <= Int64(budget) + slack, "usage reached \(maximum) over a budget of \(budget)")
@@ -130,17 +132,17 @@ import Testing
 
     // MARK: Lock files (I6)
 
-    @Test func removeAndRegenerateRaceNeverHasTwoGenerators() throws {
+    @Test func removeAndRegenerateRaceNeverHasTwoGenerators() async throws {
         let dir = TemporaryDirectory("churn")
         let ledger = dir.path + ".ledger"
         defer { unlink(ledger) }
         let children = try (0..<4).map { _ in
             try worker("churn", dir, ["--key", "contested", "--rounds", "60", "--ledger", ledger, "--go"])
         }
-        #expect(startTogether(children))
+        #expect(await startTogether(children))
         for child in children {
-            #expect(child.readJSON(timeout: 120)?["wrong"] as? Int == 0)
-            #expect(child.wait() == 0)
+            #expect(await child.json(timeout: 120)?["wrong"] as? Int == 0)
+            #expect(await child.exitStatus() == 0)
         }
         let intervals = Ledger(path: ledger).lines().compactMap { line -> (UInt64, UInt64)? in
             let parts = line.split(separator: " ")
@@ -160,7 +162,7 @@ import Testing
     @Test func cancelledWaiterReturnsPromptly() async throws {
         let dir = TemporaryDirectory("cancel")
         let holder = try worker("get", dir, ["--key", "slow", "--generate-ms", "20000", "--announce"])
-        #expect(holder.readLine(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
+        #expect(await holder.line(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
         let cache = YCache(storageDirectory: dir.url)
         let key = CacheKey(namespace: "stress", identity: "slow")
         let waiter = Task {
@@ -175,13 +177,13 @@ import Testing
         // Bounded, not a timing claim: far below the holder's 20 s.
         #expect(waited < .seconds(5))
         holder.kill()
-        holder.wait()
+        await holder.exitStatus()
     }
 
     @Test func hungHolderIsBypassedAfterTheWaitTimeout() async throws {
         let dir = TemporaryDirectory("timeout")
         let holder = try worker("get", dir, ["--key", "hung", "--generate-ms", "60000", "--announce"])
-        #expect(holder.readLine(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
+        #expect(await holder.line(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
         let cache = YCache(storageDirectory: dir.url)
         let key = CacheKey(namespace: "stress", identity: "hung")
         var options = YCache.Options()
@@ -191,7 +193,7 @@ import Testing
         #expect(resolution.value == Data("dup".utf8))
         #expect(cache.statistics.crossProcessTimeouts == 1)
         holder.kill()
-        holder.wait()
+        await holder.exitStatus()
     }
 }
 

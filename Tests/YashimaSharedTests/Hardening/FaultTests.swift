@@ -47,8 +47,8 @@ extension Hardening {
                     "worker", "get", "--directory", dir.path, "--key", "big", "--size", "\(1 << 20)",
                     "--write-failure", policy,
                 ])
-            let line = try #require(child.readJSON())
-            let status = child.wait()
+            let line = try #require(await child.json())
+            let status = await child.exitStatus()
             if policy == "throw" {
                 #expect(line["error"] as? String == "storageFull", "\(line)")
                 #expect((line["description"] as? String)?.contains("full") == true)
@@ -69,8 +69,8 @@ extension Hardening {
             let ok = try ChildProcess([
                 "worker", "get", "--directory", dir.path, "--key", "big", "--size", "\(1 << 20)",
             ])
-            #expect(ok.readJSON()?["correct"] as? Bool == true)
-            #expect(ok.wait() == 0)
+            #expect(await ok.json()?["correct"] as? Bool == true)
+            #expect(await ok.exitStatus() == 0)
             #expect(Hardening.isRegularFile(files.entry))
         }
 
@@ -82,8 +82,8 @@ extension Hardening {
             let child = try workerUnderShell(
                 "trap '' XFSZ; ulimit -f 0",
                 ["worker", "get", "--directory", dir.path, "--key", "tiny", "--size", "10"])
-            #expect(child.readJSON()?["error"] as? String == "storageFull")
-            #expect(child.wait() == 3)
+            #expect(await child.json()?["error"] as? String == "storageFull")
+            #expect(await child.exitStatus() == 3)
             #expect(Hardening.allNames(under: dir.path + "/tmp").isEmpty)
         }
 

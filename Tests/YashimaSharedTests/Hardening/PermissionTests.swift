@@ -22,7 +22,7 @@ extension Hardening {
         @Test(
             "every created folder and file gets its mode explicitly, whatever the umask",
             arguments: ["000", "077", "022"], ["private", "group"])
-        func modesIgnoreTheUmask(umask: String, sharing: String) throws {
+        func modesIgnoreTheUmask(umask: String, sharing: String) async throws {
             let dir = TemporaryDirectory("modes")
             // The root and its parent do not exist yet: the library creates the whole chain.
             let root = dir.path + "/parent/root"
@@ -38,14 +38,14 @@ extension Hardening {
                     "--sharing", sharing,
                 ])
             var announced = false
-            while let line = holder.readLine(timeout: 60) {
+            while let line = await holder.line(timeout: 60) {
                 if line.hasPrefix("GENERATING") { announced = true; break }
             }
             #expect(announced)
             #expect(Hardening.mode(files.lock) == expected.file, "lock file")
             #expect(Hardening.mode(files.lockFanOut) == expected.folder, "lock fan-out folder")
             holder.kill()
-            holder.wait()
+            await holder.exitStatus()
 
             // 2. Three entries over a two-entry budget: entries, fan-outs, staging (renamed into the
             //    entries), state, layout and trim.lock are all created.
@@ -55,8 +55,8 @@ extension Hardening {
                     "worker", "get", "--directory", root, "--key", "k", "--count", "3", "--size", "3000",
                     "--budget", "8192", "--sharing", sharing,
                 ])
-            for _ in 0..<3 { #expect(writer.readJSON()?["correct"] as? Bool == true) }
-            #expect(writer.wait() == 0)
+            for _ in 0..<3 { #expect(await writer.json()?["correct"] as? Bool == true) }
+            #expect(await writer.exitStatus() == 0)
 
             for folder in ["parent", "parent/root"] {
                 #expect(Hardening.mode(dir.path + "/" + folder) == expected.folder, "\(folder)")

@@ -25,8 +25,8 @@ extension Hardening {
             try #require(rename(dir.path, moved) == 0)
             // A real second process creates a fresh directory at the path and publishes there.
             let other = try ChildProcess(["worker", "get", "--directory", dir.path, "--key", "theirs"])
-            #expect(other.readJSON()?["correct"] as? Bool == true)
-            #expect(other.wait() == 0)
+            #expect(await other.json()?["correct"] as? Bool == true)
+            #expect(await other.exitStatus() == 0)
             let movedBefore = Snapshot(moved)
 
             _ = try await cache.data(for: CacheKey("after")) { Data("2".utf8) }

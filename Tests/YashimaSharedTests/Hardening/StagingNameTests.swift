@@ -60,7 +60,7 @@ extension Hardening {
         }
 
         @Test("two processes publishing at once never collide on a staging name")
-        func twoProcessesNeverCollide() throws {
+        func twoProcessesNeverCollide() async throws {
             let dir = TemporaryDirectory("staging-procs")
             // Each child publishes 200 distinct keys; a collision would make an O_EXCL open fail
             // (a write failure, thrown by the worker) or publish one process's bytes under the other's key.
@@ -70,15 +70,15 @@ extension Hardening {
                     "--seed", "\(index + 1)", "--go",
                 ])
             }
-            #expect(startTogether(children))
+            #expect(await startTogether(children))
             for child in children {
                 var correct = 0
-                while let line = child.readJSON(timeout: 60) {
+                while let line = await child.json(timeout: 60) {
                     if line["correct"] as? Bool == true { correct += 1 }
                     if correct == 200 { break }
                 }
                 #expect(correct == 200)
-                #expect(child.wait() == 0)
+                #expect(await child.exitStatus() == 0)
             }
             let staging = Hardening.allNames(under: dir.path + "/tmp")
             #expect(staging.isEmpty, "no staging file left behind: \(staging)")

@@ -45,12 +45,12 @@ struct FormatSpecTests {
     }
 
     /// Runs the reference reader with `arguments`.
-    static func runReader(_ arguments: [String]) throws -> ReaderRun {
+    static func runReader(_ arguments: [String]) async throws -> ReaderRun {
         let child = try ChildProcess(
             executable: try python3(), [reader.path] + arguments, capturingStandardError: true)
-        let output = child.readToEnd(timeout: 60)
-        let status = child.wait(timeout: 60)
-        return ReaderRun(status: status, output: output, errors: child.standardErrorText())
+        let output = await child.output(timeout: 60)
+        let status = await child.exitStatus(timeout: 60)
+        return ReaderRun(status: status, output: output, errors: await child.standardErrorText())
     }
 
     /// The reader's key and codec arguments. Components go in reverse sorted order, so the reader's own
@@ -61,8 +61,8 @@ struct FormatSpecTests {
             + key.versions.reversed().map { "--version=\($0.name)=\($0.value)" }
     }
 
-    static func read(_ key: CacheKey, codec: String = "data-v1", in storage: URL) throws -> ReaderRun {
-        try runReader(["--storage=" + storage.path] + keyArguments(key, codec: codec))
+    static func read(_ key: CacheKey, codec: String = "data-v1", in storage: URL) async throws -> ReaderRun {
+        try await runReader(["--storage=" + storage.path] + keyArguments(key, codec: codec))
     }
 
     /// Deterministic pseudo-random bytes.
@@ -102,8 +102,8 @@ struct FormatSpecTests {
     // MARK: Identifiers
 
     @Test("the reader computes the golden stableIdentifier and entry identity")
-    func goldenIdentifiers() throws {
-        let run = try Self.runReader(["--identifiers"] + Self.keyArguments(Self.goldenKey, codec: "data-v1"))
+    func goldenIdentifiers() async throws {
+        let run = try await Self.runReader(["--identifiers"] + Self.keyArguments(Self.goldenKey, codec: "data-v1"))
         #expect(run.status == 0, "\(run.errors)")
         let lines = String(decoding: run.output, as: UTF8.self).split(separator: "\n").map(String.init)
         #expect(lines == [Self.goldenStableIdentifier, Self.goldenEntryIdentity])
@@ -112,10 +112,10 @@ struct FormatSpecTests {
     }
 
     @Test("the reader's identifiers equal Swift's for every test key and codec")
-    func identifiersMatchSwift() throws {
+    func identifiersMatchSwift() async throws {
         for (label, key, _) in Self.cases {
             for codec in ["data-v1", "string-utf8-v1", "zlib-data-v1"] {
-                let run = try Self.runReader(["--identifiers"] + Self.keyArguments(key, codec: codec))
+                let run = try await Self.runReader(["--identifiers"] + Self.keyArguments(key, codec: codec))
                 let lines = String(decoding: run.output, as: UTF8.self).split(separator: "\n").map(String.init)
                 let expected = [key.stableIdentifier, EntryIdentity(key: key, codecIdentifier: codec).hex]
                 #expect(lines == expected, "\(label), \(codec): \(run.errors)")
@@ -138,12 +138,12 @@ struct FormatSpecTests {
         }
         for (label, key, payload) in Self.cases {
             #expect(fileExists(try cache.entryURL(key, DataCodec())), "\(label)")
-            let run = try Self.read(key, in: directory.url)
+            let run = try await Self.read(key, in: directory.url)
             #expect(run.status == 0, "\(label): \(run.errors)")
             #expect(run.output == payload, "\(label): \(run.output.count) bytes, expected \(payload.count)")
         }
         // The codec identifier is part of the identity: the same key with another codec is another entry.
-        let other = try Self.read(Self.goldenKey, codec: "string-utf8-v1", in: directory.url)
+        let other = try await Self.read(Self.goldenKey, codec: "string-utf8-v1", in: directory.url)
         #expect(other.status == 1)
         #expect(other.errors == "miss: no entry file\n")
     }
@@ -161,11 +161,11 @@ struct FormatSpecTests {
         try await cache.store(Data("new".utf8), for: fresh, codec: DataCodec(), options: options)
 
         #expect(fileExists(try cache.entryURL(expired, DataCodec())), "Swift stores an already expired entry")
-        let miss = try Self.read(expired, in: directory.url)
+        let miss = try await Self.read(expired, in: directory.url)
         #expect(miss.status == 1)
         #expect(miss.errors == "miss: expired\n")
         #expect(miss.output.isEmpty)
-        let hit = try Self.read(fresh, in: directory.url)
+        let hit = try await Self.read(fresh, in: directory.url)
         #expect(hit.status == 0, "\(hit.errors)")
         #expect(hit.output == Data("new".utf8))
     }
@@ -177,13 +177,13 @@ struct FormatSpecTests {
         let key = CacheKey(namespace: "spec", identity: "flipped")
         let payload = Self.bytes(100_000, seed: 10)
         try await cache.store(payload, for: key, codec: DataCodec())
-        #expect(try Self.read(key, in: directory.url).output == payload)
+        #expect(try await Self.read(key, in: directory.url).output == payload)
 
         let url = try cache.entryURL(key, DataCodec())
         var bytes = try Data(contentsOf: url)
         bytes[bytes.count - 5_000] ^= 0x10
         try replaceFile(at: url, with: bytes)  // a new inode, as any writer must (I1)
-        let run = try Self.read(key, in: directory.url)
+        let run = try await Self.read(key, in: directory.url)
         #expect(run.status == 1)
         #expect(run.errors == "miss: payload checksum mismatch\n")
         #expect(run.output.isEmpty)
@@ -202,7 +202,7 @@ struct FormatSpecTests {
 
         let expected = damage.expected(
             entryCount: entry.count, keyCount: key.canonicalBytes.count, codecCount: "data-v1".utf8.count)
-        let run = try Self.read(key, in: directory.url)
+        let run = try await Self.read(key, in: directory.url)
         #expect(run.status == 1)
         #expect(run.errors == "miss: \(expected.description)\n")
         #expect(run.output.isEmpty)
