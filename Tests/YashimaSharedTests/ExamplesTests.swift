@@ -7,10 +7,12 @@ import Glibc
 import Testing
 
 @Suite(.serialized) struct ExamplesTests {
-    /// Runs one of the built example programs and returns its exit status and output.
+    /// Runs one of the built example programs and returns its exit status and output. Its output and
+    /// exit are awaited off the cooperative pool (see OffPool.swift).
     private final class Run {
         let process = Process()
         private let output = Pipe()
+        private let exited: ProcessExit
 
         /// Starts `program` (a built product's name, or a path) with `arguments`, after `prefix` if any
         /// (a command such as `setpriv` that runs the program).
@@ -22,43 +24,45 @@ import Testing
             process.arguments = prefix.isEmpty ? arguments : Array(prefix.dropFirst()) + [executable] + arguments
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
             process.standardOutput = output
+            exited = ProcessExit(process)
             try process.run()
         }
 
         /// Waits for the program and returns its output lines.
-        func lines() -> [String] {
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
+        func lines() async -> [String] {
+            let handle = output.fileHandleForReading
+            let text = await offPool { String(decoding: handle.readDataToEndOfFile(), as: UTF8.self) }
+            await exited.wait()
             return text.split(separator: "\n").map(String.init)
         }
     }
 
-    private func run(_ program: String, _ arguments: String...) throws -> [String] {
+    private func run(_ program: String, _ arguments: String...) async throws -> [String] {
         let run = try Run(program, arguments)
-        let lines = run.lines()
+        let lines = await run.lines()
         #expect(run.process.terminationStatus == 0, "\(program) \(arguments): \(lines)")
         return lines
     }
 
-    @Test func quickStartInTwoProcessesGeneratesOnce() throws {
+    @Test func quickStartInTwoProcessesGeneratesOnce() async throws {
         let dir = TemporaryDirectory("quickstart")
         try FileManager.default.createDirectory(at: dir.url, withIntermediateDirectories: true)
         let environment = ["TMPDIR": dir.path]  // the quick start keeps its cache in the temporary folder
         let first = try Run("yashima-quickstart", [], environment: environment)
         let second = try Run("yashima-quickstart", [], environment: environment)
-        let lines = first.lines() + second.lines()
+        let lines = await first.lines() + second.lines()
         #expect(first.process.terminationStatus == 0 && second.process.terminationStatus == 0)
         // One generated; the other either waited for it (shared) or started late enough to read it.
         #expect(lines.filter { $0.hasPrefix("generated false 32") }.count == 1, "\(lines)")
         #expect(lines.filter { $0.hasPrefix("storage") }.count == 1, "\(lines)")
         let third = try Run("yashima-quickstart", [], environment: environment)
-        #expect(third.lines() == ["storage false 32"])
+        #expect(await third.lines() == ["storage false 32"])
         #expect(FileManager.default.fileExists(atPath: dir.path + "/thumbnails/layout"))
     }
 
-    @Test func workerPoolRendersEachPageOnceInTheWholePool() throws {
+    @Test func workerPoolRendersEachPageOnceInTheWholePool() async throws {
         let dir = TemporaryDirectory("pool")
-        let lines = try run("yashima-examples", "pool", dir.path, "4")
+        let lines = try await run("yashima-examples", "pool", dir.path, "4")
         #expect(lines.count == 4, "\(lines)")
         let rendered = lines.compactMap { line -> Int? in
             let words = line.split(separator: " ")
@@ -67,21 +71,22 @@ import Testing
         #expect(rendered.count == 4 && rendered.reduce(0, +) == 12, "\(lines)")
     }
 
-    @Test func parallelTestRunnersBuildTheFixtureOnce() throws {
+    @Test func parallelTestRunnersBuildTheFixtureOnce() async throws {
         let dir = TemporaryDirectory("fixtures")
         let runners = try (0..<4).map { _ in try Run("yashima-examples", ["fixture", dir.path]) }
-        let lines = runners.flatMap { $0.lines() }
+        var lines: [String] = []
+        for runner in runners { lines += await runner.lines() }
         #expect(runners.allSatisfy { $0.process.terminationStatus == 0 })
         #expect(lines.filter { $0 == "building the seeded database" }.count == 1, "\(lines)")
         let fixtures = lines.filter { $0.hasPrefix("fixture ") }
         #expect(fixtures.count == 4 && Set(fixtures).count == 1, "\(lines)")
         // A later run reuses it.
-        #expect(try run("yashima-examples", "fixture", dir.path) == [fixtures[0]])
+        #expect(try await run("yashima-examples", "fixture", dir.path) == [fixtures[0]])
     }
 
     /// As root (CI), the helper and the app run as two different users of one group, as the README
     /// describes; otherwise both run as this user, which still checks the group-shared modes.
-    @Test func appAndHelperShareAGroupDirectory() throws {
+    @Test func appAndHelperShareAGroupDirectory() async throws {
         let asTwoUsers = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
         let (group, helperUser, appUser): (gid_t, uid_t, uid_t) =
             asTwoUsers ? (40000, 40001, 40002) : (getgid(), getuid(), getuid())
@@ -110,11 +115,11 @@ import Testing
         }
         let helper = try Run(
             program, ["helper", cache, "doc-1", "doc-2"], environment: ["HOME": base], prefix: prefixes[0])
-        #expect(helper.lines() == ["helper rendered 2 previews"])
+        #expect(await helper.lines() == ["helper rendered 2 previews"])
         let app = try Run(
             program, ["app", cache, "doc-1", "doc-2", "doc-3"], environment: ["HOME": base], prefix: prefixes[1])
         #expect(
-            app.lines() == [
+            await app.lines() == [
                 "app shows doc-1 from storage", "app shows doc-2 from storage", "app shows doc-3 from generated",
             ])
         var owners: Set<uid_t> = []
@@ -129,16 +134,16 @@ import Testing
         #expect(owners == [helperUser, appUser])
     }
 
-    @Test func guidesPrintWhatTheReadmeSays() throws {
+    @Test func guidesPrintWhatTheReadmeSays() async throws {
         let dir = TemporaryDirectory("guides")
-        let keys = try run("yashima-examples", "keys", dir.path + "/keys")
+        let keys = try await run("yashima-examples", "keys", dir.path + "/keys")
         #expect(keys.dropFirst() == ["same key in any order: true", "other data, other key: true"])
-        #expect(try run("yashima-examples", "codecs", dir.path + "/codecs") == ["hello 12 100000 2 1"])
-        #expect(try run("yashima-examples", "options", dir.path + "/options") == ["1 1 11 true"])
-        let lifecycle = try run("yashima-examples", "lifecycle", dir.path + "/lifecycle")
+        #expect(try await run("yashima-examples", "codecs", dir.path + "/codecs") == ["hello 12 100000 2 1"])
+        #expect(try await run("yashima-examples", "options", dir.path + "/options") == ["1 1 11 true"])
+        let lifecycle = try await run("yashima-examples", "lifecycle", dir.path + "/lifecycle")
         #expect(lifecycle.first?.hasPrefix("stored 1 entries in ") == true, "\(lifecycle)")
         #expect(lifecycle.dropFirst() == ["removed 0 expired entries"])
-        let observed = try run("yashima-examples", "observe", dir.path + "/observe")
+        let observed = try await run("yashima-examples", "observe", dir.path + "/observe")
         #expect(observed.count == 6, "\(observed)")
         #expect(observed.first?.hasPrefix("generated here at ") == true)
         #expect(observed[1].hasPrefix("video-7 4 bytes, "))
