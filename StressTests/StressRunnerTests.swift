@@ -87,15 +87,17 @@ struct RunnerProcess {
         process.standardOutput = FileHandle(forWritingAtPath: outputPath)
         process.standardError = FileHandle(forWritingAtPath: errorPath)
         try process.run()
+        // Polled with Task.sleep, never waitUntilExit: a blocked thread would be one of the cooperative
+        // pool's few, and every other test's continuations would queue behind it.
         let deadline = Date().addingTimeInterval(timeoutSeconds)
+        var killed = false
         while process.isRunning {
-            if Date() > deadline {
+            if !killed && Date() > deadline {
                 kill(process.processIdentifier, SIGKILL)  // its workers exit when their stdin closes
-                break
+                killed = true  // then keep polling until it has exited
             }
             try await Task.sleep(for: .milliseconds(50))
         }
-        process.waitUntilExit()
         // Unreadable output reads as empty, which fails the checks with the exit status shown.
         let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
         let error = (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""
