@@ -100,15 +100,9 @@ final class Directory: Sendable {
         for folder in [Directory.entriesFolder, Directory.locksFolder, Directory.stagingFolder] {
             try Directory.ensureFolder(folder, in: fd, mode: sharing.directoryMode, rootPath: path)
         }
-        if try Directory.ensureLayout(fd, path: path, fileMode: sharing.fileMode) {
-            // We created this directory: make all fan-out folders now, so writes never pay for mkdir.
-            for folder in [Directory.entriesFolder, Directory.locksFolder] {
-                for byte in 0..<256 {
-                    let name = folder + "/" + String(hexDigits[byte >> 4]) + String(hexDigits[byte & 0xF])
-                    _ = Directory.makeFolder(name, in: fd, mode: sharing.directoryMode)
-                }
-            }
-        }
+        // Fan-out folders are made when first needed (`ensureFanOut`): making all 512 here cost up to half a
+        // second on ext4, on the thread of whoever opened a fresh directory first.
+        try Directory.ensureLayout(fd, path: path, fileMode: sharing.fileMode)
         state = try SharedState.open(rootDescriptor: fd, rootPath: path, fileMode: sharing.fileMode)
         descriptor = fd
         succeeded = true
@@ -361,30 +355,16 @@ final class Directory: Sendable {
         return status
     }
 
-    /// Creates a folder with its mode set explicitly (mkdirat applies the umask); EEXIST is fine.
-    static func makeFolder(_ name: String, in root: Int32, mode: UInt32) -> Result<Void, SystemCallError> {
-        switch Syscall.makeDirectory(name, in: root, mode: mode) {
-        case .success:
-            return Syscall.setMode(name, in: root, mode)
-        case .failure(let error) where error.errno == .fileExists:
-            return .success(())
-        case .failure(let error):
-            return .failure(error)
-        }
-    }
-
-    /// Writes `layout` once (first creator wins, I12) and checks the version found. Returns true when
-    /// this call created it.
-    private static func ensureLayout(_ root: Int32, path: String, fileMode: UInt32) throws(YCacheError) -> Bool {
-        var created = false
+    /// Writes `layout` once (first creator wins, I12) and checks the version found.
+    private static func ensureLayout(_ root: Int32, path: String, fileMode: UInt32) throws(YCacheError) {
         for _ in 0..<3 {
             switch readSmallFile(layoutFile, in: root) {
             case .success(let text?):
                 try requireSupportedLayout(text, path: path)
-                return created
+                return
             case .success(nil):
                 let text = "yashima-shared layout \(CrossProcessProtocol.layoutVersion)\n"
-                created = try createOnce(layoutFile, in: root, bytes: Array(text.utf8), mode: fileMode, rootPath: path)
+                _ = try createOnce(layoutFile, in: root, bytes: Array(text.utf8), mode: fileMode, rootPath: path)
             case .failure(let error):
                 throw .storageUnavailable(path: path, reason: "cannot read the layout file: \(error)")
             }

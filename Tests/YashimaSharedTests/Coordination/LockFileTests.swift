@@ -17,7 +17,7 @@ import Testing
         let lockPath = directory.lockPath(forKeyDigest: key.stableDigest)
         // Larger than the entry that will be written: without emptying it, its tail would remain.
         let junk = Data(repeating: 0xEE, count: 300_000)
-        try junk.write(to: dir.url.appendingPathComponent(lockPath.relative))
+        try writeFile(junk, to: dir.url.appendingPathComponent(lockPath.relative))
 
         let payload = Data("the real value".utf8)
         let resolution = try await cache.resolve(for: key, codec: DataCodec()) { payload }

@@ -22,9 +22,11 @@ extension YCache {
     }
 }
 
-/// Creates `url` (which must not exist) holding `bytes`. Plain open/write/close: Foundation's
+/// Creates `url` (which must not exist) holding `bytes`, and its folder (mode 0700) if missing: the
+/// cache makes fan-out folders only when it first needs them. Plain open/write/close: Foundation's
 /// `Data.write(to:)` calls fsync, and a few hundred fsyncs make the suite wait on the disk for seconds.
 func writeFile(_ bytes: Data, to url: URL) throws {
+    _ = mkdir(url.deletingLastPathComponent().path, 0o700)  // EEXIST is fine
     let fd = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
     guard fd >= 0 else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path]) }
     defer { close(fd) }
