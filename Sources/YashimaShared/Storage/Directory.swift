@@ -222,9 +222,11 @@ final class Directory: Sendable {
 
     /// Creates folder `relative` with exactly `mode`, whatever the umask, so that no process ever sees it
     /// with another mode: it is made under a staging name in the root, given its mode (mkdirat applies
-    /// the umask, and setgid must be set explicitly), then renamed into place. Another user of a
-    /// group-shared directory could not write into a folder caught with its umasked mode, and a process
-    /// killed between mkdir and chmod would leave it that way. EEXIST or ENOTEMPTY: someone else made it.
+    /// the umask, and setgid must be set explicitly), then moved into place without replacing anything.
+    /// Another user of a group-shared directory could not write into a folder caught with its umasked
+    /// mode, and a process killed between mkdir and chmod would leave it that way. EEXIST: someone else
+    /// made it. (A plain rename would replace a folder another process had just made and was about to
+    /// create its lock file in; that process's create then fails, and it generates without the lock.)
     private static func makeDirectoryWithExactMode(
         _ relative: String, in root: Int32, mode: UInt32
     ) -> Result<Void, SystemCallError> {
@@ -235,9 +237,18 @@ final class Directory: Sendable {
             return Syscall.setMode(fd, mode)
         }
         if case .success = outcome {
-            outcome = Syscall.rename(staging, in: root, to: relative, in: root)
+            outcome = Syscall.renameWithoutReplacing(staging, in: root, to: relative, in: root)
         }
         if case .failure = outcome { _ = Syscall.unlink(staging, in: root, isDirectory: true) }
+        if case .failure(let error) = outcome, error.errno == .invalidArgument {
+            // A filesystem without RENAME_NOREPLACE: create in place, then set the mode.
+            return Syscall.makeDirectory(relative, in: root, mode: mode).flatMap {
+                Syscall.open(relative, in: root, flags: [.directory]).flatMap { fd in
+                    defer { Syscall.close(fd) }
+                    return Syscall.setMode(fd, mode)
+                }
+            }
+        }
         return outcome
     }
 

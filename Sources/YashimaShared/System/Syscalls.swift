@@ -245,6 +245,15 @@ enum Syscall {
         return check(ysh_renameat(fromDirectory, from, toDirectory, to, &err), err, "renameat")
     }
 
+    /// `renameat2(2)` with `RENAME_NOREPLACE`: moves `from` to `to` only if `to` does not exist (EEXIST
+    /// otherwise; EINVAL where the filesystem cannot do it). No symlink is followed in any component.
+    static func renameWithoutReplacing(
+        _ from: String, in fromDirectory: Int32, to: String, in toDirectory: Int32
+    ) -> Result<Void, SystemCallError> {
+        var err: Int32 = 0
+        return check(ysh_renameat_noreplace(fromDirectory, from, toDirectory, to, &err), err, "renameat2")
+    }
+
     /// `linkat(2)`: creates `to` only if it does not exist (EEXIST otherwise). First writer wins. No symlink
     /// is followed in any component of either path.
     static func link(

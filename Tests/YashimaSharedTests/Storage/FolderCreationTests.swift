@@ -3,6 +3,7 @@
 
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 
 @testable import YashimaShared
@@ -43,6 +44,33 @@ struct FolderCreationTests {
         #expect(!names.contains { $0.hasPrefix(Directory.folderStagingPrefix) }, "\(names)")
     }
 
+    @Test("instances racing to make the same fan-out folders on a fresh directory still generate each key once")
+    func racingFolderCreationKeepsSingleFlight() async throws {
+        for round in 0..<3 {
+            let dir = TemporaryDirectory("folders-flight-\(round)")
+            let generations = GenerationTally()
+            // Separate instances coordinate only through the directory (lock files), as processes do.
+            let caches = (0..<8).map { _ in YCache(storageDirectory: dir.url) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for cache in caches {
+                    group.addTask {
+                        for index in 0..<24 {
+                            let key = CacheKey("k\(index)")
+                            _ = try await cache.data(for: key) {
+                                generations.counts.withLock { $0["k\(index)", default: 0] += 1 }
+                                try await Task.sleep(for: .milliseconds(5))
+                                return Data("v\(index)".utf8)
+                            }
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let counts = generations.counts.withLock { $0 }
+            #expect(counts.count == 24 && counts.values.allSatisfy { $0 == 1 }, "round \(round): \(counts)")
+        }
+    }
+
     @Test("a fan-out folder removed while in use comes back with its exact mode, through a staging name")
     func recreatedFanOut() async throws {
         let dir = TemporaryDirectory("folders-again")
@@ -59,4 +87,9 @@ struct FolderCreationTests {
         let names = try FileManager.default.contentsOfDirectory(atPath: dir.path)
         #expect(!names.contains { $0.hasPrefix(Directory.folderStagingPrefix) }, "\(names)")
     }
+}
+
+/// Generations per key, counted from concurrent generators.
+private final class GenerationTally: Sendable {
+    let counts = Mutex<[String: Int]>([:])
 }
