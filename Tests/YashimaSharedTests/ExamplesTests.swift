@@ -7,56 +7,42 @@ import Glibc
 import Testing
 
 @Suite(.serialized) struct ExamplesTests {
-    /// Runs one of the built example programs and returns its exit status and output. Its output and
-    /// exit are awaited off the cooperative pool (see OffPool.swift).
-    private final class Run {
-        let process = Process()
-        private let output = Pipe()
-        private let exited: ProcessExit
+    /// Starts `program` (a built product's name, or a path) with `arguments`, after `prefix` if any (a
+    /// command such as `setpriv` that runs the program).
+    private func start(
+        _ program: String, _ arguments: [String], environment: [String: String] = [:], prefix: [String] = []
+    ) throws -> ChildProcess {
+        let executable = program.hasPrefix("/") ? program : productsDirectory().appendingPathComponent(program).path
+        return try ChildProcess(
+            executable: URL(fileURLWithPath: prefix.first ?? executable),
+            prefix.isEmpty ? arguments : Array(prefix.dropFirst()) + [executable] + arguments,
+            environment: environment)
+    }
 
-        /// Starts `program` (a built product's name, or a path) with `arguments`, after `prefix` if any
-        /// (a command such as `setpriv` that runs the program).
-        init(_ program: String, _ arguments: [String], environment: [String: String] = [:], prefix: [String] = [])
-            throws
-        {
-            let executable = program.hasPrefix("/") ? program : productsDirectory().appendingPathComponent(program).path
-            process.executableURL = URL(fileURLWithPath: prefix.first ?? executable)
-            process.arguments = prefix.isEmpty ? arguments : Array(prefix.dropFirst()) + [executable] + arguments
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-            process.standardOutput = output
-            exited = ProcessExit(process)
-            try process.run()
-        }
-
-        /// Waits for the program and returns its output lines.
-        func lines() async -> [String] {
-            let handle = output.fileHandleForReading
-            let text = await offPool { String(decoding: handle.readDataToEndOfFile(), as: UTF8.self) }
-            await exited.wait()
-            return text.split(separator: "\n").map(String.init)
-        }
+    /// Waits for `child` and returns its output lines; records an issue unless it exited with status 0.
+    private func lines(of child: ChildProcess, sourceLocation: SourceLocation = #_sourceLocation) async -> [String] {
+        let text = String(decoding: await child.output(), as: UTF8.self)
+        let status = await child.exitStatus()
+        #expect(status == 0, "exit status \(String(describing: status)): \(text)", sourceLocation: sourceLocation)
+        return text.split(separator: "\n").map(String.init)
     }
 
     private func run(_ program: String, _ arguments: String...) async throws -> [String] {
-        let run = try Run(program, arguments)
-        let lines = await run.lines()
-        #expect(run.process.terminationStatus == 0, "\(program) \(arguments): \(lines)")
-        return lines
+        await lines(of: try start(program, arguments))
     }
 
     @Test func quickStartInTwoProcessesGeneratesOnce() async throws {
         let dir = TemporaryDirectory("quickstart")
         try FileManager.default.createDirectory(at: dir.url, withIntermediateDirectories: true)
         let environment = ["TMPDIR": dir.path]  // the quick start keeps its cache in the temporary folder
-        let first = try Run("yashima-quickstart", [], environment: environment)
-        let second = try Run("yashima-quickstart", [], environment: environment)
-        let lines = await first.lines() + second.lines()
-        #expect(first.process.terminationStatus == 0 && second.process.terminationStatus == 0)
+        let first = try start("yashima-quickstart", [], environment: environment)
+        let second = try start("yashima-quickstart", [], environment: environment)
+        let lines = await self.lines(of: first) + self.lines(of: second)
         // One generated; the other either waited for it (shared) or started late enough to read it.
         #expect(lines.filter { $0.hasPrefix("generated false 32") }.count == 1, "\(lines)")
         #expect(lines.filter { $0.hasPrefix("storage") }.count == 1, "\(lines)")
-        let third = try Run("yashima-quickstart", [], environment: environment)
-        #expect(await third.lines() == ["storage false 32"])
+        let third = try start("yashima-quickstart", [], environment: environment)
+        #expect(await self.lines(of: third) == ["storage false 32"])
         #expect(FileManager.default.fileExists(atPath: dir.path + "/thumbnails/layout"))
     }
 
@@ -73,10 +59,9 @@ import Testing
 
     @Test func parallelTestRunnersBuildTheFixtureOnce() async throws {
         let dir = TemporaryDirectory("fixtures")
-        let runners = try (0..<4).map { _ in try Run("yashima-examples", ["fixture", dir.path]) }
+        let runners = try (0..<4).map { _ in try start("yashima-examples", ["fixture", dir.path]) }
         var lines: [String] = []
-        for runner in runners { lines += await runner.lines() }
-        #expect(runners.allSatisfy { $0.process.terminationStatus == 0 })
+        for runner in runners { lines += await self.lines(of: runner) }
         #expect(lines.filter { $0 == "building the seeded database" }.count == 1, "\(lines)")
         let fixtures = lines.filter { $0.hasPrefix("fixture ") }
         #expect(fixtures.count == 4 && Set(fixtures).count == 1, "\(lines)")
@@ -113,13 +98,13 @@ import Testing
                 ["/usr/bin/setpriv", "--reuid=\($0)", "--regid=\(group)", "--groups=\(group)"]
             }
         }
-        let helper = try Run(
+        let helper = try start(
             program, ["helper", cache, "doc-1", "doc-2"], environment: ["HOME": base], prefix: prefixes[0])
-        #expect(await helper.lines() == ["helper rendered 2 previews"])
-        let app = try Run(
+        #expect(await lines(of: helper) == ["helper rendered 2 previews"])
+        let app = try start(
             program, ["app", cache, "doc-1", "doc-2", "doc-3"], environment: ["HOME": base], prefix: prefixes[1])
         #expect(
-            await app.lines() == [
+            await lines(of: app) == [
                 "app shows doc-1 from storage", "app shows doc-2 from storage", "app shows doc-3 from generated",
             ])
         var owners: Set<uid_t> = []

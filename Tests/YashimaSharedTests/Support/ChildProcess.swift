@@ -23,16 +23,20 @@ final class ChildProcess: Sendable {
     /// Output read past the last line returned. Held while a read blocks, so reads run one at a time.
     private let buffer = Mutex(Data())
 
-    /// Starts `executable` (default: the built `yashima-stress`) with `arguments`. The child's stderr goes
+    /// Starts `executable` (default: the built `yashima-stress`) with `arguments`, and `environment` added
+    /// to this process's environment. The child's stderr goes
     /// to ours, or with `capturingStandardError` to a pipe read by `standardErrorText()` (keep it short:
     /// it is read only after the child exits).
     init(
         executable: URL = productsDirectory().appendingPathComponent("yashima-stress"), _ arguments: [String],
-        capturingStandardError: Bool = false
+        environment: [String: String] = [:], capturingStandardError: Bool = false
     ) throws {
         errors = capturingStandardError ? Pipe() : nil
         process.executableURL = executable
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         process.standardInput = input
         process.standardOutput = output
         process.standardError = errors ?? FileHandle.standardError
