@@ -26,7 +26,9 @@
 ///   place. So a reader that mapped an entry can never see it change or get SIGBUS from us.
 /// - **I2 Staging files live under the root** (`tmp/` or `locks/`: same filesystem, no EXDEV), are
 ///   created with their mode set explicitly (`O_EXCL` in `tmp/`), and end either published or unlinked. Files in `tmp/` older than
-///   `Policy.stagingDebrisAge` are debris of a killed process and trim removes them.
+///   `Policy.stagingDebrisAge` are debris of a killed process and trim removes them, as it removes empty
+///   `.folder-*` folders of that age in the root (a folder is made under that name, given its mode and
+///   moved into place with `RENAME_NOREPLACE`, never over one another process made).
 /// - **I3 Readers take no lock.** A reader opens the entry, checks the header (magic, version, lengths
 ///   against the file size, header checksum), that the stored key bytes and codec identifier are the
 ///   ones asked for, expiry, and the payload checksum. Anything else is a miss; a missing file (ENOENT)

@@ -98,8 +98,8 @@ public final class YCache: Sendable {
     /// - A storage hit is also put in memory (unless `writePolicy` is `.disabled`).
     /// - A generated value is stored per `options.writePolicy`: `.memoryAndStorage` encodes it, publishes
     ///   the entry (trimming if usage goes over the budget) and then puts it in memory; `.memoryOnly` puts
-    ///   it in memory only; `.disabled` stores nothing. An entry larger than the whole storage budget, or a
-    ///   key over 64 MiB of canonical bytes, is kept in memory only. Expiry comes from `options.expiry`.
+    ///   it in memory only; `.disabled` stores nothing. An entry larger than the whole storage budget, a
+    ///   key over 64 MiB of canonical bytes or a codec identifier over 4 KiB is kept in memory only. Expiry comes from `options.expiry`.
     /// - When the storage write fails, `writeFailurePolicy: .throwError` leaves neither layer holding the
     ///   value; `.bestEffort` keeps it in memory and returns it.
     /// - A generator that throws, or (with `.cancelWhenNoWaiters`) a producer cancelled before it
@@ -247,8 +247,9 @@ public final class YCache: Sendable {
     ///
     /// - `.memoryAndStorage` (the default): encodes the value, publishes it to storage, invalidates other
     ///   processes' memory copies of the key (I10), trims if usage goes over the budget, then puts it in
-    ///   memory. A value larger than the whole storage budget, or a key over 64 MiB of canonical bytes, is
-    ///   put in this process's memory only; the key's old stored entry is removed, for every process.
+    ///   memory. A value larger than the whole storage budget, a key over 64 MiB of canonical bytes or a
+    ///   codec identifier over 4 KiB is put in this process's memory only; the key's old stored entry is
+    ///   removed, for every process.
     /// - `.memoryOnly`: this process's memory only; storage and other processes are untouched.
     /// - `.disabled`: nothing is stored.
     ///

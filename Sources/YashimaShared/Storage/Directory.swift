@@ -149,13 +149,18 @@ final class Directory: Sendable {
 
     /// A fresh, unpredictable staging-file path (I2).
     func newStagingPath() -> String {
-        let random = Syscall.randomBytes(12)
-        var name = Directory.stagingFolder + "/"
-        for byte in random {
+        Directory.stagingFolder + "/" + Directory.randomHex(byteCount: 12) + Directory.stagingSuffix
+    }
+
+    /// `byteCount` random bytes as lowercase hex, two digits each: unpredictable names for staging files
+    /// and folders (I2).
+    static func randomHex(byteCount: Int) -> String {
+        var name = ""
+        for byte in Syscall.randomBytes(byteCount) {
             name.append(hexDigits[Int(byte >> 4)])
             name.append(hexDigits[Int(byte & 0xF)])
         }
-        return name + Directory.stagingSuffix
+        return name
     }
 
     /// Makes a fan-out folder a real folder: creates it when missing (another process may create it at the
@@ -230,7 +235,7 @@ final class Directory: Sendable {
     private static func makeDirectoryWithExactMode(
         _ relative: String, in root: Int32, mode: UInt32
     ) -> Result<Void, SystemCallError> {
-        let staging = folderStagingPrefix + Syscall.randomBytes(8).map { String($0, radix: 16) }.joined()
+        let staging = folderStagingPrefix + randomHex(byteCount: 8)
         if case .failure(let error) = Syscall.makeDirectory(staging, in: root, mode: mode) { return .failure(error) }
         var outcome = Syscall.open(staging, in: root, flags: [.directory]).flatMap { fd in
             defer { Syscall.close(fd) }
@@ -252,8 +257,9 @@ final class Directory: Sendable {
         return outcome
     }
 
-    /// Names of folders being created (`makeDirectoryWithExactMode`); only a process killed within those
-    /// few system calls leaves one behind, empty, and every scan ignores it.
+    /// Names of folders being created in the root (`makeDirectoryWithExactMode`); only a process killed
+    /// within those few system calls leaves one behind, empty: scans ignore it and trim removes it once it
+    /// is older than `Policy.stagingDebrisAge`.
     static let folderStagingPrefix = ".folder-"
 
     // MARK: Opening
@@ -413,8 +419,7 @@ final class Directory: Sendable {
     static func createOnce(
         _ name: String, in root: Int32, bytes: [UInt8], mode: UInt32, rootPath: String, size: Int = 0
     ) throws(YCacheError) -> Bool {
-        let random = Syscall.randomBytes(8).map { String($0, radix: 16) }.joined()
-        let staging = stagingFolder + "/" + name + "-" + random + stagingSuffix
+        let staging = stagingFolder + "/" + name + "-" + randomHex(byteCount: 8) + stagingSuffix
         let fd: Int32
         switch Syscall.open(staging, in: root, flags: [.writeOnly, .create, .exclusive], mode: mode) {
         case .success(let value): fd = value

@@ -149,11 +149,21 @@ final class Trimmer: Sendable {
 
     // MARK: Debris
 
-    /// Unlinks staging files older than `Policy.stagingDebrisAge` and lock files nobody holds. Blocking.
+    /// Unlinks staging files older than `Policy.stagingDebrisAge`, empty staging folders of that age left
+    /// in the root by a process killed while making a folder, and lock files nobody holds. Blocking.
     func sweepDebris() {
         let root = directory.descriptor
         let now = Syscall.realtimeNanoseconds
         var budget = Policy.sweepMaximumPerPass
+        if case .success(let names) = Syscall.listDirectoryWithStatus(".", in: root) {
+            for name in names where name.name.hasPrefix(Directory.folderStagingPrefix) && budget > 0 {
+                guard let status = name.status, status.isDirectory,
+                    now - status.modifiedNanoseconds >= Policy.stagingDebrisAge
+                else { continue }
+                _ = Syscall.unlink(name.name, in: root, isDirectory: true)  // rmdir: never one with contents
+                budget -= 1
+            }
+        }
         if case .success(let names) = Syscall.listDirectoryWithStatus(Directory.stagingFolder, in: root) {
             for name in names where budget > 0 {
                 let relative = Directory.stagingFolder + "/" + name.name

@@ -71,6 +71,22 @@ struct FolderCreationTests {
         }
     }
 
+    @Test("trim removes empty staging folders older than an hour from the root; keeps young or filled ones")
+    func staleStagingFoldersAreSwept() async throws {
+        let dir = TemporaryDirectory("folders-debris")
+        let cache = YCache(storageDirectory: dir.url)
+        try cache.openStorage()
+        let prefix = dir.path + "/" + Directory.folderStagingPrefix
+        for name in ["old", "young", "filled"] { #expect(mkdir(prefix + name, 0o700) == 0) }
+        try writeFile(Data("x".utf8), to: URL(fileURLWithPath: prefix + "filled/inside"))
+        try setModificationTime(URL(fileURLWithPath: prefix + "old"), secondsAgo: 2 * 3600)
+        try setModificationTime(URL(fileURLWithPath: prefix + "filled"), secondsAgo: 2 * 3600)
+        try await cache.trimStorageIfNeeded()
+        let left = try FileManager.default.contentsOfDirectory(atPath: dir.path)
+            .filter { $0.hasPrefix(Directory.folderStagingPrefix) }.sorted()
+        #expect(left == [".folder-filled", ".folder-young"])
+    }
+
     @Test("a fan-out folder removed while in use comes back with its exact mode, through a staging name")
     func recreatedFanOut() async throws {
         let dir = TemporaryDirectory("folders-again")
@@ -86,6 +102,13 @@ struct FolderCreationTests {
                 for: key, codec: DataCodec()) == Data("2".utf8))
         let names = try FileManager.default.contentsOfDirectory(atPath: dir.path)
         #expect(!names.contains { $0.hasPrefix(Directory.folderStagingPrefix) }, "\(names)")
+    }
+
+    @Test("staging names are unpredictable and two hex digits per random byte")
+    func stagingNames() {
+        let names = (0..<64).map { _ in Directory.randomHex(byteCount: 8) }
+        #expect(names.allSatisfy { $0.count == 16 && $0.allSatisfy { "0123456789abcdef".contains($0) } })
+        #expect(Set(names).count == 64)
     }
 }
 
