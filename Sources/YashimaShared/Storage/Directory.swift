@@ -100,8 +100,8 @@ final class Directory: Sendable {
         for folder in [Directory.entriesFolder, Directory.locksFolder, Directory.stagingFolder] {
             try Directory.ensureFolder(folder, in: fd, mode: sharing.directoryMode, rootPath: path)
         }
-        // Fan-out folders are made when first needed (`ensureFanOut`): making all 512 here cost up to half a
-        // second on ext4, on the thread of whoever opened a fresh directory first.
+        // Fan-out folders are made when first needed (`ensureFanOut`): making all 512 here cost 0.15–0.7 s
+        // on ext4 (Benchmarks/repro/folder_cost.py), on the thread of whoever opened a fresh directory first.
         try Directory.ensureLayout(fd, path: path, fileMode: sharing.fileMode)
         state = try SharedState.open(rootDescriptor: fd, rootPath: path, fileMode: sharing.fileMode)
         descriptor = fd

@@ -101,6 +101,22 @@ import Testing
         #expect(try await cache.valueIfCached(for: keep, codec: DataCodec()) == nil)
     }
 
+    @Test func replacementTooLargeToStoreIsSeenByOthers() async throws {
+        let dir = TemporaryDirectory("oversized-replace")
+        let cache = YCache(storageDirectory: dir.url)
+        let key = CacheKey(namespace: "mix", identity: "k0")  // the key `worker mix --keys 1` stores
+        _ = try await cache.data(for: key) { Data("old".utf8) }
+        #expect(cache.peek(for: key, codec: DataCodec()) == Data("old".utf8))
+        // Another process stores a value larger than its whole budget: kept in its memory only, and the
+        // old entry must go for everyone (no process may keep reading the replaced value).
+        let replacer = try worker(
+            "mix", dir,
+            ["--keys", "1", "--gets", "0", "--sets", "1", "--ops", "1", "--size", "65536", "--budget", "16384"])
+        #expect(await replacer.exitStatus() == 0)
+        #expect(try await cache.valueIfCached(for: key, codec: DataCodec()) == nil, "the replaced value was served")
+        #expect(invalidEntryFiles(dir.url).isEmpty && allocatedEntryBytes(dir.url) == 0)
+    }
+
     // MARK: Shared quota (I9)
 
     @Test func quotaHoldsWithFourWriters() async throws {
