@@ -11,6 +11,16 @@ enum StorageProbe {
         let size: Int64
         let allocated: Int64
         let modifiedSeconds: Int
+        /// Inode and change time: together they tell whether a path still names the same file.
+        let inode: UInt
+        let changed: timespec
+
+        /// Whether `path` still names this file (same inode, not changed since it was seen).
+        var isStillThere: Bool {
+            guard let now = StorageProbe.status(path) else { return false }
+            return now.inode == inode && now.changed.tv_sec == changed.tv_sec
+                && now.changed.tv_nsec == changed.tv_nsec
+        }
     }
 
     /// Entry files under `root/entries` (every regular file ending in `.entry`; with `anyName`, every
@@ -26,12 +36,18 @@ enum StorageProbe {
         return files
     }
 
-    /// Allocated bytes of every file under `root/entries` and the largest one (for the quota sampler).
+    /// Allocated bytes of the files under `root/entries` that all existed at one instant, and the largest
+    /// one (for the quota sampler). A scan alone is not a snapshot: while writers publish and trim
+    /// unlinks, it can count an entry unlinked after its folder was read together with one published
+    /// later into a folder read after it, files that never existed together, and so overstate the usage.
+    /// A second look keeps only the files still there as the same file: all of them existed when the
+    /// scan ended, so the sum never overstates the usage at that instant. In a quiet directory both
+    /// looks agree.
     static func usage(_ root: String) -> (allocated: Int64, largestFile: Int64, files: Int) {
         var total: Int64 = 0
         var largest: Int64 = 0
         var count = 0
-        for file in entryFiles(root, anyName: true) {
+        for file in entryFiles(root, anyName: true) where file.isStillThere {
             total += file.allocated
             largest = max(largest, file.size)
             count += 1
@@ -71,7 +87,7 @@ enum StorageProbe {
         guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
         return File(
             path: path, size: Int64(info.st_size), allocated: Int64(info.st_blocks) * 512,
-            modifiedSeconds: Int(info.st_mtim.tv_sec))
+            modifiedSeconds: Int(info.st_mtim.tv_sec), inode: UInt(info.st_ino), changed: info.st_ctim)
     }
 
     /// Names in a directory (no `.`/`..`); empty if it does not exist.
