@@ -213,20 +213,9 @@ import Testing
     }
 }
 
-/// Allocated bytes of every entry file under `root/entries`.
+/// Allocated bytes of every entry file under `root/entries` (exact in a quiet directory).
 func allocatedEntryBytes(_ root: URL) -> Int64 {
-    var total: Int64 = 0
-    let entries = root.appendingPathComponent("entries")
-    guard let folders = try? FileManager.default.contentsOfDirectory(atPath: entries.path) else { return 0 }
-    for folder in folders {
-        let path = entries.appendingPathComponent(folder).path
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { continue }
-        for name in names where name.hasSuffix(".entry") {
-            var info = stat()
-            if lstat(path + "/" + name, &info) == 0 { total += Int64(info.st_blocks) * 512 }
-        }
-    }
-    return total
+    entryFileStatuses(root).reduce(Int64(0)) { $0 + Int64($1.status.st_blocks) * 512 }
 }
 
 /// Allocated bytes of entry files that all existed at one instant: a scan, then a second look that keeps
@@ -235,26 +224,29 @@ func allocatedEntryBytes(_ root: URL) -> Int64 {
 /// in a folder read after it, entries that never existed together. Every file kept was present when
 /// the scan ended, so the sum never overstates the usage at that instant.
 func allocatedEntryBytesAtOneInstant(_ root: URL) -> Int64 {
-    var seen: [(path: String, inode: UInt, changed: timespec, bytes: Int64)] = []
+    entryFileStatuses(root).reduce(Int64(0)) { total, file in
+        var now = stat()
+        guard lstat(file.path, &now) == 0, now.st_ino == file.status.st_ino,
+            now.st_ctim.tv_sec == file.status.st_ctim.tv_sec, now.st_ctim.tv_nsec == file.status.st_ctim.tv_nsec
+        else { return total }
+        return total + Int64(file.status.st_blocks) * 512
+    }
+}
+
+/// Every entry file under `root/entries` with its `lstat`.
+private func entryFileStatuses(_ root: URL) -> [(path: String, status: stat)] {
+    var found: [(path: String, status: stat)] = []
     let entries = root.appendingPathComponent("entries")
-    guard let folders = try? FileManager.default.contentsOfDirectory(atPath: entries.path) else { return 0 }
+    guard let folders = try? FileManager.default.contentsOfDirectory(atPath: entries.path) else { return [] }
     for folder in folders {
         let path = entries.appendingPathComponent(folder).path
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { continue }
         for name in names where name.hasSuffix(".entry") {
             var info = stat()
-            if lstat(path + "/" + name, &info) == 0 {
-                seen.append((path + "/" + name, UInt(info.st_ino), info.st_ctim, Int64(info.st_blocks) * 512))
-            }
+            if lstat(path + "/" + name, &info) == 0 { found.append((path + "/" + name, info)) }
         }
     }
-    return seen.reduce(Int64(0)) { total, file in
-        var info = stat()
-        guard lstat(file.path, &info) == 0, UInt(info.st_ino) == file.inode,
-            info.st_ctim.tv_sec == file.changed.tv_sec, info.st_ctim.tv_nsec == file.changed.tv_nsec
-        else { return total }
-        return total + file.bytes
-    }
+    return found
 }
 
 /// Entry files that fail full validation (there must be none: publish is atomic, I1).
