@@ -337,7 +337,8 @@ final class CacheEngine: Sendable {
                 case .timedOut:
                     count { $0.crossProcessTimeouts += 1 }
                 case .unavailable:
-                    break  // generate without the lock: a duplicate at worst, never a wrong value
+                    // Generate without the lock: a duplicate at worst, never a wrong value.
+                    count { $0.crossProcessLockFailures += 1 }
                 }
             }
             let epochs = epochs(for: request.key, keyDigest: request.expectation.keyDigest, context: context)

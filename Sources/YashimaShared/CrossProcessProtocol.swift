@@ -50,7 +50,10 @@
 ///   write-temp-and-rename would); a holder that publishes nothing unlinks it. So lock files exist only
 ///   while a key is in flight; trim sweeps those left by killed processes once nobody has held them for
 ///   `Policy.stagingDebrisAge`. (A lock file per entry, unlinked with it, would make every create pay
-///   ext4's scan past recently deleted inodes: measured, it doubled the write path.)
+///   ext4's scan past recently deleted inodes: measured, it doubled the write path.) In group-shared mode
+///   a lock file appears only with its final mode and already locked (made in `tmp/`, `fchmod`, `flock`,
+///   `linkat`): caught with its creator's umasked mode, another user could not open it and would
+///   generate without the lock.
 /// - **I7 Locks die with their process.** Every descriptor is `O_CLOEXEC`; locks are `flock` only (never
 ///   `fcntl`/`lockf`); a lock is released with `LOCK_UN` before `close`. A process that finds its pid
 ///   changed (a forked child) never unlocks a descriptor it inherited.

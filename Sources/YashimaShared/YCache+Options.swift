@@ -251,4 +251,8 @@ public struct CacheStatistics: Sendable, Equatable {
     public var writeFailures = 0
     /// Cross-process waits that passed `crossProcessWaitTimeout`.
     public var crossProcessTimeouts = 0
+    /// Generations that ran without the key's lock file because it could not be opened or locked (an
+    /// I/O or permission error in the storage directory). Each may duplicate another process's work;
+    /// the values stay correct. Non-zero means the directory needs a look (its modes, its filesystem).
+    public var crossProcessLockFailures = 0
 }

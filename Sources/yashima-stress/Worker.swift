@@ -136,6 +136,7 @@ enum WorkerCommand {
                     "key": key.identity, "source": resolution.source.rawValue,
                     "shared": resolution.wasSharedGeneration, "correct": correct, "elapsedNs": elapsed,
                     "pid": Int(pid), "finishedMonotonicNs": Int(DispatchTime.now().uptimeNanoseconds),
+                    "lockFailures": cache.statistics.crossProcessLockFailures,
                 ]))
         }
         return allCorrect ? 0 : 1

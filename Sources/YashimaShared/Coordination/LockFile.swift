@@ -97,13 +97,13 @@ enum LockFile {
         -> Result<LockAttempt, SystemCallError>
     {
         let root = directory.descriptor
-        var opened = Syscall.open(path.relative, in: root, flags: [.readWrite, .create], mode: directory.fileMode)
+        var opened = directory.openLockFile(path.relative)
         if case .failure(let error) = opened, error.errno.isFolderMissingOrReplaced {
             // The fan-out folder is missing or replaced, or a symlink sits at the lock path (never followed):
             // repair, then retry once. A symlink is no lock anyone can hold, so removing it keeps I6.
             if case .failure(let mkdirError) = directory.ensureFanOut(path.fanOut) { return .failure(mkdirError) }
             directory.removeSymbolicLink(path.relative)
-            opened = Syscall.open(path.relative, in: root, flags: [.readWrite, .create], mode: directory.fileMode)
+            opened = directory.openLockFile(path.relative)
         }
         let fd: Int32
         switch opened {

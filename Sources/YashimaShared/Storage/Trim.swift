@@ -118,11 +118,7 @@ final class Trimmer: Sendable {
     }
 
     private func openTrimLock() -> Result<Int32, SystemCallError> {
-        let open = {
-            Syscall.open(
-                Directory.trimLockFile, in: self.directory.descriptor, flags: [.readWrite, .create],
-                mode: self.directory.fileMode)
-        }
+        let open = { self.directory.openLockFile(Directory.trimLockFile) }
         var result = open()
         if case .failure(let error) = result, error.errno == .symlinkLoop {
             // A symlink planted at trim.lock is never followed: remove the link and create the real file.

@@ -87,6 +87,60 @@ extension Hardening {
             }
         }
 
+        // MARK: Two users of one group
+
+        /// Two users of one group, each with the usual umask 022, miss the same fresh keys together. A lock
+        /// file made in place is 0640 until its `fchmod`; the other user's open of it then fails (EACCES)
+        /// and it generates without the lock. Before lock files were linked into place with their mode,
+        /// 40–70% of the keys here were generated twice. Needs root (CI) to run the workers as two users.
+        @Test(
+            "two users racing on fresh keys in group-shared mode generate each key once",
+            .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+        func twoUsersShareSingleFlight() async throws {
+            let group: gid_t = 40000
+            let users: [uid_t] = [40001, 40002, 40001, 40002]
+            // Under /tmp so that the other users can reach it; they run a copy of the worker (the build
+            // folder may be private to root).
+            var template = Array("/tmp/yashima-users-XXXXXX".utf8CString)
+            let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) != nil }
+            try #require(created)
+            let base = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            defer { try? FileManager.default.removeItem(atPath: base) }
+            chmod(base, 0o755)
+            let worker = base + "/yashima-stress"
+            try FileManager.default.copyItem(
+                atPath: productsDirectory().appendingPathComponent("yashima-stress").path, toPath: worker)
+            let root = base + "/cache"
+            #expect(mkdir(root, 0o700) == 0 && chown(root, users[0], group) == 0 && chmod(root, 0o2770) == 0)
+            let ledger = base + "/ledger"
+            #expect(FileManager.default.createFile(atPath: ledger, contents: nil) && chmod(ledger, 0o666) == 0)
+            let keyCount = 300
+            let children = try users.map { user in
+                try ChildProcess(
+                    executable: URL(fileURLWithPath: "/bin/sh"),
+                    [
+                        "-c",
+                        "umask 022; exec /usr/bin/setpriv --reuid=\(user) --regid=\(group) --groups=\(group) \"$0\" \"$@\"",
+                        worker, "worker", "get", "--directory", root, "--sharing", "group", "--key", "k", "--count",
+                        "\(keyCount)", "--size", "256", "--ledger", ledger, "--go",
+                    ])
+            }
+            #expect(await startTogether(children))
+            var lockFailures = 0
+            for child in children {
+                for _ in 0..<keyCount {
+                    guard let result = await child.json() else { break }
+                    #expect(result["correct"] as? Bool == true)
+                    lockFailures = max(lockFailures, result["lockFailures"] as? Int ?? -1)
+                }
+                #expect(await child.exitStatus() == 0)
+            }
+            #expect(lockFailures == 0, "a process generated without the key's lock file")
+            let generated = Ledger(path: ledger).lines().map { $0.split(separator: " ")[0] }
+            #expect(generated.count == keyCount, "\(generated.count - Set(generated).count) keys generated twice")
+            #expect(Set(generated).count == keyCount)
+        }
+
         // MARK: The owner check at open
 
         @Test("a root owned by another user is refused in private mode, naming the owner")
