@@ -348,13 +348,13 @@ int ysh_futimens(int fd, int64_t ns, int *err) {
 }
 
 int ysh_touch_at(int dirfd, const char *path, int *err) {
-    struct timespec times[2];
-    times[0].tv_sec = 0; times[0].tv_nsec = UTIME_OMIT;
-    times[1].tv_sec = 0; times[1].tv_nsec = UTIME_NOW;
+    /* Both times to now (times == NULL): the only form the kernel allows to a process that may write the
+       file without owning it (another user of a group-shared directory). Any explicit time, even
+       UTIME_OMIT for one of them, needs the owner: EPERM otherwise. */
     const char *leaf;
     int parent = open_parent(dirfd, path, &leaf);
     if (parent == -1) FAIL_WITH_ERRNO(-1);
-    int rc = utimensat(parent, leaf, times, AT_SYMLINK_NOFOLLOW);
+    int rc = utimensat(parent, leaf, NULL, AT_SYMLINK_NOFOLLOW);
     release_parent(parent, dirfd);
     if (rc == -1) FAIL_WITH_ERRNO(-1);
     return 0;

@@ -295,8 +295,9 @@ enum Syscall {
         return check(ysh_futimens(fd, nanoseconds, &err), err, "futimens")
     }
 
-    /// `utimensat(2)`, AT_SYMLINK_NOFOLLOW: sets the modification time to now; no symlink is followed in
-    /// any component of `path`.
+    /// `utimensat(2)` with no times, AT_SYMLINK_NOFOLLOW: sets the access and modification times to now,
+    /// the one form allowed to a writer that does not own the file; no symlink is followed in any
+    /// component of `path`.
     static func touch(_ path: String, in directory: Int32) -> Result<Void, SystemCallError> {
         var err: Int32 = 0
         return check(ysh_touch_at(directory, path, &err), err, "utimensat")

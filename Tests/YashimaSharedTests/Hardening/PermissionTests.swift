@@ -92,37 +92,20 @@ extension Hardening {
         /// Two users of one group, each with the usual umask 022, miss the same fresh keys together. A lock
         /// file made in place is 0640 until its `fchmod`; the other user's open of it then fails (EACCES)
         /// and it generates without the lock. Before lock files were linked into place with their mode,
-        /// 40–70% of the keys here were generated twice. Needs root (CI) to run the workers as two users.
+        /// 40–70% of the keys here were generated twice.
         @Test(
             "two users racing on fresh keys in group-shared mode generate each key once",
-            .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+            .enabled(if: TwoUsers.available))
         func twoUsersShareSingleFlight() async throws {
-            let group: gid_t = 40000
-            let users: [uid_t] = [40001, 40002, 40001, 40002]
-            // Under /tmp so that the other users can reach it; they run a copy of the worker (the build
-            // folder may be private to root).
-            var template = Array("/tmp/yashima-users-XXXXXX".utf8CString)
-            let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) != nil }
-            try #require(created)
-            let base = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-            defer { try? FileManager.default.removeItem(atPath: base) }
-            chmod(base, 0o755)
-            let worker = base + "/yashima-stress"
-            try FileManager.default.copyItem(
-                atPath: productsDirectory().appendingPathComponent("yashima-stress").path, toPath: worker)
-            let root = base + "/cache"
-            #expect(mkdir(root, 0o700) == 0 && chown(root, users[0], group) == 0 && chmod(root, 0o2770) == 0)
-            let ledger = base + "/ledger"
+            let users = try TwoUsers()
+            let ledger = users.base + "/ledger"
             #expect(FileManager.default.createFile(atPath: ledger, contents: nil) && chmod(ledger, 0o666) == 0)
             let keyCount = 300
-            let children = try users.map { user in
-                try ChildProcess(
-                    executable: URL(fileURLWithPath: "/bin/sh"),
+            let children = try [TwoUsers.first, TwoUsers.second, TwoUsers.first, TwoUsers.second].map { user in
+                try users.worker(
+                    as: user,
                     [
-                        "-c",
-                        "umask 022; exec /usr/bin/setpriv --reuid=\(user) --regid=\(group) --groups=\(group) \"$0\" \"$@\"",
-                        worker, "worker", "get", "--directory", root, "--sharing", "group", "--key", "k", "--count",
-                        "\(keyCount)", "--size", "256", "--ledger", ledger, "--go",
+                        "get", "--key", "k", "--count", "\(keyCount)", "--size", "256", "--ledger", ledger, "--go",
                     ])
             }
             #expect(await startTogether(children))
@@ -139,6 +122,31 @@ extension Hardening {
             let generated = Ledger(path: ledger).lines().map { $0.split(separator: " ")[0] }
             #expect(generated.count == keyCount, "\(generated.count - Set(generated).count) keys generated twice")
             #expect(Set(generated).count == keyCount)
+        }
+
+        /// A hit marks the entry used (its mtime, the LRU clock, I11) also when another user wrote it. A
+        /// touch with any explicit time (`UTIME_OMIT` for the access time included) needs the file's owner,
+        /// so before the touch set both times to now, the other user's use never counted and trim took
+        /// entries it kept using.
+        @Test("another user's hit marks the entry used", .enabled(if: TwoUsers.available))
+        func anotherUsersHitTouchesTheEntry() async throws {
+            let users = try TwoUsers()
+            let writer = try users.worker(as: TwoUsers.first, ["get", "--key", "doc"])
+            #expect(await writer.json()?["source"] as? String == "generated")
+            #expect(await writer.exitStatus() == 0)
+            let entries = Hardening.allNames(under: users.root).filter { $0.hasSuffix(".entry") }
+            try #require(entries.count == 1)
+            let entry = users.root + "/" + entries[0]
+            // An hour old: older than the touch interval, so the next hit must touch it.
+            var times = [timespec](repeating: timespec(tv_sec: time(nil) - 3600, tv_nsec: 0), count: 2)
+            try #require(utimensat(AT_FDCWD, entry, &times, AT_SYMLINK_NOFOLLOW) == 0)
+            let reader = try users.worker(as: TwoUsers.second, ["get", "--key", "doc"])
+            #expect(await reader.json()?["source"] as? String == "storage")
+            #expect(await reader.exitStatus() == 0)
+            var info = stat()
+            try #require(lstat(entry, &info) == 0)
+            #expect(info.st_uid == TwoUsers.first, "the entry is still the first user's")
+            #expect(time(nil) - info.st_mtim.tv_sec < 600, "the second user's hit set the mtime to now")
         }
 
         // MARK: The owner check at open
@@ -210,5 +218,48 @@ extension Hardening {
             }
             try YCache(storageDirectory: dir.url, sharing: .groupShared).openStorage()
         }
+    }
+}
+
+/// A group-shared storage directory used by two real users of one group (uid 40001 and 40002, gid 40000),
+/// each running a copy of the worker under `setpriv` with the usual umask 022. Needs root (as in CI).
+private final class TwoUsers {
+    static let group: gid_t = 40000
+    static let first: uid_t = 40001
+    static let second: uid_t = 40002
+    static var available: Bool {
+        getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+    }
+
+    /// Under /tmp, so that the other users can reach it (the test's own TMPDIR may be private).
+    let base: String
+    /// The storage root: setgid, of the shared group, as the README's administrator step makes it.
+    let root: String
+    /// A copy of the worker: the build folder may be private to root.
+    private let executable: String
+
+    init() throws {
+        var template = Array("/tmp/yashima-users-XXXXXX".utf8CString)
+        let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) != nil }
+        try #require(created)
+        base = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        root = base + "/cache"
+        executable = base + "/yashima-stress"
+        chmod(base, 0o755)
+        try FileManager.default.copyItem(
+            atPath: productsDirectory().appendingPathComponent("yashima-stress").path, toPath: executable)
+        try #require(mkdir(root, 0o700) == 0 && chown(root, Self.first, Self.group) == 0)
+        try #require(chmod(root, 0o2770) == 0)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: base) }
+
+    /// `yashima-stress worker <arguments>` on the shared root as `user`, in group-shared mode.
+    func worker(as user: uid_t, _ arguments: [String]) throws -> ChildProcess {
+        let run = "umask 022; exec /usr/bin/setpriv --reuid=\(user) --regid=\(Self.group) --groups=\(Self.group)"
+        return try ChildProcess(
+            executable: URL(fileURLWithPath: "/bin/sh"),
+            ["-c", run + " \"$0\" \"$@\"", executable, "worker"] + arguments
+                + ["--directory", root, "--sharing", "group"])
     }
 }
