@@ -131,7 +131,9 @@ enum BenchWorker {
             jsonLine([
                 "ops": done, "elapsedNs": elapsed, "get": summary(gets), "set": summary(sets),
                 "delete": summary(deletes), "getMisses": misses, "memoryHits": cache.statistics.memoryHits,
-                "storageHits": cache.statistics.storageHits,
+                "storageHits": cache.statistics.storageHits, "writeFailures": cache.statistics.writeFailures,
+                "corruptEntries": cache.statistics.corruptEntries,
+                "lockFailures": cache.statistics.crossProcessLockFailures,
             ]))
         return 0
     }

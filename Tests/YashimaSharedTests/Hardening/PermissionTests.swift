@@ -149,6 +149,40 @@ extension Hardening {
             #expect(time(nil) - info.st_mtim.tv_sec < 600, "the second user's hit set the mtime to now")
         }
 
+        /// Everything one user does to another user's files in a shared directory: hits (touch), replacing
+        /// stores (rename over), removals (unlink), trims (unlink, the shared usage counter), lock files
+        /// left behind. Four processes of two users under a budget a quarter of the data.
+        @Test("two users mixing gets, stores and removes under a budget", .enabled(if: TwoUsers.available))
+        func twoUsersMixUnderABudget() async throws {
+            let users = try TwoUsers()
+            let budget = 256 * 1024
+            let children = try [TwoUsers.first, TwoUsers.second, TwoUsers.first, TwoUsers.second].map { user in
+                try users.worker(
+                    as: user,
+                    [
+                        "mix", "--keys", "200", "--ops", "1500", "--gets", "60", "--sets", "30", "--deletes", "10",
+                        "--size", "4096", "--budget", "\(budget)", "--memory-budget", "16384", "--go",
+                    ])
+            }
+            #expect(await startTogether(children))
+            for child in children {
+                let result = await child.json(timeout: 120)
+                #expect(result?["ops"] as? Int == 1500)
+                for counter in ["writeFailures", "lockFailures", "corruptEntries"] {
+                    #expect(result?[counter] as? Int == 0, "\(counter)")
+                }
+                #expect(await child.exitStatus() == 0)
+            }
+            #expect(allocatedEntryBytes(URL(fileURLWithPath: users.root)) <= Int64(budget))
+            for name in Hardening.allNames(under: users.root) {
+                var info = stat()
+                try #require(lstat(users.root + "/" + name, &info) == 0)
+                #expect(info.st_gid == TwoUsers.group, "\(name) belongs to the shared group")
+                let isFolder = info.st_mode & S_IFMT == S_IFDIR
+                #expect(info.st_mode & 0o7777 == (isFolder ? 0o2770 : 0o660), "\(name)")
+            }
+        }
+
         // MARK: The owner check at open
 
         @Test("a root owned by another user is refused in private mode, naming the owner")
