@@ -124,6 +124,34 @@ extension Hardening {
             #expect(Set(generated).count == keyCount)
         }
 
+        /// A generator killed while holding its key's lock leaves its lock file behind; a waiter of the other
+        /// user takes over: it cannot use a lock file it does not own (the holder renames its lock file
+        /// into place), so it unlinks that name and generates on a lock file of its own, exactly once.
+        @Test("another user's waiter takes over from a killed generator", .enabled(if: TwoUsers.available))
+        func anotherUserTakesOverFromAKilledGenerator() async throws {
+            let users = try TwoUsers()
+            let ledger = users.base + "/ledger"
+            #expect(FileManager.default.createFile(atPath: ledger, contents: nil) && chmod(ledger, 0o666) == 0)
+            let doomed = try users.worker(
+                as: TwoUsers.first, ["get", "--key", "k", "--generate-ms", "60000", "--announce", "--ledger", ledger])
+            #expect(await doomed.line(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
+            let waiters = try (0..<2).map { _ in
+                try users.worker(
+                    as: TwoUsers.second, ["get", "--key", "k", "--generate-ms", "100", "--ledger", ledger])
+            }
+            try await Task.sleep(for: .milliseconds(200))  // the waiters block on the lock (or are about to)
+            doomed.kill()
+            await doomed.exitStatus()
+            for waiter in waiters {
+                let result = await waiter.json(timeout: 60)
+                #expect(result?["correct"] as? Bool == true, "a waiter hung or got a wrong value")
+                #expect(result?["lockFailures"] as? Int == 0)
+                #expect(await waiter.exitStatus() == 0)
+            }
+            // The killed holder's line, then exactly one takeover generation.
+            #expect(Ledger(path: ledger).lines().count == 2, "\(Ledger(path: ledger).lines())")
+        }
+
         /// A hit marks the entry used (its mtime, the LRU clock, I11) also when another user wrote it. A
         /// touch with any explicit time (`UTIME_OMIT` for the access time included) needs the file's owner,
         /// so before the touch set both times to now, the other user's use never counted and trim took
