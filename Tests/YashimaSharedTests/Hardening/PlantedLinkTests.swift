@@ -28,19 +28,21 @@ extension Hardening {
         var files: KeyFiles { KeyFiles(root: dir.path, key: key) }
 
         /// Opens the storage (creating its layout), then returns a fresh cache for the lookups.
-        func openedCache(budget: Int? = 128 * 1024 * 1024) throws -> YCache {
-            let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: budget)
+        func openedCache(
+            budget: Int? = 128 * 1024 * 1024, sharing: StorageSharingMode = .privateToUser
+        ) throws -> YCache {
+            let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: budget, sharing: sharing)
             try cache.openStorage()
             return cache
         }
 
         /// A miss, then a generation returning the right value, then a fresh instance reading it from storage.
-        func expectMissThenRightValue(_ cache: YCache) async throws {
+        func expectMissThenRightValue(_ cache: YCache, sharing: StorageSharingMode = .privateToUser) async throws {
             #expect(try await cache.valueIfCached(for: key, codec: DataCodec()) == nil, "the planted link is a miss")
             let generated = try await cache.resolve(for: key, codec: DataCodec()) { value }
             #expect(generated.value == value)
             #expect(generated.source == .generated)
-            let fresh = YCache(storageDirectory: dir.url)
+            let fresh = YCache(storageDirectory: dir.url, sharing: sharing)
             let stored = try await fresh.resolve(for: key, codec: DataCodec()) { Data("wrong".utf8) }
             #expect(stored.value == value)
             #expect(stored.source == .storage)
@@ -161,9 +163,13 @@ extension Hardening {
 
         // MARK: Lock files
 
-        @Test("a lock file symlinked to an outside file is never opened through", arguments: [false, true])
-        func lockFileSymlink(lockFolderToo: Bool) async throws {
-            let cache = try openedCache()
+        // Each in both sharing modes: the group-shared mode creates lock files another way (linked into place).
+
+        @Test(
+            "a lock file symlinked to an outside file is never opened through",
+            arguments: [false, true], [StorageSharingMode.privateToUser, .groupShared])
+        func lockFileSymlink(lockFolderToo: Bool, sharing: StorageSharingMode) async throws {
+            let cache = try openedCache(sharing: sharing)
             let target = outside.path + "/lock-target"
             Hardening.makeOutsideFile(target)
             if lockFolderToo {
@@ -173,38 +179,40 @@ extension Hardening {
                 _ = rmdir(files.lockFanOut)  // fan-out folders are created with the directory
                 try #require(symlink(folder, files.lockFanOut) == 0)
                 let before = Snapshot(folder)
-                try await expectMissThenRightValue(cache)
+                try await expectMissThenRightValue(cache, sharing: sharing)
                 #expect(Snapshot(folder) == before)
                 #expect(Hardening.isDirectory(files.lockFanOut))
             } else {
                 Hardening.makePrivateFolder(files.lockFanOut)
                 try #require(symlink(target, files.lock) == 0)
                 let before = Snapshot(target)
-                try await expectMissThenRightValue(cache)
+                try await expectMissThenRightValue(cache, sharing: sharing)
                 #expect(Snapshot(target) == before)
                 #expect(!Hardening.isSymbolicLink(files.lock))
             }
         }
 
-        @Test("a hard link of an outside file at a lock path is never chmod'ed, written or truncated")
-        func lockFileHardLink() async throws {
-            let cache = try openedCache()
+        @Test(
+            "a hard link of an outside file at a lock path is never chmod'ed, written or truncated",
+            arguments: [StorageSharingMode.privateToUser, .groupShared])
+        func lockFileHardLink(sharing: StorageSharingMode) async throws {
+            let cache = try openedCache(sharing: sharing)
             let target = outside.path + "/lock-hard"
             Hardening.makeOutsideFile(target)  // mode 0644: a chmod to 0600 would show in the snapshot
             Hardening.makePrivateFolder(files.lockFanOut)
             try #require(link(target, files.lock) == 0)
             let before = Snapshot(target)
 
-            try await expectMissThenRightValue(cache)
+            try await expectMissThenRightValue(cache, sharing: sharing)
 
             #expect(Snapshot(target) == before)
         }
 
         @Test(
             "trim.lock as a symlink or a hard link of an outside file is never written through",
-            arguments: [false, true])
-        func trimLock(hardLink: Bool) async throws {
-            let cache = try openedCache(budget: 4096)
+            arguments: [false, true], [StorageSharingMode.privateToUser, .groupShared])
+        func trimLock(hardLink: Bool, sharing: StorageSharingMode) async throws {
+            let cache = try openedCache(budget: 4096, sharing: sharing)
             let target = outside.path + "/trim-target"
             Hardening.makeOutsideFile(target)
             unlink(dir.path + "/trim.lock")
