@@ -152,6 +152,42 @@ extension Hardening {
             #expect(Ledger(path: ledger).lines().count == 2, "\(Ledger(path: ledger).lines())")
         }
 
+        /// One user repairs and removes what the other wrote: a corrupt entry of the first user is a miss
+        /// for the second, who regenerates it and renames the new entry over it; the second user's
+        /// `removeAll()` unlinks the first user's entries, and the first user's next lookups miss.
+        @Test("another user repairs a corrupt entry and removes everything", .enabled(if: TwoUsers.available))
+        func anotherUserRepairsAndRemoves() async throws {
+            let users = try TwoUsers()
+            func get(as user: uid_t) async throws -> [String] {
+                let child = try users.worker(as: user, ["get", "--key", "k", "--count", "5"])
+                var sources: [String] = []
+                for _ in 0..<5 {
+                    let result = await child.json()
+                    #expect(result?["correct"] as? Bool == true)
+                    sources.append(result?["source"] as? String ?? "none")
+                }
+                #expect(await child.exitStatus() == 0)
+                return sources
+            }
+            #expect(try await get(as: TwoUsers.first) == Array(repeating: "generated", count: 5))
+            // Damage the first user's entry for k-0: its last payload byte.
+            let damaged = KeyFiles(root: users.root, key: CacheKey(namespace: "stress", identity: "k-0")).entry
+            let handle = try #require(FileHandle(forUpdatingAtPath: damaged))
+            let end = try handle.seekToEnd()
+            try handle.seek(toOffset: end - 1)
+            let last = try #require(try handle.read(upToCount: 1)?.first)
+            try handle.seek(toOffset: end - 1)
+            try handle.write(contentsOf: [last ^ 0xFF])
+            try handle.close()
+            #expect(try await get(as: TwoUsers.second) == ["generated"] + Array(repeating: "storage", count: 4))
+            #expect(Hardening.linkStatus(damaged)?.st_uid == TwoUsers.second, "the repaired entry is the second user's")
+            let remover = try users.worker(as: TwoUsers.second, ["remove", "--all"])
+            #expect(await remover.json()?["removed"] as? Bool == true)
+            #expect(await remover.exitStatus() == 0)
+            #expect(Hardening.allNames(under: users.root).filter { $0.hasSuffix(".entry") }.isEmpty)
+            #expect(try await get(as: TwoUsers.first) == Array(repeating: "generated", count: 5))
+        }
+
         /// A hit marks the entry used (its mtime, the LRU clock, I11) also when another user wrote it. A
         /// touch with any explicit time (`UTIME_OMIT` for the access time included) needs the file's owner,
         /// so before the touch set both times to now, the other user's use never counted and trim took
