@@ -1,7 +1,7 @@
 // Get-or-generate: memory (L1) → storage (L2) → in-process single-flight → cross-process lock (I5) →
 // generate → publish. Also the lifecycle operations. Owns no I/O of its own beyond calling Storage and
-// Coordination; never blocks the cooperative pool (scans and trims go through BlockingWork, lock waits
-// through LockWait).
+// Coordination; never blocks the cooperative pool (scans, trims and writes of payloads from
+// Policy.offPoolWriteThreshold on go through BlockingWork, lock waits through LockWait).
 
 import Foundation
 import Synchronization
@@ -408,10 +408,18 @@ final class CacheEngine: Sendable {
                     }
                 } else {
                     let path = context.directory.entryPath(for: request.expectation.identity)
-                    let outcome = context.files.publish(
-                        encoded, to: path, expectation: request.expectation,
-                        codecIdentifier: request.codec.identifier, createdAt: now, expiresAt: expiresAt ?? 0,
-                        lock: lock, knownAbsent: lock != nil && !bumpEpoch)
+                    let files = context.files
+                    let (expectation, codecIdentifier) = (request.expectation, request.codec.identifier)
+                    let knownAbsent = lock != nil && !bumpEpoch
+                    let publish = { @Sendable in
+                        files.publish(
+                            encoded, to: path, expectation: expectation, codecIdentifier: codecIdentifier,
+                            createdAt: now, expiresAt: expiresAt ?? 0, lock: lock, knownAbsent: knownAbsent)
+                    }
+                    // A large payload's checksum and write hold a thread for milliseconds (far longer when
+                    // the kernel throttles dirty pages): they run on a thread of their own, not the pool.
+                    let outcome =
+                        encoded.count >= Policy.offPoolWriteThreshold ? await BlockingWork.run(publish) : publish()
                     switch outcome {
                     case .success:
                         entryPath = path

@@ -261,4 +261,23 @@ struct YCacheTests {
         #expect(cache.peek(for: CacheKey("k"), codec: Self.codec) == nil)
         #expect(try await cache.resolve(for: CacheKey("k"), codec: Self.codec) { "x" }.source == .storage)
     }
+
+    @Test("a large payload is checksummed and written off the cooperative pool; a small one inline")
+    func largeWritesLeaveThePool() async throws {
+        let dir = TemporaryDirectory("ycache-large-write")
+        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: nil)
+        try cache.openStorage()
+        let handedOff = Counter()
+        try await BlockingWork.$observer.withValue({ _ = handedOff.increment() }) {
+            let large = Data(count: Policy.offPoolWriteThreshold)
+            try await cache.store(large, for: CacheKey("large"), codec: DataCodec())
+            #expect(handedOff.value == 1, "the large store ran its write on the calling thread")
+            _ = try await cache.data(for: CacheKey("large-generated")) { large }
+            #expect(handedOff.value == 2, "the large generation ran its write on the calling thread")
+            try await cache.store(Data(count: 4096), for: CacheKey("small"), codec: DataCodec())
+            #expect(handedOff.value == 2, "a small write paid for a thread")
+        }
+        let fresh = YCache(storageDirectory: dir.url)
+        #expect(try await fresh.data(for: CacheKey("large")) { Data() }.count == Policy.offPoolWriteThreshold)
+    }
 }

@@ -4,9 +4,14 @@
 import Foundation
 
 enum BlockingWork {
+    /// Called on the caller's task each time `run` hands work to a thread: tests observe with it which
+    /// operations leave the pool (a task-local, so tests running in parallel do not see each other's).
+    @TaskLocal static var observer: (@Sendable () -> Void)?
+
     /// Runs `body` on a new thread and returns its result. The caller's task is suspended, not blocked.
     static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
+        observer?()
+        return await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
             let thread = Thread { continuation.resume(returning: body()) }
             thread.stackSize = 512 * 1024
             thread.start()
