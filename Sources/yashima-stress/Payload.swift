@@ -81,12 +81,15 @@ enum Payload {
 struct Ledger: Sendable {
     let path: String
 
+    /// Appends `line`. A line that cannot be written ends the process: a ledger missing a generation
+    /// would let the judge pass a run it cannot see.
     func record(_ line: String) {
         let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return }
+        guard fd >= 0 else { fatalError("cannot open the ledger \(path): errno \(errno)") }
         let text = line + "\n"
-        _ = text.withCString { write(fd, $0, strlen($0)) }
+        let written = text.withCString { write(fd, $0, strlen($0)) }
         close(fd)
+        guard written == text.utf8.count else { fatalError("cannot append to the ledger \(path): errno \(errno)") }
     }
 
     /// Lines recorded so far.
