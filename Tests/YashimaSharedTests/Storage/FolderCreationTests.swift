@@ -104,6 +104,79 @@ struct FolderCreationTests {
         #expect(!names.contains { $0.hasPrefix(Directory.folderStagingPrefix) }, "\(names)")
     }
 
+    /// A filesystem without `RENAME_NOREPLACE` answers `renameat2` with EINVAL; folders are then made in
+    /// place and their mode set right after. No filesystem here lacks the flag, so child processes get a
+    /// shim (LD_PRELOAD, built with the system C compiler) whose `syscall` answers every
+    /// `renameat2(RENAME_NOREPLACE)` with EINVAL and notes each refusal in a file.
+    @Test(
+        "without RENAME_NOREPLACE, folders are made in place with their exact mode and single-flight holds",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/cc")))
+    func withoutRenameNoReplace() async throws {
+        let dir = TemporaryDirectory("folders-no-noreplace")
+        try FileManager.default.createDirectory(at: dir.url, withIntermediateDirectories: true)
+        let shim = dir.path + "/no-renameat2.so"
+        try Data(Self.noRenameat2Shim.utf8).write(to: URL(fileURLWithPath: dir.path + "/shim.c"))
+        let compiler = try ChildProcess(
+            executable: URL(fileURLWithPath: "/usr/bin/cc"),
+            ["-shared", "-fPIC", "-O2", "-o", shim, dir.path + "/shim.c", "-ldl"])
+        try #require(await compiler.exitStatus() == 0, "the shim did not compile")
+        let root = dir.path + "/cache"
+        let ledger = dir.path + "/ledger"
+        let refusals = dir.path + "/refusals"
+        let children = try (0..<4).map { _ in
+            try ChildProcess(
+                [
+                    "worker", "get", "--directory", root, "--sharing", "group", "--key", "k", "--count", "24",
+                    "--ledger", ledger, "--go",
+                ], environment: ["LD_PRELOAD": shim, "NO_RENAMEAT2_REFUSALS": refusals])
+        }
+        #expect(await startTogether(children))
+        for child in children {
+            for _ in 0..<24 { #expect(await child.json()?["correct"] as? Bool == true) }
+            #expect(await child.exitStatus() == 0)
+        }
+        let refused = (try? Data(contentsOf: URL(fileURLWithPath: refusals)).count) ?? 0
+        #expect(refused > 0, "the shim never refused: the fallback was not exercised")
+        let generated = Ledger(path: ledger).lines().map { $0.split(separator: " ")[0] }
+        #expect(generated.count == 24 && Set(generated).count == 24, "\(generated.count) generations for 24 keys")
+        let folders = try Self.folders(under: root)
+        #expect(folders.count > 3)
+        #expect(folders.values.allSatisfy { $0 == 0o2770 }, "\(folders.filter { $0.value != 0o2770 })")
+        let names = try FileManager.default.contentsOfDirectory(atPath: root)
+        #expect(!names.contains { $0.hasPrefix(Directory.folderStagingPrefix) }, "\(names)")
+    }
+
+    /// The LD_PRELOAD shim for `withoutRenameNoReplace`: glibc's `syscall`, except that
+    /// `renameat2(…, RENAME_NOREPLACE)` fails with EINVAL (one byte appended to $NO_RENAMEAT2_REFUSALS).
+    static let noRenameat2Shim = """
+        #define _GNU_SOURCE
+        #include <dlfcn.h>
+        #include <errno.h>
+        #include <fcntl.h>
+        #include <stdarg.h>
+        #include <stdlib.h>
+        #include <sys/syscall.h>
+        #include <unistd.h>
+
+        long syscall(long number, ...) {
+            va_list list;
+            va_start(list, number);
+            long a[6];
+            for (int i = 0; i < 6; i++) a[i] = va_arg(list, long);
+            va_end(list);
+            if (number == SYS_renameat2 && (a[4] & 1)) {
+                const char *path = getenv("NO_RENAMEAT2_REFUSALS");
+                int fd = path ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600) : -1;
+                if (fd >= 0) { (void)write(fd, "x", 1); close(fd); }
+                errno = EINVAL;
+                return -1;
+            }
+            static long (*next)(long, ...);
+            if (!next) next = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
+            return next(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+        }
+        """
+
     @Test("staging names are unpredictable and two hex digits per random byte")
     func stagingNames() {
         let names = (0..<64).map { _ in Directory.randomHex(byteCount: 8) }
