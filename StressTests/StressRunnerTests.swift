@@ -12,6 +12,26 @@ import Testing
         try await expectPasses(profile: "smoke", timeoutSeconds: 900)
     }
 
+    /// The scenarios whose workers race on the same keys, with workers of two users of one group
+    /// (group-shared caches). Needs root, as CI runs: it caught lock files another user could not open.
+    @Test(.enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+    func twoUsersPassTheRacingScenarios() async throws {
+        var template = Array("/tmp/stress-users-XXXXXX".utf8CString)
+        let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) != nil }
+        try #require(created)
+        let directory = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let run = try await RunnerProcess.run(
+            [
+                "--scenario", "burst,lifecycle,chaos,restart", "--users", "40001,40002", "--group", "40000",
+                "--directory", directory,
+            ], timeoutSeconds: 600)
+        let lastLine = run.standardOutput.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(
+            run.status == 0 && lastLine == "4 passed, 0 failed",
+            "two-user run failed (exit \(run.status)):\n\(run.standardOutput)\n\(run.standardError)")
+    }
+
     @Test(.enabled(if: ProcessInfo.processInfo.environment["YASHIMA_STRESS_STANDARD"] == "1"))
     func standardProfilePasses() async throws {
         try await expectPasses(profile: "standard", timeoutSeconds: 1_800)
@@ -22,7 +42,8 @@ import Testing
             ["--profile", "huge"], ["--processes", "0"], ["--processes", "many"], ["--scenario", "no-such-scenario"],
             ["--format", "xml"], ["--unknown-option"], ["--duration", "10m"],
             ["--profile", "soak", "--duration", "-3"],
-            ["stray-word"], ["--seed"],
+            ["stray-word"], ["--seed"], ["--users", "40001"], ["--users", "0", "--group", "40000"],
+            ["--users", "a,b", "--group", "40000"],
         ]
         for arguments in cases {
             let run = try await RunnerProcess.run(arguments, timeoutSeconds: 60)

@@ -72,7 +72,7 @@ final class WorkerContext: Sendable {
         let cache = YCache(
             storageDirectory: URL(fileURLWithPath: directory ?? plan.cacheDirectory),
             memoryMaximumCost: memoryBudget ?? 64 << 20,
-            storageMaximumByteCount: budget ?? plan.budget ?? 128 << 20)
+            storageMaximumByteCount: budget ?? plan.budget ?? 128 << 20, sharing: plan.sharing)
         caches.withLock { $0.append(cache) }
         return cache
     }

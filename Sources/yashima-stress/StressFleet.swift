@@ -85,7 +85,7 @@ final class Fleet {
     /// Once set, workers started later get GO as soon as they say READY (replacements).
     var releasesLateWorkers = false
 
-    private static let executable: String = {
+    static let executable: String = {
         var buffer = [CChar](repeating: 0, count: 4096)
         let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
         guard count > 0 else { return "/proc/self/exe" }
@@ -109,10 +109,12 @@ final class Fleet {
     /// Starts `worker scenario --name <scenario> --plan <plan> --index <index> --phase <phase>`.
     @discardableResult
     func spawn(phase: String, index: Int) throws -> WorkerProcess {
-        let arguments = [
-            Fleet.executable, "worker", "scenario", "--name", scenario, "--plan", planPath, "--index", String(index),
-            "--phase", phase,
-        ]
+        let launcher = SharedUsers.launcher(forWorker: index, executable: Fleet.executable)
+        let arguments =
+            launcher.arguments + [
+                "worker", "scenario", "--name", scenario, "--plan", planPath, "--index", String(index),
+                "--phase", phase,
+            ]
         let stderrPath = logDirectory + "/\(phase)-\(index).stderr"
         var toChild: [Int32] = [-1, -1]
         var fromChild: [Int32] = [-1, -1]
@@ -149,7 +151,7 @@ final class Fleet {
             for pointer in envp { free(pointer) }
         }
         var pid: pid_t = 0
-        let status = posix_spawn(&pid, Fleet.executable, &actions, &attributes, &argv, &envp)
+        let status = posix_spawn(&pid, launcher.program, &actions, &attributes, &argv, &envp)
         close(toChild[0])
         close(fromChild[1])
         guard status == 0 else {

@@ -41,6 +41,8 @@ struct RunOptions {
     var scenariosSelected = false
     var soakSeconds = 600.0
     var durationText: String?
+    /// `--users` and `--group`: workers run as these users of one group, caches are group-shared.
+    var sharedUsers: (users: [uid_t], group: gid_t)?
 
     static func parse(_ words: [String]) throws -> RunOptions {
         var arguments = try Arguments(words, flagNames: ["keep-artifacts", "help"])
@@ -79,8 +81,11 @@ struct RunOptions {
             }
             names += arguments.positional  // `--scenario burst quota`
         }
+        let users = arguments.string("users")
+        let group = arguments.string("group")
         _ = arguments.flag("help")
         try arguments.rejectUnknown()
+        options.sharedUsers = try SharedUsers.parse(users: users, group: group)
         if !names.isEmpty {
             var selected: [any Scenario.Type] = []
             for name in names {
@@ -117,6 +122,11 @@ struct RunOptions {
         ]
         if let durationText { words += ["--duration", durationText] }
         if scenariosSelected { words += ["--scenario", scenarios.map { $0.name }.joined(separator: ",")] }
+        if let sharedUsers {
+            words += [
+                "--users", sharedUsers.users.map(String.init).joined(separator: ","), "--group", "\(sharedUsers.group)",
+            ]
+        }
         return words.joined(separator: " ")
     }
 }
@@ -137,6 +147,10 @@ enum StressRunner {
             try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         } catch {
             throw ArgumentError(description: "cannot use --directory \(root): \(error.localizedDescription)")
+        }
+        if let sharedUsers = options.sharedUsers {
+            try SharedUsers.begin(
+                users: sharedUsers.users, group: sharedUsers.group, root: root, executable: Fleet.executable)
         }
         let progress = ProgressLine(json: options.json)
         var reports: [ScenarioReport] = []
@@ -238,6 +252,10 @@ enum StressRunner {
               --seed S           payload and schedule seed (default: random; the report prints it)
               --directory D      where the scenario directories go (default: a new folder in $TMPDIR)
               --keep-artifacts   keep the directories, ledgers, plans and worker logs (kept anyway on failure)
+              --users U,U --group G
+                                 as root: run the workers as these users of group G, taking turns, each with
+                                 umask 022, and open every cache group-shared (--directory must be reachable
+                                 by them, e.g. under /tmp)
               --format F         text (default; its last line is "N passed, N failed") or json
               --scenario NAME    run only these scenarios (repeat, comma-separate, or list names after it)
               --duration T       soak only: how long to keep running rounds, e.g. 90s, 15m, 2h (default 10m)

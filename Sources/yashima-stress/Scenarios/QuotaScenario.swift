@@ -87,7 +87,9 @@ enum QuotaScenario: Scenario {
         // An entry's charge, found by writing one and measuring it (4 KiB blocks of header + key + codec +
         // payload): the exact-capacity budget, and the slack per writer.
         let probeDirectory = run.directory + "/probe"
-        let probe = YCache(storageDirectory: URL(fileURLWithPath: probeDirectory), storageMaximumByteCount: nil)
+        let probe = YCache(
+            storageDirectory: URL(fileURLWithPath: probeDirectory), storageMaximumByteCount: nil,
+            sharing: run.plan.sharing)
         _ = try await run.expected.fetch(probe, exactKey)
         guard let probeFile = StorageProbe.entryFiles(probeDirectory).first else {
             run.fail("the probe entry was not stored")
@@ -146,7 +148,8 @@ enum QuotaScenario: Scenario {
         try run.runPhase("exact", workers: 1)
         let exactDirectory = run.cacheDirectory + "-exact"
         let exactJudge = YCache(
-            storageDirectory: URL(fileURLWithPath: exactDirectory), memoryMaximumCost: 0, storageMaximumByteCount: nil)
+            storageDirectory: URL(fileURLWithPath: exactDirectory), memoryMaximumCost: 0, storageMaximumByteCount: nil,
+            sharing: run.plan.sharing)
         let kept = try await run.expected.cached(exactJudge, exactKey)
         run.expect(kept?.correct == true, "an entry whose charge (\(exactCharge) B) equals the budget was not kept")
         let over = try await run.expected.cached(exactJudge, overExactKey)

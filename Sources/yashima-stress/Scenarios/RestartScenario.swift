@@ -153,6 +153,12 @@ enum RestartScenario: Scenario {
         run.expect(FileManager.default.createFile(atPath: abandonedLock, contents: nil), "could not plant a lock file")
         // Trim sweeps lock files nobody has held for an hour (I6): this one was left by a process long gone.
         run.expect(StorageProbe.backdate(abandonedLock, bySeconds: 7_200), "could not backdate the lock file")
+        // With --users, planted files look like the cache's own: group-shared modes (after the backdating:
+        // chmod leaves mtimes alone).
+        for path in [young, root + "/locks/ab", abandonedLock] + (0..<3).map({ root + "/tmp/stress-old-\($0).staging" })
+        {
+            SharedUsers.share(path)
+        }
 
         // Let the expiring entries expire (waiting for the wall clock, not for a process).
         let wait = written + Int64(expiry + 50) * 1_000_000 - wallNanoseconds()

@@ -43,6 +43,11 @@ struct ScenarioPlan: Codable, Sendable {
     var budget: Int?
     /// Scenario-specific numbers (keys, rounds, sizes, durations).
     var settings: [String: Int] = [:]
+    /// Whether every cache is group-shared (`--users`); nil or false: private.
+    var groupShared: Bool?
+
+    /// The sharing mode of every cache in this scenario.
+    var sharing: StorageSharingMode { groupShared == true ? .groupShared : .privateToUser }
 
     subscript(_ name: String) -> Int {
         guard let value = settings[name] else { preconditionFailure("plan has no setting '\(name)'") }
@@ -95,9 +100,18 @@ final class ScenarioRun {
         plan = ScenarioPlan(
             scenario: name, cacheDirectory: cacheDirectory, ledgerPath: directory + "/ledger",
             logDirectory: directory + "/logs", seed: seed, workers: workers)
+        plan.groupShared = SharedUsers.sharing == .groupShared
         report = ScenarioReport(name: name, seed: seed)
         try FileManager.default.createDirectory(atPath: directory + "/logs", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: directory + "/scratch", withIntermediateDirectories: true)
+        // With --users, every worker user appends to the ledger and writes its logs here.
+        for path in [directory, directory + "/logs", directory + "/scratch"] { SharedUsers.share(path) }
+        if SharedUsers.sharing == .groupShared {
+            guard FileManager.default.createFile(atPath: directory + "/ledger", contents: nil) else {
+                throw ArgumentError(description: "cannot create \(directory)/ledger")
+            }
+            SharedUsers.share(directory + "/ledger")
+        }
     }
 
     // MARK: Plan
@@ -257,7 +271,7 @@ final class ScenarioRun {
 
     /// A cache for judging: no memory layer (every read comes from the directory), no budget (never trims).
     func judgeCache() -> YCache {
-        YCache(storageDirectory: cacheURL, memoryMaximumCost: 0, storageMaximumByteCount: nil)
+        YCache(storageDirectory: cacheURL, memoryMaximumCost: 0, storageMaximumByteCount: nil, sharing: plan.sharing)
     }
 
     struct StorageCheck {
