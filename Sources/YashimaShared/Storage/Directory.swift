@@ -328,19 +328,33 @@ final class Directory: Sendable {
         }
     }
 
+    /// mkdir -p of the root path. Every folder it creates appears with exactly `mode` (made under a staging
+    /// name in its parent, given its mode, moved into place): in group-shared mode another user's process
+    /// that found the root, or a parent it must create the next folder in, with the creator's umasked mode
+    /// (02750 under umask 022) could not write into it. Measured with the stress runner's `--users` mode:
+    /// a worker failed to open the directory ("cannot create entries: EACCES") while another was between
+    /// its mkdir and chmod. Concurrent creators are fine (someone else's folder is used).
     private static func createDirectoryChain(_ path: String, mode: UInt32) throws(YCacheError) {
-        // mkdir -p: create each missing component; concurrent creators are fine (EEXIST).
-        var prefix = path.hasPrefix("/") ? "" : "."
+        var parent = path.hasPrefix("/") ? "/" : "."
         for component in path.split(separator: "/", omittingEmptySubsequences: true) {
-            prefix += "/" + component
-            switch Syscall.makeDirectory(prefix, in: Syscall.currentDirectory, mode: mode) {
-            case .success:
-                // mkdir applies the umask: set the mode of each folder we created explicitly.
-                if case .success(let fd) = Syscall.openRoot(prefix) {
-                    _ = Syscall.setMode(fd, mode)
-                    Syscall.close(fd)
-                }
-            case .failure(let error) where error.errno == .fileExists: continue
+            let name = String(component)
+            let prefix = parent == "/" ? "/" + name : parent + "/" + name
+            defer { parent = prefix }
+            if case .success(let fd) = Syscall.openRoot(prefix) {
+                Syscall.close(fd)
+                continue
+            }
+            let parentDescriptor: Int32
+            switch Syscall.openRoot(parent) {
+            case .success(let fd): parentDescriptor = fd
+            case .failure(let error):
+                throw .storageUnavailable(path: path, reason: "cannot open \(parent): \(error)")
+            }
+            defer { Syscall.close(parentDescriptor) }
+            switch makeDirectoryWithExactMode(name, in: parentDescriptor, mode: mode) {
+            case .success: continue
+            case .failure(let error) where error.errno == .fileExists || error.errno == .directoryNotEmpty:
+                continue  // someone else made it (a file there fails the next open, naming it)
             case .failure(let error) where error.errno == .notDirectory:
                 throw .storageUnavailable(path: path, reason: "\(prefix) is a file, not a directory")
             case .failure(let error):

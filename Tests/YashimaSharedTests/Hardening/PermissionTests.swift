@@ -124,6 +124,32 @@ extension Hardening {
             #expect(Set(generated).count == keyCount)
         }
 
+        /// Processes of two users open a storage root that does not exist yet, all at once: whoever creates
+        /// a folder of the path, the others must be able to create inside it. A folder made in place has its
+        /// creator's umasked mode (02750) until its chmod, and another user's mkdir in it fails (EACCES).
+        @Test("two users creating the same storage path at once all open it", .enabled(if: TwoUsers.available))
+        func twoUsersCreateTheRootTogether() async throws {
+            let users = try TwoUsers()
+            try #require(chown(users.base, 0, TwoUsers.group) == 0 && chmod(users.base, 0o2770) == 0)
+            for round in 0..<8 {
+                let root = users.base + "/round-\(round)/a/cache"
+                let children = try (0..<8).map { index in
+                    try users.worker(
+                        as: index % 2 == 0 ? TwoUsers.first : TwoUsers.second,
+                        ["get", "--key", "k\(index)", "--go"], directory: root)
+                }
+                #expect(await startTogether(children))
+                for child in children {
+                    let result = await child.json()
+                    #expect(result?["correct"] as? Bool == true, "round \(round): \(result ?? [:])")
+                    #expect(await child.exitStatus() == 0)
+                }
+                for folder in ["/round-\(round)", "/round-\(round)/a", "/round-\(round)/a/cache"] {
+                    #expect(Hardening.mode(users.base + folder) == 0o2770, "\(folder)")
+                }
+            }
+        }
+
         /// A generator killed while holding its key's lock leaves its lock file behind; a waiter of the other
         /// user takes over: it cannot use a lock file it does not own (the holder renames its lock file
         /// into place), so it unlinks that name and generates on a lock file of its own, exactly once.
@@ -352,12 +378,13 @@ private final class TwoUsers {
 
     deinit { try? FileManager.default.removeItem(atPath: base) }
 
-    /// `yashima-stress worker <arguments>` on the shared root as `user`, in group-shared mode.
-    func worker(as user: uid_t, _ arguments: [String]) throws -> ChildProcess {
+    /// `yashima-stress worker <arguments>` on the shared root (or `directory`) as `user`, in group-shared
+    /// mode.
+    func worker(as user: uid_t, _ arguments: [String], directory: String? = nil) throws -> ChildProcess {
         let run = "umask 022; exec /usr/bin/setpriv --reuid=\(user) --regid=\(Self.group) --groups=\(Self.group)"
         return try ChildProcess(
             executable: URL(fileURLWithPath: "/bin/sh"),
             ["-c", run + " \"$0\" \"$@\"", executable, "worker"] + arguments
-                + ["--directory", root, "--sharing", "group"])
+                + ["--directory", directory ?? root, "--sharing", "group"])
     }
 }
