@@ -164,8 +164,9 @@ final class Directory: Sendable {
     }
 
     /// Opens lock file `relative` for reading and writing, creating it when missing; never follows a
-    /// symlink. A file this call creates is returned already locked (`LOCK_EX`), so no other process sees
-    /// it before its creator holds it; callers lock it exclusively next anyway, which is then immediate.
+    /// symlink. In group-shared mode a file this call creates is returned already locked (`LOCK_EX`), so
+    /// no other process sees it before its creator holds it; callers lock it exclusively next anyway,
+    /// which is then immediate.
     ///
     /// In group-shared mode a new file appears with exactly `fileMode` (I6): one made in place with
     /// `O_CREAT` has its creator's umasked mode (0640 under the usual umask 022) until its `fchmod`, and
