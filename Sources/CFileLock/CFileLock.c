@@ -158,6 +158,13 @@ int ysh_open_root(const char *path, int *err) {
     return fd;
 }
 
+int ysh_open_directory_path(const char *path, int *err) {
+    int fd;
+    do { fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC); } while (fd == -1 && errno == EINTR);
+    if (fd == -1) FAIL_WITH_ERRNO(-1);
+    return fd;
+}
+
 int ysh_close(int fd, int *err) {
     if (close(fd) == -1) FAIL_WITH_ERRNO(-1);
     return 0;

@@ -58,6 +58,9 @@ void ysh_set_openat2_disabled(int disabled);
 /// open(2) of the storage root given by the user (symlinks in its path are the user's choice):
 /// O_RDONLY | O_DIRECTORY | O_CLOEXEC.
 int ysh_open_root(const char *path, int *err);
+/// open(2) with O_PATH | O_DIRECTORY: a folder to create things in by *at calls; needs only search
+/// permission on the path (no read permission on the folder itself).
+int ysh_open_directory_path(const char *path, int *err);
 /// close(2); never retried (Linux closes the descriptor even when it reports EINTR).
 int ysh_close(int fd, int *err);
 /// flock(2); retries EINTR.

@@ -341,12 +341,12 @@ final class Directory: Sendable {
             let name = String(component)
             let prefix = parent == "/" ? "/" + name : parent + "/" + name
             defer { parent = prefix }
-            if case .success(let fd) = Syscall.openRoot(prefix) {
+            if case .success(let fd) = Syscall.openDirectoryPath(prefix) {
                 Syscall.close(fd)
                 continue
             }
             let parentDescriptor: Int32
-            switch Syscall.openRoot(parent) {
+            switch Syscall.openDirectoryPath(parent) {
             case .success(let fd): parentDescriptor = fd
             case .failure(let error):
                 throw .storageUnavailable(path: path, reason: "cannot open \(parent): \(error)")

@@ -125,6 +125,15 @@ enum Syscall {
         return .success(fd)
     }
 
+    /// `open(2)` with `O_PATH | O_DIRECTORY` of a folder on the user-given path, to create in it with `*at`
+    /// calls: needs no read permission on the folder, as `mkdir` needs none.
+    static func openDirectoryPath(_ path: String) -> Result<Int32, SystemCallError> {
+        var err: Int32 = 0
+        let fd = ysh_open_directory_path(path, &err)
+        if fd == -1 { return .failure(SystemCallError(call: "open", errno: Errno(rawValue: err))) }
+        return .success(fd)
+    }
+
     /// `open(2)` of the user-given storage root (O_DIRECTORY; symlinks in that path are the user's choice).
     static func openRoot(_ path: String) -> Result<Int32, SystemCallError> {
         var err: Int32 = 0

@@ -150,6 +150,23 @@ extension Hardening {
             }
         }
 
+        /// A storage path whose parent the user may write into and search but not list (mode 0730, a drop
+        /// folder): creating the root there needs only those rights, as `mkdir` does.
+        @Test(
+            "a storage root is created in a parent the user can write into but not list",
+            .enabled(if: TwoUsers.available))
+        func rootInAnUnlistableParent() async throws {
+            let users = try TwoUsers()
+            let parent = users.base + "/drop"
+            try #require(mkdir(parent, 0o700) == 0 && chown(parent, 0, TwoUsers.group) == 0)
+            try #require(chmod(parent, 0o730) == 0)
+            let child = try users.worker(as: TwoUsers.first, ["get", "--key", "k"], directory: parent + "/cache")
+            let result = await child.json()
+            #expect(result?["correct"] as? Bool == true, "\(result ?? [:])")
+            #expect(await child.exitStatus() == 0)
+            #expect(Hardening.mode(parent + "/cache") == 0o2770)
+        }
+
         /// A generator killed while holding its key's lock leaves its lock file behind; a waiter of the other
         /// user takes over: it cannot use a lock file it does not own (the holder renames its lock file
         /// into place), so it unlinks that name and generates on a lock file of its own, exactly once.
