@@ -16,6 +16,21 @@ struct ProductionRequest<Codec: CacheCodec>: Sendable {
     let generate: @Sendable () async throws -> Codec.Value?
 }
 
+/// The removal epochs (I10) a value was read or generated under. A memory item carries them, and so does
+/// a flight's result: a caller that joined someone else's flight accepts the value only while they are
+/// still current, because the flight may have read it before a removal that finished before that caller
+/// began.
+struct EpochSnapshot: Sendable, Equatable {
+    let slots: SharedState.Slots
+    let stamp: SharedState.Stamp
+}
+
+/// A storage hit and the epochs it was read under.
+struct StorageHit<Value: Sendable>: Sendable {
+    let resolution: CacheResolution<Value>
+    let epochs: EpochSnapshot?
+}
+
 /// The opened storage root and the helpers bound to it.
 struct StorageContext: Sendable {
     let directory: Directory
@@ -100,12 +115,32 @@ final class CacheEngine: Sendable {
 
     /// Slots and current epochs of `key`, taken before a read or generation so a removal that happens
     /// meanwhile invalidates the memory item (I10).
-    private func epochs(for key: CacheKey, keyDigest: SHA256Digest, context: StorageContext?)
-        -> (SharedState.Slots, SharedState.Stamp)?
-    {
+    private func epochs(for key: CacheKey, keyDigest: SHA256Digest, context: StorageContext?) -> EpochSnapshot? {
         guard let context else { return nil }
         let slots = SharedState.slots(namespace: key.namespace, keyDigest: keyDigest)
-        return (slots, context.directory.state.stamp(slots))
+        return EpochSnapshot(slots: slots, stamp: context.directory.state.stamp(slots))
+    }
+
+    /// True while no removal (or replacement) has bumped the epochs `epochs` were taken under (I10); true
+    /// when there is nothing to compare (no storage).
+    func isCurrent(_ epochs: EpochSnapshot?) -> Bool {
+        guard let epochs, let state = openStorage?.directory.state else { return true }
+        return state.stamp(epochs.slots) == epochs.stamp
+    }
+
+    /// Bumps the key epoch of `slots` (I10) and returns the epochs right after that bump, when nobody else
+    /// bumped any of them since `expected` was read; nil otherwise. A writer stamps its own memory item
+    /// with the result: with nil it falls back to `expected`, which no longer matches, so the item is
+    /// re-read instead of outliving a removal that ran between `expected` and the bump.
+    private func bumpKey(_ slots: SharedState.Slots, expecting expected: SharedState.Stamp, in state: SharedState)
+        -> SharedState.Stamp?
+    {
+        let previous = state.bumpKey(slots)
+        let now = state.stamp(slots)
+        guard previous == expected.key, now.global == expected.global, now.namespace == expected.namespace else {
+            return nil
+        }
+        return SharedState.Stamp(global: expected.global, namespace: expected.namespace, key: previous &+ 1)
     }
 
     func memoryHit<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec) -> CacheResolution<Codec.Value>? {
@@ -125,7 +160,7 @@ final class CacheEngine: Sendable {
     /// entry is removed and is a miss, or throws under `.throwError`.
     func storageHit<Codec: CacheCodec>(
         _ request: ProductionRequest<Codec>, context: StorageContext?, shared: Bool
-    ) throws(YCacheError) -> CacheResolution<Codec.Value>? {
+    ) throws(YCacheError) -> StorageHit<Codec.Value>? {
         guard let context else { return nil }
         let epochs = epochs(for: request.key, keyDigest: request.expectation.keyDigest, context: context)
         let path = context.directory.entryPath(for: request.expectation.identity)
@@ -154,14 +189,17 @@ final class CacheEngine: Sendable {
             if request.options.writePolicy != .disabled,
                 memory.insert(
                     MemoryItem(
-                        value: value, cost: cost, metadata: metadata, slots: epochs?.0, stamp: epochs?.1,
+                        value: value, cost: cost, metadata: metadata, slots: epochs?.slots, stamp: epochs?.stamp,
                         entryPath: path),
                     for: request.memoryKey)
             {
                 _ = memory.shouldTouch(request.memoryKey, now: now)  // just touched (or fresh): start the interval
             }
             count { $0.storageHits += 1 }
-            return CacheResolution(value: value, source: .storage, metadata: metadata, wasSharedGeneration: shared)
+            return StorageHit(
+                resolution: CacheResolution(
+                    value: value, source: .storage, metadata: metadata, wasSharedGeneration: shared),
+                epochs: epochs)
         case .failure(.missing):
             return nil
         case .failure(.expired):
@@ -190,7 +228,7 @@ final class CacheEngine: Sendable {
         -> CacheResolution<Codec.Value>?
     {
         if let hit = memoryHit(request.memoryKey, codec: request.codec) { return hit }
-        return try storageHit(request, context: try readableStorage(request.options), shared: false)
+        return try storageHit(request, context: try readableStorage(request.options), shared: false)?.resolution
     }
 
     private func readableStorage(_ options: YCache.Options, verifyingRoot: Bool = false) throws(YCacheError)
@@ -233,8 +271,11 @@ final class CacheEngine: Sendable {
                 await self.produce(request, flight: flight, refreshing: false)
             }
             switch result {
-            case .value(let value, let metadata, let source, let sharedAcrossProcesses):
+            case .value(let value, let metadata, let source, let sharedAcrossProcesses, let epochs):
                 guard let value = value as? Codec.Value else { break }  // same codec id, other type: run our own
+                // I10: the flight may have read or made its value before a removal that finished before
+                // this caller joined; then look again rather than return what was removed.
+                if joined, !isCurrent(epochs) { break }
                 if joined { count { $0.sharedGenerations += 1 } }
                 return CacheResolution(
                     value: value, source: source, metadata: metadata,
@@ -263,8 +304,10 @@ final class CacheEngine: Sendable {
             await self.produce(request, flight: flight, refreshing: true)
         }
         switch result {
-        case .value(let value, let metadata, let source, _):
-            guard let value = value as? Codec.Value else {
+        case .value(let value, let metadata, let source, _, let epochs):
+            // Same codec id but another type, or (I10) a joined refresh whose value a removal has
+            // replaced since: refresh for this caller.
+            guard let value = value as? Codec.Value, !joined || isCurrent(epochs) else {
                 return try await produceDirectly(request, coordinate: false, refreshing: true)
             }
             return CacheResolution(value: value, source: source, metadata: metadata, wasSharedGeneration: joined)
@@ -282,7 +325,7 @@ final class CacheEngine: Sendable {
         var request = request
         if !coordinate { request = request.with(crossProcess: .processLocal) }
         switch await produce(request, flight: nil, refreshing: refreshing) {
-        case .value(let value, let metadata, let source, let shared):
+        case .value(let value, let metadata, let source, let shared, _):
             guard let value = value as? Codec.Value else { return nil }
             return CacheResolution(value: value, source: source, metadata: metadata, wasSharedGeneration: shared)
         case .noValue: return nil
@@ -319,19 +362,23 @@ final class CacheEngine: Sendable {
             // The caller missed storage just before starting this flight; a coordinated producer looks
             // again once it holds the lock (I5 step 3), an uncoordinated one looks again now.
             if !refreshing, !coordinate, let hit = try storageHit(request, context: context, shared: false) {
-                return .value(hit.value, hit.metadata, .storage, sharedAcrossProcesses: false)
+                return .value(
+                    hit.resolution.value, hit.resolution.metadata, .storage, sharedAcrossProcesses: false,
+                    epochs: hit.epochs)
             }
             if coordinate, let context {
                 let lockPath = context.directory.lockPath(forKeyDigest: request.expectation.keyDigest)
                 let outcome = try await CrossProcessFlight.acquire(
                     lockPath, in: context.directory, timeout: request.options.crossProcessWaitTimeout
-                ) { () throws(YCacheError) -> CacheResolution<Codec.Value>? in
+                ) { () throws(YCacheError) -> StorageHit<Codec.Value>? in
                     refreshing ? nil : try self.storageHit(request, context: context, shared: true)
                 }
                 switch outcome {
                 case .found(let hit):
                     count { $0.sharedGenerations += 1 }
-                    return .value(hit.value, hit.metadata, .storage, sharedAcrossProcesses: true)
+                    return .value(
+                        hit.resolution.value, hit.resolution.metadata, .storage, sharedAcrossProcesses: true,
+                        epochs: hit.epochs)
                 case .acquired(let lock):
                     held = lock
                 case .timedOut:
@@ -348,10 +395,10 @@ final class CacheEngine: Sendable {
             if flight == nil, request.options.singleFlightPolicy == .cancelWhenNoWaiters, Task.isCancelled {
                 return .failure(CancellationError())
             }
-            let metadata = try await store(
+            let (metadata, storedEpochs) = try await store(
                 value, request: request, context: context, epochs: epochs, bumpEpoch: refreshing, lock: held,
                 published: published)
-            return .value(value, metadata, .generated, sharedAcrossProcesses: false)
+            return .value(value, metadata, .generated, sharedAcrossProcesses: false, epochs: storedEpochs)
         } catch {
             return .failure(error)
         }
@@ -359,13 +406,15 @@ final class CacheEngine: Sendable {
 
     // MARK: Store
 
-    /// Writes `value` according to the options' write policy; returns its metadata. Under
-    /// `.throwError` a failed write leaves neither layer written; under `.bestEffort` memory keeps it.
+    /// Writes `value` according to the options' write policy; returns its metadata and the epochs its
+    /// memory item was stamped with (I10). Under `.throwError` a failed write leaves neither layer
+    /// written; under `.bestEffort` memory keeps it.
+    @discardableResult
     func store<Codec: CacheCodec>(
         _ value: Codec.Value, request: ProductionRequest<Codec>, context: StorageContext?,
-        epochs: (SharedState.Slots, SharedState.Stamp)?, bumpEpoch: Bool, lock: HeldLock? = nil,
+        epochs: EpochSnapshot?, bumpEpoch: Bool, lock: HeldLock? = nil,
         published: PublishedFlag? = nil
-    ) async throws(YCacheError) -> CacheMetadata {
+    ) async throws(YCacheError) -> (CacheMetadata, EpochSnapshot?) {
         let options = request.options
         let now = Syscall.realtimeNanoseconds
         let expiresAt = options.expiry.expiresAtNanoseconds(now: now)
@@ -375,7 +424,7 @@ final class CacheEngine: Sendable {
         var epochs = epochs
         var entryPath: EntryPath?
         var encodedCount: Int?
-        if options.writePolicy == .disabled { return metadata }
+        if options.writePolicy == .disabled { return (metadata, epochs) }
         if options.writePolicy == .memoryAndStorage {
             do throws(YCacheError) {
                 let encoded: Data
@@ -411,6 +460,10 @@ final class CacheEngine: Sendable {
                     let files = context.files
                     let (expectation, codecIdentifier) = (request.expectation, request.codec.identifier)
                     let knownAbsent = lock != nil && !bumpEpoch
+                    // A replacing write stamps its memory item from just before its publish (I10).
+                    let slots = SharedState.slots(
+                        namespace: request.key.namespace, keyDigest: request.expectation.keyDigest)
+                    let beforePublish = context.directory.state.stamp(slots)
                     let publish = { @Sendable in
                         files.publish(
                             encoded, to: path, expectation: expectation, codecIdentifier: codecIdentifier,
@@ -429,10 +482,11 @@ final class CacheEngine: Sendable {
                     }
                     if bumpEpoch {
                         // A refresh or explicit store replaces the value: other processes' L1 copies go (I10).
-                        let slots = SharedState.slots(
-                            namespace: request.key.namespace, keyDigest: request.expectation.keyDigest)
-                        context.directory.state.bumpKey(slots)
-                        epochs = (slots, context.directory.state.stamp(slots))
+                        // Our own copy is valid from our bump on, unless a removal ran since before our
+                        // publish (it may have unlinked what we published): then it is re-read.
+                        let state = context.directory.state
+                        let after = bumpKey(slots, expecting: beforePublish, in: state)
+                        epochs = EpochSnapshot(slots: slots, stamp: after ?? beforePublish)
                     }
                     if let budget = storageMaximumByteCount, context.directory.state.usage > budget {
                         let trimmer = context.trimmer
@@ -450,12 +504,13 @@ final class CacheEngine: Sendable {
         let cost = options.cost ?? request.codec.memoryCost(of: value, encodedByteCount: encodedCount)
         if memory.insert(
             MemoryItem(
-                value: value, cost: cost, metadata: metadata, slots: epochs?.0, stamp: epochs?.1, entryPath: entryPath),
+                value: value, cost: cost, metadata: metadata, slots: epochs?.slots, stamp: epochs?.stamp,
+                entryPath: entryPath),
             for: request.memoryKey)
         {
             _ = memory.shouldTouch(request.memoryKey, now: now)
         }
-        return metadata
+        return (metadata, epochs)
     }
 
     private func storageForWriting(_ context: StorageContext?) throws(YCacheError) -> StorageContext {
@@ -514,17 +569,27 @@ final class CacheEngine: Sendable {
     /// caches again, the value it held. Returns the key's epoch slots and their stamp after the second bump.
     private func unlinkStoredEntry(
         at path: EntryPath, namespace: String, keyDigest: SHA256Digest, context: StorageContext
-    ) throws(YCacheError) -> (SharedState.Slots, SharedState.Stamp) {
+    ) throws(YCacheError) -> EpochSnapshot {
         let slots = SharedState.slots(namespace: namespace, keyDigest: keyDigest)
-        context.directory.state.bumpKey(slots)  // I10: before unlinking
+        let state = context.directory.state
+        let before = state.stamp(slots)
+        let afterFirst = bumpKey(slots, expecting: before, in: state)  // I10: before unlinking
         let outcome = context.files.remove(path.relative)
         // And again after: a reader that stamped its epochs after the first bump may have read the file
         // before the unlink; its memory copy must not outlive this call.
-        context.directory.state.bumpKey(slots)
+        let afterSecond: SharedState.Stamp?
+        if let afterFirst {
+            afterSecond = bumpKey(slots, expecting: afterFirst, in: state)
+        } else {
+            state.bumpKey(slots)
+            afterSecond = nil
+        }
         if case .failure(let error) = outcome {
             throw .system(error, path: storagePath, operation: "removing an entry")
         }
-        return (slots, context.directory.state.stamp(slots))
+        // The epochs a value kept only in memory by this writer is valid under: from our second bump on,
+        // unless another removal interleaved (then `before`, which no longer matches).
+        return EpochSnapshot(slots: slots, stamp: afterSecond ?? before)
     }
 
     /// Removes every entry (whose namespace matches, when given). Blocking: run through BlockingWork.

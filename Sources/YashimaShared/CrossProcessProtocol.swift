@@ -72,7 +72,10 @@
 ///   state file (per key slot, per namespace slot, global) before unlinking, and again after (a reader
 ///   that recorded its epochs between the first bump and the unlink may have read the entry). Every
 ///   in-memory (L1) hit compares the epochs it recorded with the current ones, so no process's L1 serves
-///   a removed entry on its next lookup.
+///   a removed entry on its next lookup. A call that joins another call's in-process flight takes its
+///   value only while the epochs that value was read or made under are still current (the flight may have
+///   read it before a removal that finished before the joiner began); a writer that replaces a value
+///   stamps its own copy from just before its publish, unless nobody else bumped in between.
 /// - **I11 Touch is debounced.** A hit touches an entry's mtime at most once per `Policy.touchInterval`;
 ///   trim's LRU order is therefore exact to within that interval.
 /// - **I12 The layout file is written once.** `layout` is created by `linkat` of a complete staging file

@@ -249,7 +249,7 @@ extension Date {
     var nanosecondsSince1970: Int64 { Int64((timeIntervalSince1970 * 1e9).rounded()) }
 }
 
-/// Calls that need the key's codec but return no value: metadata, contains, remove.
+/// Calls that need the key's codec but return no value: metadata, contains, remove, store.
 enum KindOperations {
     static func metadata(_ cache: YCache, _ key: CacheKey) async throws -> CacheMetadata? {
         switch kind(of: key) {
@@ -280,6 +280,24 @@ enum KindOperations {
         case .json: try await cache.remove(for: key, codec: CodableCodec(Artifact.self, format: .json))
         case .plist: try await cache.remove(for: key, codec: CodableCodec(Artifact.self, format: .propertyList))
         case .string: try await cache.remove(for: key, codec: StringCodec())
+        }
+    }
+
+    /// Stores the right value for `key` (an explicit `store`, not a generation).
+    static func store(_ cache: YCache, _ key: CacheKey, _ expected: ExpectedValues) async throws {
+        guard let spec = StressKey.spec(of: key) else { preconditionFailure("not a stress key: \(key)") }
+        switch expected.value(key, spec) {
+        case .bytes(let data):
+            if spec.kind == .data {
+                try await cache.store(data, for: key, codec: DataCodec())
+            } else {
+                try await cache.store(data, for: key, codec: CompressedDataCodec())
+            }
+        case .artifact(let artifact):
+            let codec = CodableCodec(Artifact.self, format: spec.kind == .json ? .json : .propertyList)
+            try await cache.store(artifact, for: key, codec: codec)
+        case .text(let text):
+            try await cache.store(text, for: key, codec: StringCodec())
         }
     }
 

@@ -84,8 +84,10 @@ final class SharedState: @unchecked Sendable {
         ysh_atomic_load_u64((base + offset).assumingMemoryBound(to: UInt64.self))
     }
 
-    private func increment(_ offset: Int) {
-        _ = ysh_atomic_fetch_add_u64((base + offset).assumingMemoryBound(to: UInt64.self), 1)
+    /// Adds one to the word at `offset`; returns its previous value.
+    @discardableResult
+    private func increment(_ offset: Int) -> UInt64 {
+        ysh_atomic_fetch_add_u64((base + offset).assumingMemoryBound(to: UInt64.self), 1)
     }
 
     // MARK: Usage (I9)
@@ -140,7 +142,9 @@ final class SharedState: @unchecked Sendable {
             key: load(SharedState.keyOffset + 8 * slots.key))
     }
 
-    func bumpKey(_ slots: Slots) { increment(SharedState.keyOffset + 8 * slots.key) }
+    /// Bumps the key epoch of `slots`; returns its value before the bump.
+    @discardableResult
+    func bumpKey(_ slots: Slots) -> UInt64 { increment(SharedState.keyOffset + 8 * slots.key) }
     func bumpNamespace(slot: Int) { increment(SharedState.namespaceOffset + 8 * slot) }
     func bumpGlobal() { increment(SharedState.globalEpochOffset) }
 }

@@ -1,14 +1,19 @@
-// Scenario 3, lifecycle churn: workers generate, read, `contains`, `metadata`, `remove`, `removeAll(in:)`
-// and `refresh` concurrently, logging wall-clock times. The judge proves no read that began after a
-// removal ended returned an entry that existed when the removal began (I10), and that a namespace nobody
-// removes was generated once per key and is intact.
+// Scenario 3, lifecycle churn: workers generate, read, `contains`, `metadata`, `remove`, `removeAll(in:)`,
+// `refresh` and `store` concurrently, logging wall-clock times; a second phase adds `removeAll()`. The
+// judge proves no read that began after a removal ended returned an entry that existed when the removal
+// began (I10), and that a namespace nobody removes was generated once per key and is intact.
 
 import Foundation
 import YashimaShared
 
 enum LifecycleScenario: Scenario {
     static let name = "lifecycle"
-    static let summary = "generate/read/contains/metadata/remove/removeAll(in:)/refresh churn; removals seen everywhere"
+    static let summary =
+        "generate/read/contains/metadata/remove/removeAll(in:)/removeAll()/refresh/store churn; removals seen everywhere"
+
+    /// The second phase, which also removes everything now and then (so the kept namespace is judged
+    /// after the first).
+    static let globalPhase = "churn-all"
 
     static let churned = ["life-a", "life-b"]
     static let kept = "life-keep"
@@ -31,21 +36,25 @@ enum LifecycleScenario: Scenario {
         let cache = worker.makeCache()
         try cache.openStorage()
         await worker.awaitGo()
-        for index in 0..<perNamespace { await read(worker, cache, key(kept, index)) }
+        if worker.phase != globalPhase {
+            for index in 0..<perNamespace { await read(worker, cache, key(kept, index)) }
+        }
+        let removesEverything = worker.phase == globalPhase
         await withTaskGroup(of: Void.self) { group in
             for lane in 0..<lanes {
                 group.addTask {
                     var random = worker.random(UInt64(lane + 1))
                     for _ in 0..<(operations / lanes) {
-                        await operate(worker, cache, &random, perNamespace)
+                        await operate(worker, cache, &random, perNamespace, removesEverything: removesEverything)
                     }
                 }
             }
         }
     }
 
-    private static func operate(_ worker: WorkerContext, _ cache: YCache, _ random: inout SplitMix64, _ keys: Int) async
-    {
+    private static func operate(
+        _ worker: WorkerContext, _ cache: YCache, _ random: inout SplitMix64, _ keys: Int, removesEverything: Bool
+    ) async {
         let namespace = churned[random.below(churned.count)]
         let key = key(namespace, random.below(keys))
         let label = StressKey.label(key)
@@ -83,16 +92,24 @@ enum LifecycleScenario: Scenario {
                 try await KindOperations.remove(cache, key)
                 worker.tally.operation(nanoseconds: monotonicNanoseconds() - start)
                 worker.event("remove \(label) \(wallStart) \(wallNanoseconds())")
-            case 76..<83:
+            case 76..<81:
                 var options = YCache.Options()
                 options.lookupPolicy = .refresh
                 if let fetched = await worker.fetch(cache, key, options: options) {
                     logResult(worker, label, fetched, wallStart, "refresh")
                 }
-            case 83..<86:
+            case 81..<85:
+                try await KindOperations.store(cache, key, worker.expected)
+                worker.tally.operation(nanoseconds: monotonicNanoseconds() - start)
+                worker.event("store \(label) \(wallStart) \(wallNanoseconds())")
+            case 85..<88:
                 try await cache.removeAll(in: namespace)
                 worker.tally.operation(nanoseconds: monotonicNanoseconds() - start)
                 worker.event("removeAll \(namespace) \(wallStart) \(wallNanoseconds())")
+            case 88 where removesEverything:
+                try await cache.removeAll()
+                worker.tally.operation(nanoseconds: monotonicNanoseconds() - start)
+                worker.event("removeEverything * \(wallStart) \(wallNanoseconds())")
             default:
                 await read(worker, cache, LifecycleScenario.key(kept, random.below(keys)))
             }
@@ -129,6 +146,23 @@ enum LifecycleScenario: Scenario {
         run.setting("lanes", 2)
         try run.runPhase("churn", workers: run.workerCount)
 
+        // The namespace nobody removes in the first phase: generated exactly once per key, and all there.
+        let counts = run.generationCounts(phase: "churn")
+        let keptLabels = (0..<perNamespace).map { StressKey.label(key(kept, $0)) }
+        let badKept = keptLabels.filter { counts[$0] != 1 }.map { "\($0) ×\(counts[$0] ?? 0)" }
+        run.expect(badKept.isEmpty, "untouched namespace regenerated: " + badKept.prefix(6).joined(separator: ", "))
+        let seen = counts.values.reduce(0, +)
+        run.generations(expected: 2 * perNamespace + perNamespace, atLeast: true, seen: seen)
+
+        let check = await run.verifyStorage()
+        run.require(check, "storage")
+        let keptStored = keptLabels.filter { check.labels.contains($0) }.count
+        run.expect(keptStored == perNamespace, "only \(keptStored) of \(perNamespace) entries of \(kept) remain")
+
+        // The second phase adds removeAll(); every read of both phases is judged below.
+        run.setting("operations", operations / 2)
+        try run.runPhase(globalPhase, workers: run.workerCount)
+
         // Parse every worker's log.
         struct Read {
             let label: String
@@ -138,8 +172,10 @@ enum LifecycleScenario: Scenario {
         }
         var reads: [Read] = []
         var made: [String: [(created: Int64, returned: Int64)]] = [:]
+        var stores: [String: [(start: Int64, end: Int64)]] = [:]
         var keyRemovals: [String: [(start: Int64, end: Int64)]] = [:]
         var namespaceRemovals: [String: [(start: Int64, end: Int64)]] = [:]
+        var globalRemovals: [(start: Int64, end: Int64)] = []
         for words in run.eventRecords() where words.count >= 4 {
             let label = String(words[1])
             switch words[0] {
@@ -150,23 +186,27 @@ enum LifecycleScenario: Scenario {
                 )
             case "made": made[label, default: []].append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
             case "remove": keyRemovals[label, default: []].append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
+            case "store": stores[label, default: []].append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
             case "removeAll": namespaceRemovals[label, default: []].append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
+            case "removeEverything": globalRemovals.append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
             default: break
             }
         }
 
         // I10: a read that started after a removal finished never returns an entry that existed when the
-        // removal started. A stamp before the removal is allowed only for a generation whose call was
-        // still running when the removal started (it may have published after the removal).
+        // removal started. A stamp before the removal is allowed only for a generation or a store whose call
+        // was still running when the removal started (it may have published after the removal).
         let margin: Int64 = 1_000  // metadata dates carry ~0.25 µs of rounding
         var stale: [String] = []
         for read in reads {
             let namespace = String(read.label.prefix { $0 != "/" })
-            let removals = (keyRemovals[read.label] ?? []) + (namespaceRemovals[namespace] ?? [])
+            let removals = (keyRemovals[read.label] ?? []) + (namespaceRemovals[namespace] ?? []) + globalRemovals
             for removal in removals where removal.end < read.start && read.created + margin < removal.start {
-                let excused = (made[read.label] ?? []).contains {
-                    $0.created == read.created && $0.returned >= removal.start
-                }
+                let excused =
+                    (made[read.label] ?? []).contains { $0.created == read.created && $0.returned >= removal.start }
+                    || (stores[read.label] ?? []).contains {
+                        $0.start - margin <= read.created && read.created <= $0.end + margin && $0.end >= removal.start
+                    }
                 if !excused {
                     let age = Double(removal.start - read.created) / 1e6
                     stale.append(
@@ -181,34 +221,26 @@ enum LifecycleScenario: Scenario {
         run.expect(
             stale.isEmpty, "\(stale.count) reads returned removed entries: " + stale.prefix(3).joined(separator: "; "))
 
-        // The namespace nobody removes: generated exactly once per key, and all still there.
-        let counts = run.generationCounts()
-        let keptLabels = (0..<perNamespace).map { StressKey.label(key(kept, $0)) }
-        let badKept = keptLabels.filter { counts[$0] != 1 }.map { "\($0) ×\(counts[$0] ?? 0)" }
-        run.expect(badKept.isEmpty, "untouched namespace regenerated: " + badKept.prefix(6).joined(separator: ", "))
-        let seen = counts.values.reduce(0, +)
-        run.generations(expected: 2 * perNamespace + perNamespace, atLeast: true, seen: seen)
-
-        let check = await run.verifyStorage()
-        run.require(check, "storage")
-        let keptStored = keptLabels.filter { check.labels.contains($0) }.count
-        run.expect(keptStored == perNamespace, "only \(keptStored) of \(perNamespace) entries of \(kept) remain")
+        run.require(await run.verifyStorage(), "storage after \(globalPhase)")
 
         // A namespace removal by a fresh process empties it and leaves the others alone.
         let judge = run.judgeCache()
+        let keptBefore = try await judge.entries(in: kept).count
         try await judge.removeAll(in: churned[0])
         let left = try await judge.entries(in: churned[0]).count
         let keptAfter = try await judge.entries(in: kept).count
         run.expect(left == 0, "\(left) entries of \(churned[0]) survived removeAll(in:)")
         run.expect(
-            keptAfter == perNamespace,
-            "removeAll(in: \(churned[0])) left \(keptAfter) of \(perNamespace) entries of \(kept)")
+            keptAfter == keptBefore,
+            "removeAll(in: \(churned[0])) left \(keptAfter) of \(keptBefore) entries of \(kept)")
 
         let removalCount = keyRemovals.values.reduce(0) { $0 + $1.count }
         let namespaceRemovalCount = namespaceRemovals.values.reduce(0) { $0 + $1.count }
+        let storeCount = stores.values.reduce(0) { $0 + $1.count }
         run.note(
-            "\(operations) operations per worker over \(churned.joined(separator: ", ")) and \(kept); "
-                + "\(removalCount) key removals, \(namespaceRemovalCount) namespace removals; \(reads.count) reads checked "
-                + "against them, \(stale.count) stale")
+            "\(operations) + \(operations / 2) operations per worker over \(churned.joined(separator: ", ")) and "
+                + "\(kept); \(removalCount) key removals, \(namespaceRemovalCount) namespace removals, "
+                + "\(globalRemovals.count) removeAll(), \(storeCount) stores; \(reads.count) reads checked against "
+                + "them, \(stale.count) stale")
     }
 }

@@ -167,7 +167,9 @@ struct MemoryStoreTests {
         let slots = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
         let store = MemoryStore(maximumCost: nil, maximumCount: nil)
         let memoryKey = MemoryKey(key: key, codecIdentifier: "c")
-        for bump in [{ state.bumpKey(slots) }, { state.bumpNamespace(slot: slots.namespace) }, { state.bumpGlobal() }] {
+        for bump in [
+            { _ = state.bumpKey(slots) }, { state.bumpNamespace(slot: slots.namespace) }, { state.bumpGlobal() },
+        ] {
             store.insert(Self.item("v", slots: slots, stamp: state.stamp(slots)), for: memoryKey)
             #expect(store.item(for: memoryKey, state: state, now: 0) != nil)
             bump()
