@@ -23,11 +23,11 @@ final class RedisConnection: @unchecked Sendable {
     /// When the connection was last returned to a pool (monotonic nanoseconds).
     var idleSince: Int64 = 0
 
-    private init(endpoint: RedisEndpoint, socket: RemoteSocket, limits: RESPLimits) {
+    private init(endpoint: RedisEndpoint, socket: RemoteSocket, limits: RESPLimits, processID: Int32) {
         self.endpoint = endpoint
         self.socket = socket
         self.decoder = RESPDecoder(limits: limits)
-        self.processID = Syscall.processID
+        self.processID = processID
     }
 
     deinit { socket.close() }  // the last owner is done with it: only now may the descriptor go
@@ -39,13 +39,15 @@ final class RedisConnection: @unchecked Sendable {
     ///   - limits: The reply limits (from the value cap).
     ///   - connectTimeout: The most connecting may take, within `deadline`.
     ///   - deadline: When the whole open, handshake included, must be done.
+    ///   - ownerProcessID: The process recorded as the owner (tests play a forked child with another pid).
     /// - Throws: Connection errors, ``RemoteError/authenticationFailed(_:)`` when `AUTH` is refused (or
     ///   the server needs it and none was configured), ``RemoteError/server(_:)`` when `SELECT` fails.
     static func open(
-        to endpoint: RedisEndpoint, limits: RESPLimits, connectTimeout: Duration, deadline: RemoteDeadline
+        to endpoint: RedisEndpoint, limits: RESPLimits, connectTimeout: Duration, deadline: RemoteDeadline,
+        ownerProcessID: Int32 = Syscall.processID
     ) throws(RemoteError) -> RedisConnection {
         let socket = try RemoteSocket.connect(to: endpoint.address, deadline: deadline.capped(at: connectTimeout))
-        let connection = RedisConnection(endpoint: endpoint, socket: socket, limits: limits)
+        let connection = RedisConnection(endpoint: endpoint, socket: socket, limits: limits, processID: ownerProcessID)
         var handshake: [RESPCommand] = []
         if let credentials = endpoint.credentials {
             if let user = credentials.user {
@@ -142,9 +144,13 @@ final class RedisConnection: @unchecked Sendable {
     /// Marks the connection broken and shuts its stream down (idempotent; safe from any thread: a
     /// reader blocked on it wakes). The descriptor is closed when the last owner lets go (deinit), so
     /// its number is never reused under a thread still polling it.
+    ///
+    /// In a forked child (another pid than the opener's) the stream is not shut down: `shutdown(2)`
+    /// acts on the socket the parent shares, and would cut the parent's connection. The child only
+    /// drops its descriptor.
     func close() {
         broken.store(true, ordering: .releasing)
-        socket.shutdown()
+        if processID == Syscall.processID { socket.shutdown() }
     }
 
     private func decodeNext() throws(RemoteError) -> RESPValue? {

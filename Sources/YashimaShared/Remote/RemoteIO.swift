@@ -9,8 +9,8 @@ import Foundation
 
 /// The remote tier's I/O threads.
 ///
-/// Safe to share (`@unchecked Sendable`): `queue`, `idleThreads` and `threadCount` are read and written
-/// only while `condition` is locked.
+/// Safe to share (`@unchecked Sendable`): `queue`, `idleThreads`, `threadCount` and `ownerProcessID` are
+/// read and written only while `condition` is locked.
 final class RemoteIO: @unchecked Sendable {
     /// The process's I/O threads for remote calls.
     static let shared = RemoteIO(maximumThreads: 8)
@@ -21,6 +21,8 @@ final class RemoteIO: @unchecked Sendable {
     private var queue: [@Sendable () -> Void] = []
     private var idleThreads = 0
     private var threadCount = 0
+    /// The process whose threads these are: a forked child has none of them and starts its own.
+    private var ownerProcessID = Syscall.processID
 
     /// A parked thread exits after this long without work.
     private static let idleExitSeconds = 30.0
@@ -40,6 +42,12 @@ final class RemoteIO: @unchecked Sendable {
     /// Runs blocking `body` on an I/O thread and calls nothing back (fire and forget).
     func submit(_ job: @escaping @Sendable () -> Void) {
         condition.lock()
+        let processID = Syscall.processID
+        if processID != ownerProcessID {
+            ownerProcessID = processID
+            threadCount = 0
+            idleThreads = 0
+        }
         queue.append(job)
         var startThread = false
         if idleThreads > 0 { condition.signal() }

@@ -253,6 +253,28 @@ struct RedisConnectionTests {
         await server.stop()
     }
 
+    @Test("a forked child's inherited connection is never pooled and never shut down under the parent")
+    func forkedChild() async throws {
+        // As in ForkTests: no real fork (unsafe in a threaded test process); a connection recorded as
+        // opened by another pid plays the child's inherited copy. The server sees whether it was cut.
+        let server = try await RedisServer.start()
+        func clients() async throws -> Int {
+            guard case .bulkString(let list) = try await server.run(["CLIENT", "LIST"]) else { return -1 }
+            return String(decoding: list, as: UTF8.self).split(separator: "\n").count
+        }
+        let inherited = try await offPool {
+            try RedisConnection.open(
+                to: server.endpoint(), limits: limits, connectTimeout: .seconds(1), deadline: .after(.seconds(5)),
+                ownerProcessID: getpid() &+ 1)
+        }
+        #expect(!inherited.isReusable)
+        #expect(try await clients() == 2)  // the inherited connection and the admin's
+        inherited.close()
+        #expect(inherited.isBroken)
+        #expect(try await clients() == 2)  // not shut down: the parent's stream is intact
+        await server.stop()
+    }
+
     @Test("sending to a server that died gives an error, never SIGPIPE (MSG_NOSIGNAL)")
     func noSigpipe() async throws {
         let server = try await RedisServer.start()

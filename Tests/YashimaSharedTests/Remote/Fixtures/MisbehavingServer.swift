@@ -15,8 +15,10 @@ final class MisbehavingServer: Sendable {
         case neverAnswer
         /// Answers every request with bytes that are not RESP.
         case garbage
-        /// Answers with a bulk string announcing `length` bytes (and sends them, then "+OK").
+        /// Answers with a bulk string header announcing `length` bytes (and nothing more).
         case announceBulk(length: Int)
+        /// Answers every request with `-MOVED 0 127.0.0.1:<its own port>`: a redirect loop.
+        case movedToSelf
     }
 
     let port: Int
@@ -90,6 +92,9 @@ final class MisbehavingServer: Sendable {
             case .announceBulk(let length):
                 let header = Array("$\(length)\r\n".utf8)
                 _ = header.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            case .movedToSelf:
+                let bytes = Array("-MOVED 0 127.0.0.1:\(port)\r\n".utf8)
+                _ = bytes.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             }
         }
     }
@@ -97,7 +102,10 @@ final class MisbehavingServer: Sendable {
     func stop() {
         stopped.store(true, ordering: .relaxed)
         while !acceptorDone.withLock({ $0 }) { usleep(1000) }
-        for fd in held.withLock({ $0 }) { shutdown(fd, Int32(SHUT_RDWR)) }
+        let clients = held.withLock { $0 }
+        for fd in clients { shutdown(fd, Int32(SHUT_RDWR)) }
+        usleep(100_000)  // the serving threads poll every 50 ms and see `stopped`
+        for fd in clients { close(fd) }
         close(listener)
     }
 
