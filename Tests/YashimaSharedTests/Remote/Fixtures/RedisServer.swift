@@ -12,8 +12,12 @@ import Testing
 @testable import YashimaShared
 
 enum RedisAvailability {
-    /// The redis-server executable, if installed.
+    /// The redis-server executable, if installed (`YASHIMA_REDIS_SERVER` names another one; a path that
+    /// does not exist plays a machine without Redis).
     static let serverPath: String? = {
+        if let chosen = ProcessInfo.processInfo.environment["YASHIMA_REDIS_SERVER"] {
+            return FileManager.default.isExecutableFile(atPath: chosen) ? chosen : nil
+        }
         let candidates =
             ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
             + (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map { "\($0)/redis-server" }
@@ -68,10 +72,9 @@ final class RedisServer: Sendable {
     static func start(
         tcp: Bool = false, port: Int? = nil, password: String? = nil, extraArguments: [String] = []
     ) async throws -> RedisServer {
-        guard let executable = RedisAvailability.serverPath else {
+        guard RedisAvailability.serverPath != nil else {
             throw RedisFixtureError(description: "redis-server not found and YASHIMA_REQUIRE_REDIS=1")
         }
-        _ = executable
         var template = Array("/tmp/ysr-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw RedisFixtureError(description: "mkdtemp failed") }
         let directory = String(cString: made)
@@ -149,7 +152,10 @@ final class RedisServer: Sendable {
     func restart() async throws {
         await kill()
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: RedisAvailability.serverPath ?? "/usr/bin/redis-server")
+        guard let executable = RedisAvailability.serverPath else {
+            throw RedisFixtureError(description: "redis-server not found")
+        }
+        process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
