@@ -181,6 +181,50 @@ struct RedisConnectionTests {
         }
     }
 
+    @Test("connecting to a listener whose backlog is full fails by the connect timeout")
+    func connectTimeout() async throws {
+        // A loopback listener that never accepts, with its accept queue filled: the kernel drops further
+        // SYNs, so connect stays in progress (the TCP form of a server that is not answering).
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, length) == 0 && listen(listener, 0) == 0 && getsockname(listener, $0, &length) == 0
+            }
+        }
+        try #require(bound)
+        let endpoint = RedisEndpoint(
+            address: .tcp(host: "127.0.0.1", port: Int(UInt16(bigEndian: address.sin_port))), database: 0,
+            credentials: nil)
+        let outcome = await offPool { () -> (RemoteError?, Double) in
+            var fillers: [RedisConnection] = []
+            for _ in 0..<4 {  // fill the accept queue (their handshakes complete, nobody accepts)
+                if let filler = try? RedisConnection.open(
+                    to: endpoint, limits: limits, connectTimeout: .milliseconds(100),
+                    deadline: .after(.milliseconds(100)))
+                {
+                    fillers.append(filler)
+                }
+            }
+            let start = Syscall.monotonicNanoseconds
+            var failure: RemoteError?
+            do throws(RemoteError) {
+                _ = try RedisConnection.open(
+                    to: endpoint, limits: limits, connectTimeout: .milliseconds(200), deadline: .after(.seconds(5)))
+            } catch {
+                failure = error
+            }
+            _ = fillers
+            return (failure, Double(Syscall.monotonicNanoseconds - start) / 1e9)
+        }
+        #expect(outcome.0 == .timedOut)
+        #expect(outcome.1 < 5, "bounded by the connect timeout, not the deadline (\(outcome.1) s)")
+    }
+
     @Test("a server that never answers fails by the deadline and the connection is dropped")
     func silence() async throws {
         let server = try MisbehavingServer(.neverAnswer)
