@@ -214,7 +214,7 @@ struct RedisConnectionTests {
             var failure: RemoteError?
             do throws(RemoteError) {
                 _ = try RedisConnection.open(
-                    to: endpoint, limits: limits, connectTimeout: .milliseconds(200), deadline: .after(.seconds(5)))
+                    to: endpoint, limits: limits, connectTimeout: .milliseconds(200), deadline: .after(.seconds(120)))
             } catch {
                 failure = error
             }
@@ -222,7 +222,7 @@ struct RedisConnectionTests {
             return (failure, Double(Syscall.monotonicNanoseconds - start) / 1e9)
         }
         #expect(outcome.0 == .timedOut)
-        #expect(outcome.1 < 5, "bounded by the connect timeout, not the deadline (\(outcome.1) s)")
+        #expect(outcome.1 < 30, "bounded by the connect timeout, not the deadline (\(outcome.1) s)")
     }
 
     @Test("a server that never answers fails by the deadline and the connection is dropped")
@@ -236,7 +236,7 @@ struct RedisConnectionTests {
             #expect(throws: RemoteError.timedOut) {
                 _ = try connection.execute(RESPCommand("PING"), deadline: .after(.milliseconds(200)))
             }
-            #expect(Syscall.monotonicNanoseconds - started < 5_000_000_000)  // bounded: no hang
+            #expect(Syscall.monotonicNanoseconds - started < 30_000_000_000)  // bounded: no hang
             #expect(connection.isBroken && !connection.isReusable)
             #expect(throws: RemoteError.connectionClosed) {
                 _ = try connection.execute(RESPCommand("PING"), deadline: .after(.seconds(1)))

@@ -2,8 +2,9 @@
 // mid-run and restarted empty; SIGSTOPped (a hang) longer than the timeout; a server that closes
 // connections mid-reply, answers garbage or never answers; AUTH refused; maxmemory with noeviction
 // (OOM) and a read-only replica (writes bypassed, reads go on). In every case: no wrong value, no
-// error thrown, no wait beyond the timeouts (checked with generous "does not hang" bounds, never as
-// speed claims), and the breaker bypasses the tier until a probe finds it back.
+// error thrown, no wait beyond the timeouts (checked with the project's generous "does not hang" bound
+// of 30 s: a missing deadline would hang forever; never a speed claim), and the breaker bypasses the
+// tier until a probe finds it back.
 
 import Foundation
 import Testing
@@ -62,7 +63,7 @@ struct RemoteFaultTests {
             }
         }
         #expect(outcomes == Array(repeating: .unavailable, count: 4))
-        #expect(elapsed < 10, "no hang beyond the timeout (\(elapsed) s)")
+        #expect(elapsed < 30, "no hang beyond the timeout (\(elapsed) s)")
         #expect(store.statistics.snapshot[.timeouts] >= 1)
         let bypassedBefore = store.statistics.snapshot[.bypassed]
         #expect(await store.lookup(id) == .unavailable)
@@ -94,7 +95,7 @@ struct RemoteFaultTests {
         server.pause()
         let (outcome, elapsed) = await timed { await waiting.value }
         #expect(outcome == .unavailable)
-        #expect(elapsed < 10, "\(elapsed) s")
+        #expect(elapsed < 30, "\(elapsed) s")
         server.resume()
         await server.stop()
     }
@@ -109,7 +110,7 @@ struct RemoteFaultTests {
             let id = entryIdentity("misbehaving")
             let (outcome, elapsed) = await timed { await store.lookup(id) }
             #expect(outcome == .unavailable)
-            #expect(elapsed < 10)
+            #expect(elapsed < 30, "\(elapsed) s")
             clock.advance(milliseconds: 100)  // past the cooldown: each call below is a probe that fails
             #expect(await store.store(id, payload: payload(1), createdAt: 1, expiresAt: 0) == .unavailable)
             #expect(await store.waitForRelease(id, timeout: .seconds(2)) == .unavailable)
