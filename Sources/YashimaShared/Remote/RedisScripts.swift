@@ -1,0 +1,73 @@
+// RedisScripts.swift: the two Lua scripts of the lease protocol (renew, release) and how they are run:
+// `EVALSHA` by the script's SHA-1, then `EVAL` of the source for any command the server answered
+// `NOSCRIPT` (a restarted or new server, or a cluster node that never ran it). The SHA-1 digests are
+// constants; a test checks them against `SCRIPT LOAD` on a real server, so no SHA-1 code is needed.
+
+/// A Lua script run with `EVALSHA`, falling back to `EVAL`.
+struct RedisScript: Equatable, Sendable {
+    /// The Lua source.
+    let source: String
+    /// The SHA-1 of `source`, lowercase hex, as `SCRIPT LOAD` returns it.
+    let sha1: String
+
+    /// Renews a lease only for its holder: `KEYS[1]` lease key, `ARGV[1]` token, `ARGV[2]` TTL in
+    /// milliseconds. Returns 1 when renewed, 0 when the lease is gone or someone else's.
+    static let renew = RedisScript(
+        source:
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0",
+        sha1: "e50f848e374a94192aa6f2e444e7eb8acc16501d")
+
+    /// Releases a lease only for its holder and then announces it: `KEYS[1]` lease key, `ARGV[1]`
+    /// token, `ARGV[2]` release channel. Returns 1 when released (and published), 0 when the lease was
+    /// gone or someone else's (then nothing is deleted or published).
+    ///
+    /// Plain `PUBLISH`, not `SPUBLISH`: in a cluster it reaches subscribers on every node (the cluster
+    /// bus broadcasts it), works on every Redis version, and survives slot migrations; it costs one
+    /// small broadcast per generated value. The channel still carries the entry's hash tag, so moving
+    /// to sharded pub/sub later changes two command names.
+    static let release = RedisScript(
+        source:
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) redis.call('PUBLISH', ARGV[2], 'released') return 1 end return 0",
+        sha1: "edf19d54dbc69250e4702f325b48d31d6442ab84")
+
+    /// Every script, for the `NOSCRIPT` fallback.
+    static let all: [RedisScript] = [renew, release]
+
+    /// `EVALSHA sha1 numkeys keys... args...`.
+    func command(keys: [[UInt8]], arguments: [[UInt8]]) -> RESPCommand {
+        RESPCommand(
+            arguments: [Array("EVALSHA".utf8), Array(sha1.utf8), Array(String(keys.count).utf8)] + keys + arguments)
+    }
+
+    /// Runs `commands` through `router`, then sends again, as `EVAL` with the source, every `EVALSHA`
+    /// the server did not know (`NOSCRIPT`), and splices those replies in. Blocking.
+    static func execute(
+        _ commands: [RESPCommand], on router: any RedisRouter, routingKey: [UInt8], deadline: RemoteDeadline
+    ) throws(RemoteError) -> [RESPValue] {
+        var replies = try router.execute(commands, routingKey: routingKey, deadline: deadline)
+        var retried: [Int] = []
+        var fallbacks: [RESPCommand] = []
+        for (index, reply) in replies.enumerated() {
+            guard case .error(let error) = reply, error.kind == .noScript,
+                let fallback = evalFallback(for: commands[index])
+            else { continue }
+            retried.append(index)
+            fallbacks.append(fallback)
+        }
+        guard !fallbacks.isEmpty else { return replies }
+        let again = try router.execute(fallbacks, routingKey: routingKey, deadline: deadline)
+        for (index, reply) in zip(retried, again) { replies[index] = reply }
+        return replies
+    }
+
+    /// `EVAL source ...` for an `EVALSHA` command of a known script; nil for anything else.
+    private static func evalFallback(for command: RESPCommand) -> RESPCommand? {
+        guard command.arguments.count >= 3, command.name == "EVALSHA",
+            let script = all.first(where: { Array($0.sha1.utf8) == command.arguments[1] })
+        else { return nil }
+        var arguments = command.arguments
+        arguments[0] = Array("EVAL".utf8)
+        arguments[1] = Array(script.source.utf8)
+        return RESPCommand(arguments: arguments)
+    }
+}

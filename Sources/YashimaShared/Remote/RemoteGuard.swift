@@ -1,0 +1,159 @@
+// RemoteGuard.swift: what every remote backend shares (Redis now, HTTP later), in one place: the
+// timeouts, the circuit breakers, read-only mode, the value size cap, the statistics, and the rule that
+// a remote failure is never thrown to the caller. A backend writes its operations as blocking closures
+// that throw `RemoteError`; the guard decides whether to call them, gives them their deadline, runs
+// them off the cooperative pool, classifies what they throw (RemoteError.scope) and returns a value.
+
+/// Settings every remote backend shares.
+struct RemotePolicy: Hashable, Sendable {
+    /// The most one operation may take, connecting included: the most a caller ever waits for the
+    /// remote tier before it is bypassed.
+    var operationTimeout: Duration = .seconds(1)
+    /// The most connecting may take (within the operation's timeout).
+    var connectTimeout: Duration = .milliseconds(500)
+    /// Values whose envelope would be larger stay local (never stored, and longer replies are not
+    /// read). Default 64 MiB.
+    var maximumValueBytes = 64 << 20
+    /// Never write: no stores, removals or leases; lookups only.
+    var readOnly = false
+    /// How long the tier is bypassed after a failure, before one probe call.
+    var breakerCooldown: Duration = .seconds(5)
+    /// The longest bypass after repeated failed probes (the cooldown doubles up to this).
+    var maximumBreakerCooldown: Duration = .seconds(60)
+}
+
+/// Whether an operation reads or writes (writes have their own breaker and honour read-only mode).
+enum RemoteAccess: Sendable {
+    /// Lookups, lease checks, subscriptions.
+    case read
+    /// Stores, removals, leases.
+    case write
+}
+
+/// The outcome of a guarded call: never an error.
+enum RemoteAttempt<Value: Sendable>: Sendable {
+    /// The backend answered.
+    case completed(Value)
+    /// The backend answered that this key cannot be served (another Redis type, a value beyond the
+    /// cap): a miss, not a fault of the backend.
+    case keyFailure(RemoteError)
+    /// Not called (breaker open, read-only) or failed: behave as if there were no remote tier.
+    case unavailable
+}
+
+/// Guards a backend's calls. One pair of breakers (reads, writes) per scope (a shard, or a cluster).
+final class RemoteGuard: Sendable {
+    /// The shared settings.
+    let policy: RemotePolicy
+    /// The counters calls update.
+    let statistics: RemoteStatistics
+    private let readBreakers: [RemoteCircuitBreaker]
+    private let writeBreakers: [RemoteCircuitBreaker]
+
+    /// Creates a guard for `scopes` independent servers.
+    init(
+        policy: RemotePolicy, scopes: Int, statistics: RemoteStatistics,
+        now: @escaping @Sendable () -> Int64 = { Syscall.monotonicNanoseconds }
+    ) {
+        self.policy = policy
+        self.statistics = statistics
+        let make = {
+            RemoteCircuitBreaker(
+                cooldown: policy.breakerCooldown, maximumCooldown: policy.maximumBreakerCooldown, now: now)
+        }
+        readBreakers = (0..<max(1, scopes)).map { _ in make() }
+        writeBreakers = (0..<max(1, scopes)).map { _ in make() }
+    }
+
+    /// The breaker of one scope and access (tests and diagnostics).
+    func breaker(scope: Int, access: RemoteAccess) -> RemoteCircuitBreaker {
+        access == .read ? readBreakers[scope] : writeBreakers[scope]
+    }
+
+    /// True when an envelope of `byteCount` bytes may be stored.
+    func admitsValue(ofSize byteCount: Int) -> Bool { byteCount <= policy.maximumValueBytes }
+
+    /// Runs `operation` on a remote I/O thread unless bypassed, with a deadline of the operation
+    /// timeout from now (set before the hop, so time queued counts). Never throws.
+    func perform<Value: Sendable>(
+        scope: Int, access: RemoteAccess,
+        _ operation: @escaping @Sendable (RemoteDeadline) throws(RemoteError) -> Value
+    ) async -> RemoteAttempt<Value> {
+        guard let admission = admit(scope: scope, access: access) else { return .unavailable }
+        let deadline = RemoteDeadline.after(policy.operationTimeout)
+        return await RemoteIO.shared.run {
+            self.finish(scope: scope, access: access, admission: admission) { () throws(RemoteError) -> Value in
+                try operation(deadline)
+            }
+        }
+    }
+
+    /// Runs `operation` on the calling thread (already off the cooperative pool) unless bypassed.
+    /// Blocking.
+    ///
+    /// - Parameter deadline: The caller's own deadline, if earlier than the operation timeout. A timeout
+    ///   caused by it says nothing about the server: it is not counted against the breaker.
+    func performBlocking<Value: Sendable>(
+        scope: Int, access: RemoteAccess, deadline: RemoteDeadline? = nil,
+        _ operation: (RemoteDeadline) throws(RemoteError) -> Value
+    ) -> RemoteAttempt<Value> {
+        let limit = RemoteDeadline.after(policy.operationTimeout)
+        let callerBound = deadline.map { $0 < limit } ?? false
+        if callerBound && deadline!.hasPassed { return .unavailable }
+        guard let admission = admit(scope: scope, access: access) else { return .unavailable }
+        let effective = callerBound ? deadline! : limit
+        return finish(scope: scope, access: access, admission: admission, callerBound: callerBound) {
+            () throws(RemoteError) -> Value in
+            try operation(effective)
+        }
+    }
+
+    private func admit(scope: Int, access: RemoteAccess) -> RemoteCircuitBreaker.Admission? {
+        if access == .write && policy.readOnly {
+            statistics.add(.bypassed)
+            return nil
+        }
+        let admission = breaker(scope: scope, access: access).admit()
+        guard admission != .bypass else {
+            statistics.add(.bypassed)
+            return nil
+        }
+        return admission
+    }
+
+    private func finish<Value: Sendable>(
+        scope: Int, access: RemoteAccess, admission: RemoteCircuitBreaker.Admission, callerBound: Bool = false,
+        _ body: () throws(RemoteError) -> Value
+    ) -> RemoteAttempt<Value> {
+        let own = breaker(scope: scope, access: access)
+        do throws(RemoteError) {
+            let value = try body()
+            own.record(success: true, admission: admission)
+            return .completed(value)
+        } catch {
+            if error.isTimeout && callerBound {
+                // The caller's deadline, not the server, ended it: no verdict (a probe ends neutral).
+                own.record(success: true, admission: admission)
+                return .unavailable
+            }
+            switch error.scope {
+            case .key:
+                own.record(success: true, admission: admission)
+                return .keyFailure(error)
+            case .writes:
+                statistics.add(.errors)
+                writeBreakers[scope].record(
+                    success: false, admission: access == .write ? admission : .proceed(isProbe: false))
+                if access == .read { own.record(success: true, admission: admission) }
+                return .unavailable
+            case .server:
+                statistics.add(error.isTimeout ? .timeouts : .errors)
+                own.record(success: false, admission: admission)
+                // The server itself is down, slow or refusing: the other direction would fail the same way.
+                let other = access == .read ? writeBreakers[scope] : readBreakers[scope]
+                other.record(success: false, admission: .proceed(isProbe: false))
+                return .unavailable
+            }
+        }
+    }
+}

@@ -1,0 +1,97 @@
+// A real three-master Redis Cluster on loopback: three redis-server processes with
+// `--cluster-enabled yes` on free ports (and free bus ports, +10000), slots assigned with
+// `CLUSTER ADDSLOTSRANGE`, joined with `CLUSTER MEET`, ready once every node reports
+// `cluster_state:ok`, three known nodes and the whole slot map.
+
+import Foundation
+import Glibc
+import Testing
+
+@testable import YashimaShared
+
+final class RedisCluster: Sendable {
+    let nodes: [RedisServer]
+
+    private init(nodes: [RedisServer]) {
+        self.nodes = nodes
+    }
+
+    /// The slot ranges of the three masters.
+    static let ranges: [(Int, Int)] = [(0, 5460), (5461, 10922), (10923, 16383)]
+
+    static func start() async throws -> RedisCluster {
+        var nodes: [RedisServer] = []
+        var ports = Set<Int>()
+        for _ in 0..<3 {
+            var port = RedisServer.freePort(withBus: true)
+            while ports.contains(port) || ports.contains(port + 10000) || ports.contains(port - 10000) {
+                port = RedisServer.freePort(withBus: true)
+            }
+            ports.insert(port)
+            nodes.append(
+                try await RedisServer.start(
+                    tcp: true, port: port,
+                    extraArguments: [
+                        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                        "--cluster-node-timeout", "5000",
+                    ]))
+        }
+        for (node, range) in zip(nodes, ranges) {
+            try expectOK(try await node.run(["CLUSTER", "ADDSLOTSRANGE", String(range.0), String(range.1)]))
+        }
+        for node in nodes.dropFirst() {
+            try expectOK(try await nodes[0].run(["CLUSTER", "MEET", "127.0.0.1", String(node.port)]))
+        }
+        let cluster = RedisCluster(nodes: nodes)
+        try await cluster.waitUntilReady()
+        return cluster
+    }
+
+    /// Seed URLs (every node).
+    var urls: [String] { nodes.map(\.url) }
+
+    /// The node's cluster ID.
+    func nodeID(_ index: Int) async throws -> String {
+        guard case .bulkString(let bytes) = try await nodes[index].run(["CLUSTER", "MYID"]) else {
+            throw RedisFixtureError(description: "CLUSTER MYID failed")
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The index of the node serving `slot`.
+    static func owner(of slot: Int) -> Int { ranges.firstIndex { slot >= $0.0 && slot <= $0.1 }! }
+
+    /// Waits until every node agrees the cluster is up with the full map.
+    func waitUntilReady() async throws {
+        let limit = RemoteDeadline.after(.seconds(30))
+        while !limit.hasPassed {
+            var ready = true
+            for node in nodes {
+                guard case .bulkString(let info) = try await node.run(["CLUSTER", "INFO"]) else { ready = false; break }
+                let text = String(decoding: info, as: UTF8.self)
+                guard text.contains("cluster_state:ok"), text.contains("cluster_known_nodes:3") else {
+                    ready = false
+                    break
+                }
+                let slots = try await node.run(["CLUSTER", "SLOTS"])
+                guard let map = ClusterSlotMap(slotsReply: slots, queriedHost: "127.0.0.1"), map.coversAllSlots,
+                    map.nodes.count == 3
+                else {
+                    ready = false
+                    break
+                }
+            }
+            if ready { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw RedisFixtureError(description: "cluster did not become ready")
+    }
+
+    func stop() async {
+        for node in nodes { await node.stop() }
+    }
+
+    private static func expectOK(_ reply: RESPValue) throws {
+        guard reply.isOK else { throw RedisFixtureError(description: "cluster setup failed: \(reply)") }
+    }
+}

@@ -1,0 +1,103 @@
+// Helpers for the Redis tier's tests: entry identities, a store over test servers with short
+// timeouts, raw access to what a server holds, and a bounded wait for a condition that does not
+// depend on ordering (a breaker cooldown, a lease TTL) — never a sleep that orders events.
+
+import Foundation
+import Testing
+
+@testable import YashimaShared
+
+/// The entry identity of a test key.
+func entryIdentity(_ name: String, codec: String = "data-v1") -> EntryIdentity {
+    EntryIdentity(key: CacheKey(name), codecIdentifier: codec)
+}
+
+/// A store over `urls` with test settings (short timeouts and cooldown), adjusted by `configure`.
+func makeStore(
+    _ urls: [String], cluster: Bool = false, environment: [String: String] = [:], clock: TestClock? = nil,
+    _ configure: (inout RemoteConfiguration) -> Void = { _ in }
+) throws -> RedisRemoteStore {
+    var configuration = try RemoteConfiguration(urls: urls, cluster: cluster, environment: environment)
+    configuration.policy.operationTimeout = .seconds(2)
+    configuration.policy.connectTimeout = .seconds(1)
+    configuration.policy.breakerCooldown = .milliseconds(100)
+    configuration.policy.maximumBreakerCooldown = .milliseconds(200)
+    configure(&configuration)
+    guard let clock else { return try RedisRemoteStore(configuration: configuration) }
+    return try RedisRemoteStore(configuration: configuration, now: clock.function)
+}
+
+/// A store over one server, with its password if it has one.
+func makeStore(
+    _ server: RedisServer, clock: TestClock? = nil, _ configure: (inout RemoteConfiguration) -> Void = { _ in }
+) throws -> RedisRemoteStore {
+    let environment = server.password.map { [RedisEndpoint.passwordVariable: $0] } ?? [:]
+    return try makeStore([server.url], environment: environment, clock: clock, configure)
+}
+
+/// Test payloads: deterministic bytes of any size.
+func payload(_ count: Int, seed: UInt8 = 1) -> Data {
+    Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) })
+}
+
+extension RedisServer {
+    /// GET of a raw key (bytes as stored), nil when absent.
+    func rawGet(_ key: [UInt8]) async throws -> [UInt8]? {
+        let reply = try await run(RESPCommand("GET", key))
+        if case .bulkString(let bytes) = reply { return bytes }
+        return nil
+    }
+
+    /// SET of raw bytes (no TTL).
+    func rawSet(_ key: [UInt8], _ value: [UInt8]) async throws {
+        try await run(RESPCommand("SET", key, value))
+    }
+
+    /// EXISTS of a raw key.
+    func exists(_ key: [UInt8]) async throws -> Bool {
+        try await run(RESPCommand("EXISTS", key)) == .integer(1)
+    }
+
+    /// PTTL of a raw key.
+    func pttl(_ key: [UInt8]) async throws -> Int64 {
+        guard case .integer(let value) = try await run(RESPCommand("PTTL", key)) else { return -3 }
+        return value
+    }
+
+    /// `used_memory` from INFO memory.
+    func usedMemory() async throws -> Int {
+        guard case .bulkString(let bytes) = try await run(["INFO", "memory"]) else { return 0 }
+        let line = String(decoding: bytes, as: UTF8.self).split(separator: "\r\n").first {
+            $0.hasPrefix("used_memory:")
+        }
+        return Int(line?.dropFirst("used_memory:".count) ?? "") ?? 0
+    }
+}
+
+/// Polls `condition` every 20 ms until it holds or `seconds` pass (for conditions bound to real time,
+/// such as a breaker cooldown or a TTL). True when it held.
+func eventually(within seconds: Double = 10, _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let limit = RemoteDeadline.after(.milliseconds(Int64(seconds * 1000)))
+    while !limit.hasPassed {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return try await condition()
+}
+
+/// Counts calls and opens gates when the count reaches given values.
+final class CallGates: Sendable {
+    private let counter = Counter()
+    let first = Gate()
+    let second = Gate()
+
+    func called() {
+        switch counter.increment() {
+        case 1: first.open()
+        case 2: second.open()
+        default: break
+        }
+    }
+
+    var count: Int { counter.value }
+}

@@ -1,0 +1,232 @@
+// RedisLeaseTests.swift: the lease protocol against a real redis-server: acquire with SET NX PX and a
+// random token, renewal and release by script (never by anyone but the holder), EVALSHA with the EVAL
+// fallback, waiters woken by the holder's PUBLISH (subscribed before their check), the timer re-check
+// when a notification is lost, takeover after a holder dies, timeouts, cancellation, a killed
+// subscriber connection, the renewal loop, and a lease evicted under maxmemory found lost on renewal.
+// Ordering uses the waiter's `onWaiting` seam, never sleeps.
+
+import Foundation
+import Testing
+
+@testable import YashimaShared
+
+@Suite("Redis leases", .redisServer)
+struct RedisLeaseTests {
+    @Test("acquire, renew, release; a forged token releases nothing")
+    func lifecycle() async throws {
+        let server = try await RedisServer.start()
+        let store = try makeStore(server)
+        let other = try makeStore(server)
+        let id = entryIdentity("lease-lifecycle")
+        guard case .acquired(let lease) = await store.acquireLease(id) else {
+            Issue.record("not acquired")
+            return
+        }
+        #expect(lease.token.count == 32)
+        #expect(try await server.rawGet(lease.keys.lease) == lease.token)
+        #expect(await other.acquireLease(id) == .heldElsewhere)
+        let forged = RemoteLease(keys: lease.keys, token: Array("f".utf8), timeToLiveMilliseconds: 10_000)
+        #expect(await other.release(forged) == false)
+        #expect(await other.renew(forged) == .lost)
+        #expect(try await server.exists(lease.keys.lease))
+        try await server.run(RESPCommand("PEXPIRE", lease.keys.lease, 2000))
+        #expect(await store.renew(lease) == .renewed)
+        #expect(try await server.pttl(lease.keys.lease) > 5000)
+        #expect(await store.release(lease))
+        #expect(!(try await server.exists(lease.keys.lease)))
+        #expect(await store.renew(lease) == .lost)
+        guard case .acquired(let again) = await other.acquireLease(id) else {
+            Issue.record("not acquired again")
+            return
+        }
+        #expect(again.token != lease.token)
+        #expect(store.statistics.snapshot[.leasesAcquired] == 1)
+        #expect(store.statistics.snapshot[.leasesLost] == 1)
+        await server.stop()
+    }
+
+    @Test("script digests match SCRIPT LOAD; after SCRIPT FLUSH, EVAL runs them")
+    func scripts() async throws {
+        let server = try await RedisServer.start()
+        for script in RedisScript.all {
+            #expect(try await server.run(["SCRIPT", "LOAD", script.source]) == .bulkString(Array(script.sha1.utf8)))
+        }
+        try await server.run(["SCRIPT", "FLUSH"])
+        let store = try makeStore(server)
+        guard case .acquired(let lease) = await store.acquireLease(entryIdentity("scripts")) else {
+            Issue.record("not acquired")
+            return
+        }
+        #expect(await store.renew(lease) == .renewed)  // NOSCRIPT, then EVAL
+        #expect(try await server.run(["SCRIPT", "EXISTS", RedisScript.renew.sha1]) == .array([.integer(1)]))
+        #expect(await store.release(lease))
+        await server.stop()
+    }
+
+    @Test("acquiring finds a value stored meanwhile, and keeps no lease")
+    func acquireFindsValue() async throws {
+        let server = try await RedisServer.start()
+        let store = try makeStore(server)
+        let id = entryIdentity("found")
+        #expect(await store.store(id, payload: payload(100), createdAt: 1, expiresAt: 0) == .stored)
+        guard case .found(let value) = await store.acquireLease(id) else {
+            Issue.record("value not found")
+            return
+        }
+        #expect(value.payload == payload(100))
+        #expect(!(try await server.exists(store.keys(for: id).lease)))
+        await server.stop()
+    }
+
+    @Test("a waiter subscribed and waiting is woken by storeAndRelease, and by a bare release")
+    func notified() async throws {
+        let server = try await RedisServer.start()
+        let holder = try makeStore(server)
+        let waiter = try makeStore(server) { $0.waitRecheckInterval = .seconds(600) }  // only a message wakes it
+        for storing in [true, false] {
+            let id = entryIdentity("notified-\(storing)")
+            guard case .acquired(let lease) = await holder.acquireLease(id) else {
+                Issue.record("not acquired")
+                return
+            }
+            let gates = CallGates()
+            let waiting = Task { await waiter.waitForRelease(id, timeout: .seconds(60), onWaiting: gates.called) }
+            #expect(await gates.first.wait(within: 30))
+            if storing {
+                #expect(
+                    await holder.storeAndRelease(id, payload: payload(10), createdAt: 1, expiresAt: 0, lease: lease)
+                        == .stored)
+                #expect(await waiting.value == .found(RemoteValue(payload: payload(10), createdAt: 1, expiresAt: 0)))
+            } else {
+                #expect(await holder.release(lease))
+                #expect(await waiting.value == .leaseFree(notified: true))
+            }
+        }
+        #expect(waiter.statistics.snapshot[.leaseTakeovers] == 0)
+        #expect(waiter.statistics.snapshot[.leaseWaits] == 2)
+        await server.stop()
+    }
+
+    @Test("a lost notification costs one re-check; a dead holder's lease expires and is taken over")
+    func timerFallback() async throws {
+        let server = try await RedisServer.start()
+        let holder = try makeStore(server)
+        let dyingHolder = try makeStore(server) { $0.leaseTimeToLive = .milliseconds(300) }
+        let waiter = try makeStore(server) { $0.waitRecheckInterval = .milliseconds(50) }
+        // 1. The lease deleted without a PUBLISH (the message lost): noticed on the timer.
+        let lostID = entryIdentity("lost-notification")
+        guard case .acquired(let lease) = await holder.acquireLease(lostID) else {
+            Issue.record("not acquired")
+            return
+        }
+        let gates = CallGates()
+        let waiting = Task { await waiter.waitForRelease(lostID, timeout: .seconds(60), onWaiting: gates.called) }
+        #expect(await gates.first.wait(within: 30))
+        try await server.run(RESPCommand("DEL", lease.keys.lease))
+        #expect(await waiting.value == .leaseFree(notified: false))
+        // 2. A holder that never renews nor releases (killed): its lease expires, the waiter takes over.
+        let deadID = entryIdentity("dead-holder")
+        guard case .acquired = await dyingHolder.acquireLease(deadID) else {
+            Issue.record("not acquired")
+            return
+        }
+        #expect(await waiter.waitForRelease(deadID, timeout: .seconds(30)) == .leaseFree(notified: false))
+        guard case .acquired = await waiter.acquireLease(deadID) else {
+            Issue.record("no takeover")
+            return
+        }
+        // Counted when the waiter saw the lease held and then gone without a message (the second wait
+        // may find it already expired on a slow machine).
+        #expect((1...2).contains(waiter.statistics.snapshot[.leaseTakeovers]))
+        await server.stop()
+    }
+
+    @Test("a waiter times out while the lease is held; cancelling it wakes it at once")
+    func timeoutAndCancellation() async throws {
+        let server = try await RedisServer.start()
+        let holder = try makeStore(server)
+        let waiter = try makeStore(server) { $0.waitRecheckInterval = .seconds(600) }
+        let id = entryIdentity("held")
+        guard case .acquired = await holder.acquireLease(id) else {
+            Issue.record("not acquired")
+            return
+        }
+        #expect(await waiter.waitForRelease(id, timeout: .milliseconds(200)) == .timedOut)
+        let gates = CallGates()
+        let waiting = Task { await waiter.waitForRelease(id, timeout: .seconds(600), onWaiting: gates.called) }
+        #expect(await gates.first.wait(within: 30))
+        waiting.cancel()
+        let outcome = Task<RemoteWaitOutcome, any Error> { await waiting.value }
+        let finished = try #require(await result(of: outcome, within: 30))
+        #expect(try finished.get() == .cancelled)
+        await server.stop()
+    }
+
+    @Test("a killed subscriber connection: the waiter subscribes again and is still notified")
+    func subscriberKilled() async throws {
+        let server = try await RedisServer.start()
+        let holder = try makeStore(server)
+        let waiter = try makeStore(server) { $0.waitRecheckInterval = .seconds(600) }
+        let id = entryIdentity("resubscribe")
+        guard case .acquired(let lease) = await holder.acquireLease(id) else {
+            Issue.record("not acquired")
+            return
+        }
+        let gates = CallGates()
+        let waiting = Task { await waiter.waitForRelease(id, timeout: .seconds(60), onWaiting: gates.called) }
+        #expect(await gates.first.wait(within: 30))
+        #expect(try await server.run(["CLIENT", "KILL", "TYPE", "pubsub"]) == .integer(1))
+        #expect(await gates.second.wait(within: 30))  // woke as lost, re-subscribed, checked, waits again
+        #expect(await holder.release(lease))
+        #expect(await waiting.value == .leaseFree(notified: true))
+        await server.stop()
+    }
+
+    @Test("the renewal loop extends the lease, and stops")
+    func renewalKeepsAlive() async throws {
+        let server = try await RedisServer.start()
+        let store = try makeStore(server) { $0.leaseTimeToLive = .seconds(60) }
+        guard case .acquired(let lease) = await store.acquireLease(entryIdentity("kept")) else {
+            Issue.record("not acquired")
+            return
+        }
+        // Shorten the lease on the server: only a renewal brings its TTL back up.
+        try await server.run(RESPCommand("PEXPIRE", lease.keys.lease, 20_000))
+        let renewal = LeaseRenewal(lease: lease, interval: .milliseconds(20), renew: { store.renewBlocking($0) })
+        #expect(try await eventually(within: 30) { try await server.pttl(lease.keys.lease) > 30_000 })
+        #expect(await renewal.stop() == .stopped)
+        #expect(try await server.rawGet(lease.keys.lease) == lease.token)
+        #expect(await store.release(lease))
+        // The configured loop renews at a third of the TTL.
+        #expect(store.configuration.renewalInterval == .seconds(20))
+        await server.stop()
+    }
+
+    @Test("maxmemory with allkeys-lru evicts a lease: the renewal finds it lost and reports it")
+    func evictedLease() async throws {
+        let server = try await RedisServer.start()
+        let used = try await server.usedMemory()
+        try await server.run(["CONFIG", "SET", "maxmemory", String(used + 2 << 20)])
+        try await server.run(["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"])
+        let store = try makeStore(server) { $0.leaseTimeToLive = .seconds(60) }
+        guard case .acquired(let lease) = await store.acquireLease(entryIdentity("evicted")) else {
+            Issue.record("not acquired")
+            return
+        }
+        let filler = [UInt8](repeating: 0x5A, count: 100_000)
+        var index = 0
+        while try await server.exists(lease.keys.lease), index < 3000 {
+            try await server.rawSet(Array("filler-\(index)".utf8), filler)
+            index += 1
+        }
+        #expect(!(try await server.exists(lease.keys.lease)), "lease still there after \(index) writes")
+        let lost = Gate()
+        let renewal = LeaseRenewal(lease: lease, interval: .milliseconds(20), renew: { store.renewBlocking($0) }) {
+            lost.open()
+        }
+        #expect(await lost.wait(within: 60))
+        #expect(renewal.isLost)
+        #expect(await store.renew(lease) == .lost)
+        await server.stop()
+    }
+}
