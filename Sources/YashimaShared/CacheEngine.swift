@@ -108,7 +108,20 @@ final class CacheEngine: Sendable {
     }
 
     func count(_ update: (inout CacheStatistics) -> Void) {
-        statistics.withLock { update(&$0) }
+        let (before, after) = statistics.withLock { statistics in
+            let before = statistics
+            update(&statistics)
+            return (before, statistics)
+        }
+        openedState?.add(after, since: before)  // the directory's shared counters (SharedState+Counters)
+    }
+
+    /// The open directory's state file, without opening the directory (nil until it is open).
+    var openedState: SharedState? {
+        opening.withLock { opening in
+            if case .open(let context) = opening { return context.directory.state }
+            return nil
+        }
     }
 
     // MARK: Lookup
@@ -258,6 +271,7 @@ final class CacheEngine: Sendable {
             break
         }
         if let hit = try cachedValue(request) { return hit }
+        openedState?.add(.misses)  // the directory's shared counters (SharedState+Counters)
         if request.options.singleFlightPolicy == .disabled {
             return try await produceDirectly(request, coordinate: false)
         }
