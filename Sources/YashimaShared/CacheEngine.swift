@@ -271,7 +271,6 @@ final class CacheEngine: Sendable {
             break
         }
         if let hit = try cachedValue(request) { return hit }
-        openedState?.add(.misses)  // the directory's shared counters (SharedState+Counters)
         if request.options.singleFlightPolicy == .disabled {
             return try await produceDirectly(request, coordinate: false)
         }
@@ -291,6 +290,7 @@ final class CacheEngine: Sendable {
                 // this caller joined; then look again rather than return what was removed.
                 if joined, !isCurrent(epochs) { break }
                 if joined { count { $0.sharedGenerations += 1 } }
+                if joined { openedState?.add(.misses) }  // shared counters; a producer counts its own
                 return CacheResolution(
                     value: value, source: source, metadata: metadata,
                     wasSharedGeneration: joined || sharedAcrossProcesses)
@@ -370,6 +370,7 @@ final class CacheEngine: Sendable {
             } else {
                 context = nil
             }
+            if !refreshing { context?.directory.state.add(.misses) }  // shared counters, in the verified root (I13)
             let coordinate =
                 request.options.crossProcess == .coordinate && request.options.singleFlightPolicy != .disabled
                 && request.options.writePolicy == .memoryAndStorage && (context?.isLocalFilesystem ?? false)
