@@ -19,7 +19,7 @@ import CFileLock
 /// | 41,088 | 32 stripes of 128 bytes: stripe `s` at 41,088 + 128·s holds 16 counters, counter `c` at + 8·c |
 /// | 45,184 | reserved (0), to 65,536 |
 ///
-/// A process adds to the stripe of its pid modulo 32, so processes on different cores rarely share a
+/// A process adds to the stripe of its pid modulo 32 (taken when it first counts), so processes on different cores rarely share a
 /// cache line (two lines per stripe, for the adjacent-line prefetcher); a reader sums the stripes.
 /// Measured here (2 cores, fetch-add on a MAP_SHARED word): 7–8 ns per add alone, 34–36 ns with two
 /// processes on one line, 63–67 ns with four; 8.6 and 15–16 ns on separate lines.
@@ -62,11 +62,14 @@ extension SharedState {
         word(SharedState.counterStripesOffset + SharedState.counterStripeSize * stripe + 8 * counter.rawValue)
     }
 
+    /// This process's stripe, chosen once: getpid(2) is a system call (about as long as the whole add), and
+    /// a forked child that keeps its parent's stripe only shares a cache line with it.
+    private static let stripe = Int(UInt32(bitPattern: Syscall.processID) % UInt32(counterStripeCount))
+
     /// Adds `amount` to `counter` in this process's stripe.
     func add(_ counter: SharedCounter, _ amount: UInt64 = 1) {
         guard amount != 0 else { return }
-        let stripe = Int(UInt32(bitPattern: Syscall.processID) % UInt32(SharedState.counterStripeCount))
-        _ = ysh_atomic_fetch_add_u64(counterWord(counter, stripe: stripe), amount)
+        _ = ysh_atomic_fetch_add_u64(counterWord(counter, stripe: SharedState.stripe), amount)
     }
 
     /// Adds what `update` changed in a process's statistics (the mirror of `CacheEngine.count`).
