@@ -40,7 +40,8 @@ enum RunCommand {
             .option("expire", "DURATION", "the entry expires after DURATION (90s, 15m, 2h, 7d)"),
             .option(
                 "max-size", "SIZE",
-                "budget for the whole directory (4096, 500M, 10G, unlimited); recorded for later commands"),
+                "budget for the whole directory (4096, 500M, 10G, unlimited), recorded for later commands "
+                    + "(default: the recorded one, else 1 GiB)"),
             .flag("no-wait", "if another process is running the same command, run it here too instead of waiting"),
             .option("remote", "URL", "a remote tier to share results across hosts (not available in this build)"),
             .flag("verbose", short: "v", "one line on standard error: hit, miss or waited, and the time saved"),
