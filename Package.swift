@@ -6,6 +6,7 @@ let package = Package(
     products: [
         .library(name: "YashimaShared", targets: ["YashimaShared"]),
         .executable(name: "yashima-stress", targets: ["yashima-stress"]),
+        .executable(name: "yashima", targets: ["yashima"]),
     ],
     targets: [
         // The thin syscall layer: flock, open flags, mmap, renameat2, CRC32C, shared-memory atomics.
@@ -22,6 +23,13 @@ let package = Package(
             dependencies: ["YashimaShared", "CFileLock"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // The command-line tool: memoizes shell commands (`yashima run`) and operates a storage directory.
+        // Uses the library's public API and its `@_spi(Operator)` surface (Sources/YashimaShared/Operator).
+        .executableTarget(
+            name: "yashima",
+            dependencies: ["YashimaShared"],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         // The README's quick start, verbatim, and its guides as one program: every README sample is
         // compiled from here, and ExamplesTests runs them (ReadmeSamplesTests keeps the text in step).
         .executableTarget(
@@ -36,7 +44,9 @@ let package = Package(
         ),
         .testTarget(
             name: "YashimaSharedTests",
-            dependencies: ["YashimaShared", "CFileLock", "yashima-stress", "yashima-examples", "yashima-quickstart"],
+            dependencies: [
+                "YashimaShared", "CFileLock", "yashima-stress", "yashima-examples", "yashima-quickstart", "yashima",
+            ],
             path: "Tests/YashimaSharedTests",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

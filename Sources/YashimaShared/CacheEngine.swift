@@ -108,7 +108,20 @@ final class CacheEngine: Sendable {
     }
 
     func count(_ update: (inout CacheStatistics) -> Void) {
-        statistics.withLock { update(&$0) }
+        let (before, after) = statistics.withLock { statistics in
+            let before = statistics
+            update(&statistics)
+            return (before, statistics)
+        }
+        openedState?.add(after, since: before)  // the directory's shared counters (SharedState+Counters)
+    }
+
+    /// The open directory's state file, without opening the directory (nil until it is open).
+    var openedState: SharedState? {
+        opening.withLock { opening in
+            if case .open(let context) = opening { return context.directory.state }
+            return nil
+        }
     }
 
     // MARK: Lookup
@@ -277,6 +290,7 @@ final class CacheEngine: Sendable {
                 // this caller joined; then look again rather than return what was removed.
                 if joined, !isCurrent(epochs) { break }
                 if joined { count { $0.sharedGenerations += 1 } }
+                if joined { openedState?.add(.misses) }  // shared counters; a producer counts its own
                 return CacheResolution(
                     value: value, source: source, metadata: metadata,
                     wasSharedGeneration: joined || sharedAcrossProcesses)
@@ -356,6 +370,7 @@ final class CacheEngine: Sendable {
             } else {
                 context = nil
             }
+            if !refreshing { context?.directory.state.add(.misses) }  // shared counters, in the verified root (I13)
             let coordinate =
                 request.options.crossProcess == .coordinate && request.options.singleFlightPolicy != .disabled
                 && request.options.writePolicy == .memoryAndStorage && (context?.isLocalFilesystem ?? false)

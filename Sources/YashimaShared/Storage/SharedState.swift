@@ -16,6 +16,7 @@ import CFileLock
 /// | 32 | global epoch (bumped by `removeAll()`) |
 /// | 64 | namespace epochs, `namespaceSlots` words, slot = namespace digest mod count |
 /// | 64 + 8·namespaceSlots | key epochs, `keySlots` words, slot = key digest mod count |
+/// | 41,024 | shared counters and the operator's words (`SharedState+Counters.swift`) |
 //
 // Safe to share across tasks (`@unchecked Sendable`): the only stored properties are immutable lets;
 // the mapping they point to is never unmapped while the object lives (munmap runs in deinit) and is only
@@ -31,7 +32,8 @@ final class SharedState: @unchecked Sendable {
     private static let namespaceOffset = 64
     private static let keyOffset = 64 + 8 * 1024
 
-    private let base: UnsafeMutableRawPointer
+    /// The mapping (internal, not private, for the shared counters in SharedState+Counters.swift).
+    let base: UnsafeMutableRawPointer
 
     private init(base: UnsafeMutableRawPointer) {
         self.base = base

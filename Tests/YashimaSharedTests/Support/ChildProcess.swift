@@ -86,6 +86,12 @@ final class ChildProcess: Sendable {
         input.fileHandleForWriting.write(Data((line + "\n").utf8))
     }
 
+    /// Writes `data` to the child's standard input, then closes it (the child reads end of file).
+    func sendAndClose(_ data: Data) {
+        input.fileHandleForWriting.write(data)
+        try? input.fileHandleForWriting.close()
+    }
+
     func kill(_ signal: Int32 = SIGKILL) {
         _ = Glibc.kill(process.processIdentifier, signal)
     }

@@ -1,0 +1,158 @@
+// The operator's census of what is not an entry: lock files (held by a generator, waited on, or left by
+// a killed process), staging files and staging folders, young (a write in progress) or old (debris that
+// trim sweeps, I2, I6), and whether a trim is running. Held locks are read from /proc/locks, so counting
+// takes no lock and cannot disturb a generation. Sweeping is the engine's own `Trimmer.sweepDebris`.
+// Blocking: call off the cooperative pool.
+
+import Foundation
+
+/// What the storage directory holds besides entries.
+@_spi(Operator)
+public struct DirectoryCensus: Sendable, Equatable {
+    /// Lock files in `locks/` (each names a key in flight, or was left by a killed process).
+    public var lockFiles = 0
+    /// Lock files some process holds exclusively: keys being generated now. Nil when /proc/locks
+    /// cannot be read.
+    public var lockFilesHeld: Int?
+    /// Processes waiting for a lock file's holder. Nil when /proc/locks cannot be read.
+    public var waitingProcesses: Int?
+    /// Lock files nobody holds that are older than an hour: debris of killed processes, which trim and
+    /// `verify --repair` sweep.
+    public var staleLockFiles = 0
+    /// Staging files in `tmp/` (writes in progress, or debris when old).
+    public var stagingFiles = 0
+    /// Staging files older than an hour: debris of killed processes, which trim sweeps.
+    public var staleStagingFiles = 0
+    /// Allocated bytes of all staging files.
+    public var stagingBytes: Int64 = 0
+    /// Empty `.folder-*` staging folders in the root (a folder being made, or debris when old).
+    public var stagingFolders = 0
+    /// Staging folders older than an hour.
+    public var staleStagingFolders = 0
+    /// Whether a process holds `trim.lock` (a trim is running). False when /proc/locks cannot be read.
+    public var trimRunning = false
+
+    /// Debris that a sweep removes: stale lock files, staging files and staging folders.
+    public var debris: Int { staleLockFiles + staleStagingFiles + staleStagingFolders }
+}
+
+extension StorageOperator {
+    /// Counts lock files, staging files and staging folders, and which locks are held now.
+    /// - Returns: The census. Counting takes no lock.
+    public func census() -> DirectoryCensus {
+        let root = directory.descriptor
+        let now = Syscall.realtimeNanoseconds
+        let locks = ProcLocks.read()
+        var census = DirectoryCensus()
+        var held = 0
+        var waiting = 0
+        func isOld(_ status: FileStatus) -> Bool { now - status.modifiedNanoseconds >= Policy.stagingDebrisAge }
+        if case .success(let folders) = Syscall.listDirectory(Directory.locksFolder, in: root) {
+            for folder in folders where folder.name.count == 2 {
+                let folderPath = Directory.locksFolder + "/" + folder.name
+                guard case .success(let names) = Syscall.listDirectoryWithStatus(folderPath, in: root) else {
+                    continue
+                }
+                for name in names where name.name.hasSuffix(Directory.lockSuffix) {
+                    guard let status = name.status, status.isRegularFile else { continue }
+                    census.lockFiles += 1
+                    let use = locks?.use(of: status) ?? ProcLocks.Use()
+                    if use.exclusive { held += 1 }
+                    waiting += use.waiters
+                    if !use.exclusive && !use.shared && isOld(status) { census.staleLockFiles += 1 }
+                }
+            }
+        }
+        if case .success(let names) = Syscall.listDirectoryWithStatus(Directory.stagingFolder, in: root) {
+            for name in names {
+                guard let status = name.status, status.isRegularFile else { continue }
+                census.stagingFiles += 1
+                census.stagingBytes += status.allocatedBytes
+                if isOld(status) { census.staleStagingFiles += 1 }
+            }
+        }
+        if case .success(let names) = Syscall.listDirectoryWithStatus(".", in: root) {
+            for name in names {
+                if name.name.hasPrefix(Directory.folderStagingPrefix), let status = name.status, status.isDirectory {
+                    census.stagingFolders += 1
+                    if isOld(status) { census.staleStagingFolders += 1 }
+                }
+                if name.name == Directory.trimLockFile, let status = name.status, let locks {
+                    census.trimRunning = locks.use(of: status).exclusive
+                }
+            }
+        }
+        if locks != nil {
+            census.lockFilesHeld = held
+            census.waitingProcesses = waiting
+        }
+        return census
+    }
+
+    /// Removes debris as trim does: staging files and empty staging folders older than an hour, and
+    /// lock files nobody holds that are older than an hour (I2, I6). Younger ones may be a write in
+    /// progress and stay.
+    public func sweepDebris() {
+        context.trimmer.sweepDebris()
+    }
+}
+
+/// The flock(2) locks the kernel lists in /proc/locks, by file.
+struct ProcLocks {
+    struct File: Hashable {
+        let major: UInt64
+        let minor: UInt64
+        let inode: UInt64
+    }
+
+    struct Use {
+        var exclusive = false
+        var shared = false
+        var waiters = 0
+    }
+
+    let files: [File: Use]
+
+    /// Parses /proc/locks; nil when it cannot be read.
+    static func read() -> ProcLocks? {
+        guard let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return nil }
+        return ProcLocks(parsing: text)
+    }
+
+    /// Lines look like `1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`, and a process blocked on a
+    /// lock like `1: -> FLOCK  ADVISORY  READ 1235 08:01:5678 0 EOF`. Device numbers are hex.
+    init(parsing text: String) {
+        var files: [File: Use] = [:]
+        for line in text.split(separator: "\n") {
+            var fields = line.split(separator: " ", omittingEmptySubsequences: true).dropFirst()
+            let waiting = fields.first == "->"
+            if waiting { fields = fields.dropFirst() }
+            let words = Array(fields)
+            guard words.count >= 5, words[0] == "FLOCK" else { continue }
+            let device = words[4].split(separator: ":")
+            guard device.count == 3, let major = UInt64(device[0], radix: 16), let minor = UInt64(device[1], radix: 16),
+                let inode = UInt64(device[2])
+            else { continue }
+            let file = File(major: major, minor: minor, inode: inode)
+            var use = files[file] ?? Use()
+            if waiting {
+                use.waiters += 1
+            } else if words[2] == "WRITE" {
+                use.exclusive = true
+            } else {
+                use.shared = true
+            }
+            files[file] = use
+        }
+        self.files = files
+    }
+
+    /// How `status`'s file is locked now.
+    func use(of status: FileStatus) -> Use {
+        // glibc's gnu_dev_major / gnu_dev_minor.
+        let device = status.device
+        let major = ((device >> 8) & 0xFFF) | ((device >> 32) & ~UInt64(0xFFF))
+        let minor = (device & 0xFF) | ((device >> 12) & ~UInt64(0xFF))
+        return files[File(major: major, minor: minor, inode: status.inode)] ?? Use()
+    }
+}

@@ -1,0 +1,122 @@
+// The operator's surface (`@_spi(Operator)`): what the `yashima` command-line tool needs from the
+// internals and the public API does not give — the shared counters, the budget recorded for the directory,
+// removal with a count. Listing, verification and the census of lock files and debris are in the other
+// files of this folder. Everything here is blocking (scans, reads of every entry): call it off the
+// cooperative pool. Nothing here changes the on-disk format; it follows I1–I13 like the engine.
+
+import Foundation
+
+extension YCache {
+    /// An operator's view of this cache's storage directory, opening it if needed.
+    ///
+    /// - Returns: A `StorageOperator` bound to the directory this cache uses.
+    /// - Throws: A storage-open error (`YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`).
+    @_spi(Operator)
+    public func storageOperator() throws(YCacheError) -> StorageOperator {
+        StorageOperator(engine: engine, context: try engine.storage(verifyingRoot: true).get())
+    }
+}
+
+/// Operations on a whole storage directory for operators and tools: listing with last use, verification,
+/// repair, a census of lock files and debris, and the counters every process shares.
+@_spi(Operator)
+public final class StorageOperator: Sendable {
+    let engine: CacheEngine
+    let context: StorageContext
+
+    init(engine: CacheEngine, context: StorageContext) {
+        self.engine = engine
+        self.context = context
+    }
+
+    var directory: Directory { context.directory }
+    var files: EntryFile { context.files }
+
+    /// The storage directory's path.
+    public var path: String { directory.path }
+
+    /// The shared usage counter: allocated bytes of all entries as last adjusted (a hint that trim
+    /// reconciles, I9). Read without scanning.
+    public var usageCounter: Int64 { directory.state.usage }
+
+    // MARK: Counters
+
+    /// The counters every process using the directory adds to, since they were last zeroed.
+    public func counters() -> SharedCounters {
+        let state = directory.state
+        return SharedCounters(
+            memoryHits: state.total(.memoryHits), storageHits: state.total(.storageHits),
+            misses: state.total(.misses), generations: state.total(.generations),
+            sharedGenerations: state.total(.sharedGenerations), corruptEntries: state.total(.corruptEntries),
+            writeFailures: state.total(.writeFailures), crossProcessTimeouts: state.total(.crossProcessTimeouts),
+            crossProcessLockFailures: state.total(.crossProcessLockFailures),
+            savedNanoseconds: state.total(.savedNanoseconds),
+            zeroedAt: state.countersZeroedAt.map { Date(timeIntervalSince1970: Double($0) / 1e9) })
+    }
+
+    /// Sets every shared counter to zero, for every process, and records the time.
+    public func zeroCounters() {
+        directory.state.zeroCounters(now: Syscall.realtimeNanoseconds)
+    }
+
+    /// Adds generation time that a hit saved (as `yashima run` measures it) to the shared counters.
+    /// - Parameter nanoseconds: The time saved; 0 or less adds nothing.
+    public func addSavedTime(nanoseconds: Int64) {
+        guard nanoseconds > 0 else { return }
+        directory.state.add(.savedNanoseconds, UInt64(nanoseconds))
+    }
+
+    // MARK: The recorded budget
+
+    /// The budget recorded for the directory by an operator (`yashima run --max-size`): nil when none
+    /// was recorded, `Int64.max` for unlimited. The library's own writers use their own budgets.
+    public var recordedBudget: Int64? { directory.state.operatorBudget }
+
+    /// Records the directory's budget in the state file, for every process that reads it.
+    /// - Parameter bytes: A positive byte count, or `Int64.max` for unlimited.
+    public func recordBudget(_ bytes: Int64) {
+        directory.state.recordOperatorBudget(bytes)
+    }
+
+    // MARK: Removal
+
+    /// Removes every entry (of `namespace`, when given), as `YCache.removeAll()` and
+    /// `removeAll(in:)` do (every process's next lookup misses), and returns how many entry files were
+    /// unlinked.
+    /// - Parameter namespace: Only entries of this namespace; nil for all.
+    /// - Returns: The number of entry files unlinked.
+    /// - Throws: A storage-open error when the directory cannot be used.
+    public func removeAll(inNamespace namespace: String?) throws(YCacheError) -> Int {
+        try engine.removeAll(inNamespace: namespace)
+    }
+}
+
+/// The counters every process using a storage directory adds to (in its `state` file), since they
+/// were last zeroed. The first eight mirror `CacheStatistics`, summed over processes.
+@_spi(Operator)
+public struct SharedCounters: Sendable, Equatable {
+    /// Lookups answered from a process's memory.
+    public var memoryHits: UInt64
+    /// Lookups answered from storage (reads after waiting for another process included).
+    public var storageHits: UInt64
+    /// Get-or-generate lookups that found nothing in memory or storage at first.
+    public var misses: UInt64
+    /// Values generated.
+    public var generations: UInt64
+    /// Lookups that used another task's or process's generation instead of generating.
+    public var sharedGenerations: UInt64
+    /// Entries found corrupt.
+    public var corruptEntries: UInt64
+    /// Storage writes that failed.
+    public var writeFailures: UInt64
+    /// Cross-process waits that passed their timeout.
+    public var crossProcessTimeouts: UInt64
+    /// Generations that ran without the key's lock file.
+    public var crossProcessLockFailures: UInt64
+    /// Generation time saved by hits, in nanoseconds, as `yashima run` reports it.
+    public var savedNanoseconds: UInt64
+    /// When the counters were last zeroed; nil if never (they count from the directory's creation, or
+    /// from the first build that kept them).
+    public var zeroedAt: Date?
+}

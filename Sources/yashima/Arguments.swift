@@ -1,0 +1,225 @@
+// Command-line parsing for `yashima`, written here (no package dependencies): `--flag value` and
+// `--flag=value`, repeated options, `--` ends options, and for `run` the first word that is not an option
+// starts the command. Unknown options get a "did you mean". Sizes (K/M/G/T suffixes) and durations
+// (90s, 15m, 2h, 7d) are parsed here too. Every problem is a `UsageError`: exit status 2.
+
+import Foundation
+
+/// Bad usage: the message is printed after `yashima: ` and the command exits with status 2.
+struct UsageError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// One option a command accepts.
+struct OptionSpec: Sendable {
+    let name: String
+    /// A one-letter alias (`-h`, `-v`).
+    var short: Character?
+    /// The value's placeholder in help (`FILE`, `SIZE`); nil for a flag that takes no value.
+    var value: String?
+    /// What the option does, for help.
+    let help: String
+
+    static func flag(_ name: String, short: Character? = nil, _ help: String) -> OptionSpec {
+        OptionSpec(name: name, short: short, value: nil, help: help)
+    }
+
+    static func option(_ name: String, _ value: String, _ help: String) -> OptionSpec {
+        OptionSpec(name: name, short: nil, value: value, help: help)
+    }
+}
+
+/// What a command line said.
+struct ParsedArguments {
+    private(set) var values: [String: [String]] = [:]
+    private(set) var flags: Set<String> = []
+    /// Words that are not options (commands other than `run` accept none).
+    private(set) var positional: [String] = []
+    /// For `run`: the command and its arguments (after `--` or from the first non-option word).
+    private(set) var command: [String] = []
+    /// Index in the process's argv of `command`'s first word (for its exact bytes).
+    private(set) var commandArgvIndex: Int?
+    /// Whether `--` was given.
+    private(set) var sawDoubleDash = false
+
+    func flag(_ name: String) -> Bool { flags.contains(name) }
+    func string(_ name: String) -> String? { values[name]?.last }
+    func strings(_ name: String) -> [String] { values[name] ?? [] }
+
+    /// Parses `words`, which start at index `firstIndex` of the process's argv.
+    /// - Parameters:
+    ///   - commandName: For messages (`yashima run`).
+    ///   - takesCommand: Options end at the first word that is not an option, which starts a command.
+    init(_ words: [String], firstIndex: Int, options: [OptionSpec], commandName: String, takesCommand: Bool) throws {
+        var index = 0
+        func spec(named name: String) -> OptionSpec? { options.first { $0.name == name } }
+        while index < words.count {
+            let word = words[index]
+            if word == "--" {
+                sawDoubleDash = true
+                command = Array(words[(index + 1)...])
+                commandArgvIndex = firstIndex + index + 1
+                break
+            }
+            if word.hasPrefix("--") {
+                let body = word.dropFirst(2)
+                let name: String
+                var inlineValue: String?
+                if let equals = body.firstIndex(of: "=") {
+                    name = String(body[..<equals])
+                    inlineValue = String(body[body.index(after: equals)...])
+                } else {
+                    name = String(body)
+                }
+                guard let option = spec(named: name) else {
+                    throw UsageError(Self.unknownOption("--" + name, options: options, commandName: commandName))
+                }
+                if option.value == nil {
+                    guard inlineValue == nil else { throw UsageError("--\(name) takes no value") }
+                    flags.insert(name)
+                } else if let inlineValue {
+                    values[name, default: []].append(inlineValue)
+                } else {
+                    guard index + 1 < words.count else {
+                        throw UsageError("--\(name) needs a value (\(option.value!))")
+                    }
+                    values[name, default: []].append(words[index + 1])
+                    index += 1
+                }
+            } else if word.hasPrefix("-") && word.count > 1 {
+                let letters = word.dropFirst()
+                guard letters.count == 1, let option = options.first(where: { $0.short == letters.first }) else {
+                    throw UsageError(Self.unknownOption(word, options: options, commandName: commandName))
+                }
+                guard option.value == nil else { throw UsageError("-\(letters) needs a value; use --\(option.name)") }
+                flags.insert(option.name)
+            } else if takesCommand {
+                command = Array(words[index...])
+                commandArgvIndex = firstIndex + index
+                break
+            } else {
+                positional.append(word)
+            }
+            index += 1
+        }
+    }
+
+    /// "unknown option --inptu for yashima run; did you mean --input?"
+    static func unknownOption(_ word: String, options: [OptionSpec], commandName: String) -> String {
+        let bare = word.drop(while: { $0 == "-" }).prefix(while: { $0 != "=" })
+        var message = "unknown option \(word) for \(commandName)"
+        if let suggestion = closest(String(bare), among: options.map(\.name)) {
+            message += "; did you mean --\(suggestion)?"
+        } else {
+            message += " (see \(commandName) --help)"
+        }
+        return message
+    }
+}
+
+/// The candidate nearest to `word` (edit distance at most 2, or a prefix of it), if any.
+func closest(_ word: String, among candidates: [String]) -> String? {
+    let word = word.lowercased()
+    if word.isEmpty { return nil }
+    var best: (candidate: String, distance: Int)?
+    for candidate in candidates {
+        var distance = editDistance(word, candidate)
+        if candidate.hasPrefix(word) && word.count >= 2 { distance = min(distance, 1) }
+        if distance <= max(1, min(2, word.count / 3)), best == nil || distance < best!.distance {
+            best = (candidate, distance)
+        }
+    }
+    return best?.candidate
+}
+
+/// Levenshtein distance with adjacent transpositions counting as one edit.
+func editDistance(_ a: String, _ b: String) -> Int {
+    let a = Array(a)
+    let b = Array(b)
+    if a.isEmpty { return b.count }
+    if b.isEmpty { return a.count }
+    var previousPrevious = [Int](repeating: 0, count: b.count + 1)
+    var previous = Array(0...b.count)
+    var current = [Int](repeating: 0, count: b.count + 1)
+    for i in 1...a.count {
+        current[0] = i
+        for j in 1...b.count {
+            let cost = a[i - 1] == b[j - 1] ? 0 : 1
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+                current[j] = min(current[j], previousPrevious[j - 2] + 1)
+            }
+        }
+        (previousPrevious, previous, current) = (previous, current, previousPrevious)
+    }
+    return previous[b.count]
+}
+
+// MARK: Values
+
+/// A byte count: digits (a fraction allowed) and an optional K, M, G or T suffix (powers of 1024), with
+/// an optional trailing `B` or `iB`: `4096`, `500M`, `10G`, `1.5GiB`. `unlimited` gives `Int64.max`
+/// when `allowUnlimited`.
+func parseSize(_ text: String, option: String, allowUnlimited: Bool = false) throws -> Int64 {
+    let trimmed = text.trimmingCharacters(in: .whitespaces)
+    if allowUnlimited, ["unlimited", "none"].contains(trimmed.lowercased()) { return Int64.max }
+    var number = Substring(trimmed)
+    var unit = ""
+    while let last = number.last, last.isLetter {
+        unit = String(last) + unit
+        number = number.dropLast()
+    }
+    let kibi = 1024.0
+    let multipliers: [String: Double] = [
+        "": 1, "b": 1, "k": kibi, "kb": kibi, "kib": kibi, "m": kibi * kibi, "mb": kibi * kibi, "mib": kibi * kibi,
+        "g": kibi * kibi * kibi, "gb": kibi * kibi * kibi, "gib": kibi * kibi * kibi,
+        "t": kibi * kibi * kibi * kibi, "tb": kibi * kibi * kibi * kibi, "tib": kibi * kibi * kibi * kibi,
+    ]
+    guard let multiplier = multipliers[unit.lowercased()], let value = Double(number), value.isFinite, value >= 0,
+        !number.isEmpty, number.allSatisfy({ $0.isNumber || $0 == "." })
+    else {
+        throw UsageError(
+            "--\(option) must be a size such as 4096, 500M or 10G\(allowUnlimited ? " (or unlimited)" : ""), not '\(text)'"
+        )
+    }
+    let bytes = value * multiplier
+    guard bytes < 9.2e18 else { throw UsageError("--\(option) is too large: '\(text)'") }
+    guard bytes >= 1 else {
+        throw UsageError(
+            "--\(option) must be at least 1 byte, not '\(text)'\(allowUnlimited ? " (use unlimited for no limit)" : "")"
+        )
+    }
+    return Int64(bytes)
+}
+
+/// A duration: a number (a fraction allowed) with a unit `ms`, `s`, `m`, `h` or `d` (seconds when none):
+/// `90s`, `15m`, `2h`, `7d`, `1.5h`.
+func parseDuration(_ text: String, option: String) throws -> Duration {
+    let trimmed = text.trimmingCharacters(in: .whitespaces)
+    var number = Substring(trimmed)
+    var unit = ""
+    while let last = number.last, last.isLetter {
+        unit = String(last) + unit
+        number = number.dropLast()
+    }
+    let seconds: [String: Double] = [
+        "": 1, "ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86_400, "w": 604_800,
+    ]
+    guard let scale = seconds[unit.lowercased()], !number.isEmpty, number.allSatisfy({ $0.isNumber || $0 == "." }),
+        let value = Double(number), value.isFinite, value * scale < 9e9
+    else {
+        throw UsageError("--\(option) must be a duration such as 90s, 15m, 2h or 7d, not '\(text)'")
+    }
+    guard value > 0 else { throw UsageError("--\(option) must be longer than zero, not '\(text)'") }
+    let nanoseconds = value * scale * 1e9
+    return .nanoseconds(Int64(nanoseconds.rounded()))
+}
+
+/// A `NAME=VALUE` pair for `--variant` and `--version`.
+func parsePair(_ text: String, option: String) throws -> (String, String) {
+    guard let equals = text.firstIndex(of: "=") else {
+        throw UsageError("--\(option) must be NAME=VALUE, not '\(text)'")
+    }
+    return (String(text[..<equals]), String(text[text.index(after: equals)...]))
+}

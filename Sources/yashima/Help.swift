@@ -1,0 +1,71 @@
+// What each subcommand accepts and says about itself: its options (the parser's input) and its `--help`
+// text, generated from the same list so the two never disagree. Also the top-level help.
+
+/// A subcommand's options and help.
+struct CommandSpec: Sendable {
+    let name: String
+    let summary: String
+    let usage: String
+    let description: String
+    let options: [OptionSpec]
+    /// `run`: the first word that is not an option starts a command.
+    var takesCommand = false
+
+    /// Options every command that works on a directory accepts.
+    static let storageOptions: [OptionSpec] = [
+        .option(
+            "dir", "DIR",
+            "storage directory (default: $YASHIMA_DIR, else $XDG_CACHE_HOME/yashima, else ~/.cache/yashima)"),
+        .flag("group-shared", "create the directory group-shared (setgid 2770, files 0660); detected when it exists"),
+        .flag("help", short: "h", "show this help"),
+    ]
+
+    static let json = OptionSpec.flag("json", "print one JSON object instead of text")
+
+    /// The full `--help` text.
+    var help: String {
+        var text =
+            "Usage: \(usage)\n\n\(summary.prefix(1).uppercased() + summary.dropFirst()).\n\n\(description)\n\nOptions:\n"
+        let labels = options.map { option -> String in
+            let short = option.short.map { "-\($0), " } ?? ""
+            return "  " + short + "--" + option.name + (option.value.map { " " + $0 } ?? "")
+        }
+        let width = min(30, (labels.map(\.count).max() ?? 0) + 2)
+        for (label, option) in zip(labels, options) {
+            if label.count + 2 > width {
+                text += label + "\n" + String(repeating: " ", count: width) + option.help + "\n"
+            } else {
+                text += label.padding(toLength: width, withPad: " ", startingAt: 0) + option.help + "\n"
+            }
+        }
+        return text
+    }
+}
+
+enum Help {
+    static let version = "yashima 0.1.0 (YashimaShared, layout 1)"
+
+    static func topLevel(_ commands: [CommandSpec]) -> String {
+        var text = """
+            Usage: yashima COMMAND [OPTIONS]
+
+            Memoizes shell commands across processes and operates a YashimaShared storage directory.
+
+            Commands:
+
+            """
+        let width = (commands.map(\.name.count).max() ?? 0) + 4
+        for command in commands {
+            text += "  " + command.name.padding(toLength: width, withPad: " ", startingAt: 0) + command.summary + "\n"
+        }
+        text += """
+
+            The storage directory is --dir DIR, else $YASHIMA_DIR, else $XDG_CACHE_HOME/yashima, else
+            ~/.cache/yashima. Sizes take K, M, G, T suffixes (powers of 1024); durations s, m, h, d.
+            Exit status: 0 ok, 1 failed (or a miss, for get), 2 bad usage; run passes its command's through.
+            "yashima COMMAND --help" describes a command.
+
+            """
+        return text
+    }
+}

@@ -1,0 +1,97 @@
+// `yashima ls [--namespace N] [--long] [--json]`: the entries, from their headers (no payload is read):
+// namespace, identity (a `yashima run` entry's identity shown as its command line), variants, versions,
+// codec, size, created, expires and last used.
+
+import Foundation
+@_spi(Operator) import YashimaShared
+
+enum ListCommand {
+    static let spec = CommandSpec(
+        name: "ls", summary: "list entries (from their headers; no payload is read)",
+        usage: "yashima ls [--namespace NAME] [--long] [--json] [--dir DIR]",
+        description: """
+            One line per entry: namespace, size, last use and identity (a "yashima run" entry shows its
+            command line). --long adds the codec, created and expiry times, variants and versions. Entries
+            are sorted by namespace, then identity. Expired entries are listed (marked expired) until a
+            lookup or trim removes them.
+            """,
+        options: [
+            .option("namespace", "NAME", "only entries of this namespace"),
+            .flag("long", short: "l", "codec, created, expires, variants and versions too"), CommandSpec.json,
+        ] + CommandSpec.storageOptions)
+
+    static func run(_ arguments: ParsedArguments) async throws -> Int32 {
+        let location = try Location(arguments)
+        var entries: [OperatorEntry] = []
+        if location.exists {
+            let storage = try location.storageOperator(try location.openCache(budget: nil))
+            let namespace = arguments.string("namespace")
+            entries = await offPool { storage.entries(inNamespace: namespace).entries }
+        }
+        entries.sort {
+            ($0.key.namespace, $0.key.identity, $0.relativePath) < ($1.key.namespace, $1.key.identity, $1.relativePath)
+        }
+        if arguments.flag("json") {
+            Output.json(["directory": location.path, "entries": entries.map(object)])
+            return 0
+        }
+        let long = arguments.flag("long")
+        var rows: [[String]] = []
+        if !entries.isEmpty {
+            rows.append(
+                long
+                    ? ["NAMESPACE", "SIZE", "LAST USED", "CREATED", "EXPIRES", "CODEC", "IDENTITY"]
+                    : ["NAMESPACE", "SIZE", "LAST USED", "IDENTITY"])
+        }
+        for entry in entries {
+            var identity = displayIdentity(entry)
+            if long {
+                let components =
+                    entry.key.variants.map { "\($0.name)=\($0.value)" }
+                    + entry.key.versions.map { "version \($0.name)=\($0.value)" }
+                if !components.isEmpty {
+                    identity += "  [" + components.map(Format.printable).joined(separator: ", ") + "]"
+                }
+                rows.append([
+                    Format.printable(entry.key.namespace), Format.bytes(entry.payloadByteCount),
+                    Format.local(entry.lastUsedAt), Format.local(entry.createdAt),
+                    entry.isExpired ? "expired" : entry.expiresAt.map(Format.local) ?? "never",
+                    Format.printable(entry.codecIdentifier), identity,
+                ])
+            } else {
+                rows.append([
+                    Format.printable(entry.key.namespace), Format.bytes(entry.payloadByteCount),
+                    Format.local(entry.lastUsedAt) + (entry.isExpired ? " (expired)" : ""), identity,
+                ])
+            }
+        }
+        if !rows.isEmpty { Output.line(Format.table(rows)) }
+        return 0
+    }
+
+    /// A `yashima run` entry's identity is its argv joined with NUL: shown as a command line.
+    static func displayIdentity(_ entry: OperatorEntry) -> String {
+        if entry.codecIdentifier == RunRecordCodec.identifier {
+            return entry.key.identity.split(separator: "\0", omittingEmptySubsequences: false)
+                .map { Format.shellQuoted(String($0)) }.joined(separator: " ")
+        }
+        return Format.printable(entry.key.identity)
+    }
+
+    static func object(_ entry: OperatorEntry) -> [String: Any] {
+        var object: [String: Any] = [
+            "namespace": entry.key.namespace, "identity": entry.key.identity,
+            "variants": entry.key.variants.map { ["name": $0.name, "value": $0.value] },
+            "versions": entry.key.versions.map { ["name": $0.name, "value": $0.value] },
+            "codec": entry.codecIdentifier, "size": entry.payloadByteCount, "allocated": entry.allocatedByteCount,
+            "created": Format.iso(entry.createdAt), "expires": entry.expiresAt.map(Format.iso) ?? NSNull(),
+            "lastUsed": Format.iso(entry.lastUsedAt), "expired": entry.isExpired,
+            "stableIdentifier": entry.key.stableIdentifier, "file": entry.relativePath,
+        ]
+        if entry.codecIdentifier == RunRecordCodec.identifier {
+            object["argv"] = entry.key.identity.split(separator: "\0", omittingEmptySubsequences: false).map(
+                String.init)
+        }
+        return object
+    }
+}

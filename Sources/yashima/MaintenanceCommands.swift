@@ -1,0 +1,95 @@
+// `yashima trim [--max-size SIZE]` (trim now, least recently used first, to the directory's budget or the
+// given size) and `yashima clear [--namespace N]` (remove everything, or one namespace, for every
+// process). Both use the library's public operations; clear's count comes from the operator surface.
+
+import Foundation
+@_spi(Operator) import YashimaShared
+
+enum TrimCommand {
+    static let spec = CommandSpec(
+        name: "trim", summary: "trim now, least recently used first, to the budget or --max-size",
+        usage: "yashima trim [--max-size SIZE] [--json] [--dir DIR]",
+        description: """
+            Recounts the directory's usage and unlinks least-recently-used entries until it is within the
+            budget: --max-size SIZE for this trim only (4096, 500M, 10G), else the budget recorded by
+            "yashima run --max-size", else 1 GiB. Also sweeps debris older than an hour. Entries in use by
+            other processes stay readable by them (they are only unlinked). With an unlimited budget it only
+            sweeps debris.
+            """,
+        options: [.option("max-size", "SIZE", "trim to this size (this time only)"), CommandSpec.json]
+            + CommandSpec.storageOptions)
+
+    static func run(_ arguments: ParsedArguments) async throws -> Int32 {
+        let location = try Location(arguments)
+        let explicit = try arguments.string("max-size").map { try parseSize($0, option: "max-size") }
+        let json = arguments.flag("json")
+        guard location.exists else {
+            if json {
+                Output.json(["directory": location.path, "exists": false])
+            } else {
+                Output.line("nothing to trim: \(location.path) does not exist")
+            }
+            return 0
+        }
+        let probe = try location.openCache(budget: nil)
+        let storage = try location.storageOperator(probe)
+        let budget = explicit ?? storage.recordedBudget ?? defaultBudget
+        let cache = try location.openCache(budget: budget)
+        do {
+            let before = try await cache.storageUsage()
+            try await cache.trimStorageIfNeeded()
+            let after = try await cache.storageUsage()
+            if json {
+                Output.json([
+                    "directory": location.path, "budget": budget == Int64.max ? NSNull() : budget,
+                    "before": ["entries": before.entryCount, "bytes": before.byteCount],
+                    "after": ["entries": after.entryCount, "bytes": after.byteCount],
+                    "removed": max(0, before.entryCount - after.entryCount),
+                ])
+            } else {
+                let target = budget == Int64.max ? "no budget" : "budget \(Format.bytes(budget))"
+                Output.line(
+                    "\(Format.bytes(before.byteCount)) → \(Format.bytes(after.byteCount)) (\(target)); removed "
+                        + Format.count(max(0, before.entryCount - after.entryCount), "entry", "entries")
+                        + ", \(Format.count(after.entryCount, "entry", "entries")) left")
+            }
+        } catch let error as YCacheError {
+            throw CommandFailure.from(error)
+        }
+        return 0
+    }
+}
+
+enum ClearCommand {
+    static let spec = CommandSpec(
+        name: "clear", summary: "remove every entry, or one namespace's, for every process",
+        usage: "yashima clear [--namespace NAME] [--json] [--dir DIR]",
+        description: """
+            Removes every entry (or every entry of one namespace). Every process's next lookup misses,
+            memory layers included. A process that is reading an entry keeps reading it (entries are only
+            unlinked); a generation in flight publishes after the clear.
+            """,
+        options: [.option("namespace", "NAME", "only entries of this namespace"), CommandSpec.json]
+            + CommandSpec.storageOptions)
+
+    static func run(_ arguments: ParsedArguments) async throws -> Int32 {
+        let location = try Location(arguments)
+        let namespace = arguments.string("namespace")
+        var removed = 0
+        if location.exists {
+            let storage = try location.storageOperator(try location.openCache(budget: nil))
+            do {
+                removed = try await offPool(throwing: { try storage.removeAll(inNamespace: namespace) })
+            } catch let error as YCacheError {
+                throw CommandFailure.from(error)
+            }
+        }
+        if arguments.flag("json") {
+            Output.json(["directory": location.path, "namespace": namespace ?? NSNull(), "removed": removed])
+        } else {
+            let scope = namespace.map { " from namespace \(Format.printable($0))" } ?? ""
+            Output.line("removed \(Format.count(removed, "entry", "entries"))\(scope)")
+        }
+        return 0
+    }
+}

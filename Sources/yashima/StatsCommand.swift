@@ -1,0 +1,147 @@
+// `yashima stats [--zero]`: what a storage directory holds (entries, bytes, budget, per namespace, oldest
+// and newest use), what is in flight (keys being generated, waiting processes, a trim), its debris, and
+// the hit/miss/generation counters every process using the directory shares (since the last `--zero`).
+// Reads headers and file statuses only; writes nothing except with --zero.
+
+import Foundation
+@_spi(Operator) import YashimaShared
+
+enum StatsCommand {
+    static let spec = CommandSpec(
+        name: "stats", summary: "show what the directory holds and the counters all processes share",
+        usage: "yashima stats [--zero] [--json] [--dir DIR]",
+        description: """
+            Entries, bytes on disk, the budget, per-namespace counts and bytes, the oldest and newest use
+            (entry mtimes, which hits set at most once a minute), lock files in flight (keys being generated
+            now, processes waiting for them), debris (lock files, staging files and folders left by killed
+            processes, swept by trim and verify --repair), and the hit, miss and generation counters that
+            every process using the directory adds to, since the last "yashima stats --zero".
+            Reads entry headers only. A directory that does not exist shows as empty.
+            """,
+        options: [
+            .flag("zero", "reset the shared counters to zero (for every process), after printing them"),
+            CommandSpec.json,
+        ]
+            + CommandSpec.storageOptions)
+
+    static func run(_ arguments: ParsedArguments) async throws -> Int32 {
+        let location = try Location(arguments)
+        let json = arguments.flag("json")
+        guard location.exists else {
+            if arguments.flag("zero") { throw CommandFailure.usage("no storage directory at \(location.path)") }
+            if json {
+                Output.json(["directory": location.path, "exists": false, "entries": 0, "bytes": 0])
+            } else {
+                Output.line("directory   \(location.path) (does not exist yet: nothing stored)")
+            }
+            return 0
+        }
+        let cache = try location.openCache(budget: nil)
+        let storage = try location.storageOperator(cache)
+        let (listing, census) = await offPool { (storage.entries(inNamespace: nil), storage.census()) }
+        let counters = storage.counters()
+        if arguments.flag("zero") { storage.zeroCounters() }
+        let entries = listing.entries
+        let bytes = entries.reduce(Int64(0)) { $0 + $1.allocatedByteCount }
+        var namespaces: [String: (entries: Int, bytes: Int64)] = [:]
+        for entry in entries {
+            namespaces[entry.key.namespace, default: (0, 0)].entries += 1
+            namespaces[entry.key.namespace, default: (0, 0)].bytes += entry.allocatedByteCount
+        }
+        let oldest = entries.map(\.lastUsedAt).min()
+        let newest = entries.map(\.lastUsedAt).max()
+        let expired = entries.filter(\.isExpired).count
+        let recorded = storage.recordedBudget
+        let budget = recorded ?? defaultBudget
+        let hits = counters.memoryHits + counters.storageHits
+        let lookups = hits + counters.misses
+        let hitRate: Double? = lookups > 0 ? Double(hits) / Double(lookups) : nil
+
+        if json {
+            var object: [String: Any] = [
+                "directory": location.path, "exists": true, "entries": entries.count, "bytes": bytes,
+                "usageCounter": storage.usageCounter, "expiredEntries": expired,
+                "unreadableEntries": listing.unreadableCount,
+                "budget": budget == Int64.max ? NSNull() : budget,
+                "budgetSource": recorded == nil ? "default" : "recorded",
+                "namespaces": namespaces.mapValues { ["entries": $0.entries, "bytes": $0.bytes] },
+                "oldestUse": oldest.map(Format.iso) ?? NSNull(), "newestUse": newest.map(Format.iso) ?? NSNull(),
+                "lockFiles": census.lockFiles, "lockFilesHeld": census.lockFilesHeld ?? NSNull(),
+                "waitingProcesses": census.waitingProcesses ?? NSNull(), "trimRunning": census.trimRunning,
+                "debris": [
+                    "total": census.debris, "staleLockFiles": census.staleLockFiles,
+                    "stagingFiles": census.stagingFiles, "staleStagingFiles": census.staleStagingFiles,
+                    "stagingBytes": census.stagingBytes, "stagingFolders": census.stagingFolders,
+                    "staleStagingFolders": census.staleStagingFolders,
+                ],
+            ]
+            object["counters"] = [
+                "memoryHits": counters.memoryHits, "storageHits": counters.storageHits, "hits": hits,
+                "misses": counters.misses, "generations": counters.generations,
+                "sharedGenerations": counters.sharedGenerations, "corruptEntries": counters.corruptEntries,
+                "writeFailures": counters.writeFailures, "crossProcessTimeouts": counters.crossProcessTimeouts,
+                "crossProcessLockFailures": counters.crossProcessLockFailures,
+                "savedSeconds": Double(counters.savedNanoseconds) / 1e9,
+                "hitRate": hitRate.map { $0 as Any } ?? NSNull(),
+                "since": counters.zeroedAt.map(Format.iso) ?? NSNull(), "zeroed": arguments.flag("zero"),
+            ]
+            Output.json(object)
+            return 0
+        }
+
+        var rows: [[String]] = [["directory", location.path]]
+        var holding = "\(Format.count(entries.count, "entry", "entries")), \(Format.bytes(bytes)) on disk"
+        if budget == Int64.max {
+            holding += "; no budget (unlimited)"
+        } else {
+            let percent = String(format: "%.1f", Double(bytes) / Double(budget) * 100)
+            holding += "; budget \(Format.bytes(budget))\(recorded == nil ? " (default)" : ""), \(percent)% used"
+        }
+        rows.append(["stored", holding])
+        if expired > 0 || listing.unreadableCount > 0 {
+            rows.append(["", "\(expired) expired, \(listing.unreadableCount) unreadable (see yashima verify)"])
+        }
+        for (index, name) in namespaces.keys.sorted().enumerated() {
+            let value = namespaces[name]!
+            rows.append([
+                index == 0 ? "namespaces" : "",
+                "\(Format.printable(name)): \(Format.count(value.entries, "entry", "entries")), \(Format.bytes(value.bytes))",
+            ])
+        }
+        if let oldest, let newest {
+            rows.append(["oldest use", "\(Format.local(oldest)) (\(Format.relative(oldest)))"])
+            rows.append(["newest use", "\(Format.local(newest)) (\(Format.relative(newest)))"])
+        }
+        var flight = "\(Format.count(census.lockFiles, "lock file"))"
+        if let held = census.lockFilesHeld, let waiting = census.waitingProcesses {
+            flight += ": \(held) being generated, \(Format.count(waiting, "process", "processes")) waiting"
+        }
+        flight += census.trimRunning ? "; a trim is running" : ""
+        rows.append(["in flight", flight])
+        rows.append([
+            "debris",
+            "\(census.debris) to sweep (\(census.staleLockFiles) lock files, \(census.staleStagingFiles) staging files, "
+                + "\(census.staleStagingFolders) folders older than an hour); \(census.stagingFiles) staging files "
+                + "(\(Format.bytes(census.stagingBytes))) in all",
+        ])
+        rows.append([
+            "hits",
+            "\(hits) (memory \(counters.memoryHits), storage \(counters.storageHits)), misses \(counters.misses)"
+                + (hitRate.map { String(format: ", hit rate %.1f%%", $0 * 100) } ?? ""),
+        ])
+        rows.append([
+            "generations",
+            "\(counters.generations), waited for another \(counters.sharedGenerations); corrupt entries "
+                + "\(counters.corruptEntries), write failures \(counters.writeFailures), wait timeouts "
+                + "\(counters.crossProcessTimeouts), lock failures \(counters.crossProcessLockFailures)",
+        ])
+        rows.append(["time saved", Format.seconds(Double(counters.savedNanoseconds) / 1e9) + " (by yashima run)"])
+        rows.append([
+            "counting since",
+            counters.zeroedAt.map { "\(Format.local($0)) (\(Format.relative($0)))" } ?? "the directory was created",
+        ])
+        if arguments.flag("zero") { rows.append(["", "counters zeroed now"]) }
+        Output.line(Format.table(rows))
+        return 0
+    }
+}

@@ -1,0 +1,123 @@
+// `yashima get` (write a stored value to standard output; exit 1 on a miss) and `yashima put` (store
+// standard input), for scripts that manage their own keys: namespace, identity, variants and versions as
+// flags, and the codec identifier (the bytes are stored as given; `zlib-data-v1` values are
+// decompressed by get and compressed by put, as the library's CompressedDataCodec does).
+
+import Foundation
+import Glibc
+@_spi(Operator) import YashimaShared
+
+/// Stores bytes as they are, under any codec identifier (`data-v1` is the library's `DataCodec`).
+struct RawCodec: CacheCodec {
+    let identifier: String
+    func encode(_ value: Data) throws -> Data { value }
+    func decode(_ data: Data) throws -> Data { data }
+}
+
+enum ValueCommands {
+    static let keyOptions: [OptionSpec] = [
+        .option("namespace", "NAME", "the key's namespace (default: default)"),
+        .option("identity", "TEXT", "the key's identity (required)"),
+        .option("variant", "NAME=VALUE", "a variant component (repeatable)"),
+        .option("version", "NAME=VALUE", "a version component (repeatable)"),
+        .option("codec", "ID", "the codec identifier (default: data-v1, the library's DataCodec)"),
+    ]
+
+    static let getSpec = CommandSpec(
+        name: "get", summary: "write a stored value to standard output (exit 1 on a miss)",
+        usage: "yashima get --identity TEXT [--namespace NAME] [--variant N=V]... [--version N=V]... [--dir DIR]",
+        description: """
+            Looks the key up and writes the value's bytes to standard output. Exit status 1 on a miss
+            (nothing is written), 0 on a hit. Values of Swift programs are found with the same key and
+            codec: data-v1 (DataCodec) and string-utf8-v1 (StringCodec) are their bytes as stored;
+            zlib-data-v1 (CompressedDataCodec) is decompressed.
+            """,
+        options: keyOptions + CommandSpec.storageOptions)
+
+    static let putSpec = CommandSpec(
+        name: "put", summary: "store standard input under a key",
+        usage: "yashima put --identity TEXT [--namespace NAME] [--variant N=V]... [--expire DURATION] [--dir DIR]",
+        description: """
+            Reads standard input to its end and stores it under the key, replacing any value (every
+            process's next lookup sees the new one). Exit status 1 when it cannot be stored: a value larger
+            than the whole budget, or a full disk.
+            """,
+        options: keyOptions + [
+            .option("expire", "DURATION", "the value expires after DURATION (90s, 15m, 2h, 7d)"),
+            .option("max-size", "SIZE", "budget for the whole directory (recorded, as with run)"),
+        ] + CommandSpec.storageOptions)
+
+    static func key(_ arguments: ParsedArguments) throws -> CacheKey {
+        guard let identity = arguments.string("identity") else {
+            throw CommandFailure.usage("--identity is required (the key's identity)")
+        }
+        var key = CacheKey(namespace: arguments.string("namespace") ?? "default", identity: identity)
+        for text in arguments.strings("variant") {
+            let (name, value) = try parsePair(text, option: "variant")
+            key = key.variant(name, value)
+        }
+        for text in arguments.strings("version") {
+            let (name, value) = try parsePair(text, option: "version")
+            key = key.version(name, value)
+        }
+        return key
+    }
+
+    static func get(_ arguments: ParsedArguments) async throws -> Int32 {
+        let key = try key(arguments)
+        let codecIdentifier = arguments.string("codec") ?? DataCodec().identifier
+        let location = try Location(arguments)
+        guard location.exists else { return 1 }
+        let cache = try location.openCache(budget: nil)
+        let value: Data?
+        do {
+            if codecIdentifier == CompressedDataCodec().identifier {
+                value = try await cache.valueIfCached(for: key, codec: CompressedDataCodec())
+            } else {
+                value = try await cache.valueIfCached(for: key, codec: RawCodec(identifier: codecIdentifier))
+            }
+        } catch let error as YCacheError {
+            throw CommandFailure.from(error)
+        }
+        guard let value else { return 1 }
+        guard Output.write(value, to: STDOUT_FILENO) else {
+            throw CommandFailure.failed("cannot write to standard output: \(String(cString: strerror(errno)))")
+        }
+        return 0
+    }
+
+    static func put(_ arguments: ParsedArguments) async throws -> Int32 {
+        let key = try key(arguments)
+        let codecIdentifier = arguments.string("codec") ?? DataCodec().identifier
+        let expiry = try arguments.string("expire").map { try parseDuration($0, option: "expire") }
+        let explicit = try arguments.string("max-size").map {
+            try parseSize($0, option: "max-size", allowUnlimited: true)
+        }
+        let location = try Location(arguments)
+        let probe = try location.openCache(budget: explicit)
+        let budget = effectiveBudget(explicit: explicit, storage: try location.storageOperator(probe))
+        let cache = budget == explicit ? probe : try location.openCache(budget: budget)
+        let input = await offPool { FileHandle.standardInput.readDataToEndOfFile() }
+        var options = YCache.Options()
+        if let expiry { options.expiry = .after(expiry) }
+        let stored: Bool
+        do {
+            if codecIdentifier == CompressedDataCodec().identifier {
+                try await cache.store(input, for: key, codec: CompressedDataCodec(), options: options)
+                stored = try await cache.contains(for: key, codec: CompressedDataCodec())
+            } else {
+                let codec = RawCodec(identifier: codecIdentifier)
+                try await cache.store(input, for: key, codec: codec, options: options)
+                stored = try await cache.contains(for: key, codec: codec)
+            }
+        } catch let error as YCacheError {
+            throw CommandFailure.from(error)
+        }
+        guard stored else {
+            throw CommandFailure.failed(
+                "not stored: the value (\(Format.bytes(Int64(input.count)))) does not fit the budget of "
+                    + "\(Format.bytes(budget)) (or expires at once)")
+        }
+        return 0
+    }
+}

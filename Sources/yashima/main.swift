@@ -1,0 +1,98 @@
+// `yashima`: memoize shell commands across processes, and operate a YashimaShared storage directory.
+// Dispatches to one file per subcommand; exit status 0 ok, 1 failed, 2 bad usage (`run` passes its
+// command's status through). For `run`, signals are blocked here, first thing, before any thread exists
+// (see Process.swift). The main thread then waits on a semaphore, never in dispatch's main loop: that
+// parks in sigsuspend with an empty mask, and the blocked signals would be delivered to it.
+
+import Foundation
+import Glibc
+import Synchronization
+
+let commands: [CommandSpec] = [
+    RunCommand.spec, StatsCommand.spec, ListCommand.spec, VerifyCommand.spec, TrimCommand.spec, ClearCommand.spec,
+    ValueCommands.getSpec, ValueCommands.putSpec,
+]
+
+/// Parses the command line and runs the subcommand; returns the exit status.
+func main(_ words: [String]) async -> Int32 {
+    guard let name = words.first else {
+        Output.error(Help.topLevel(commands), terminator: false)
+        return 2
+    }
+    if ["--help", "-h", "help"].contains(name) {
+        if name == "help", words.count > 1, let spec = commands.first(where: { $0.name == words[1] }) {
+            Output.out(spec.help)
+        } else {
+            Output.out(Help.topLevel(commands))
+        }
+        return 0
+    }
+    if name == "--version" {
+        Output.line(Help.version)
+        return 0
+    }
+    guard let spec = commands.first(where: { $0.name == name }) else {
+        var message = "unknown command '\(name)'"
+        if let suggestion = closest(name, among: commands.map(\.name)) { message += "; did you mean \(suggestion)?" }
+        Output.error("yashima: \(message) (yashima --help lists them)")
+        return 2
+    }
+    do {
+        let arguments = try ParsedArguments(
+            Array(words.dropFirst()), firstIndex: 2, options: spec.options, commandName: "yashima \(spec.name)",
+            takesCommand: spec.takesCommand)
+        if arguments.flag("help") {
+            Output.out(spec.help)
+            return 0
+        }
+        if let extra = arguments.positional.first {
+            throw UsageError(
+                "unexpected argument '\(extra)' for yashima \(spec.name) (see yashima \(spec.name) --help)")
+        }
+        switch spec.name {
+        case "run": return try await RunCommand.run(arguments)
+        case "stats": return try await StatsCommand.run(arguments)
+        case "ls": return try await ListCommand.run(arguments)
+        case "verify": return try await VerifyCommand.run(arguments)
+        case "trim": return try await TrimCommand.run(arguments)
+        case "clear": return try await ClearCommand.run(arguments)
+        case "get": return try await ValueCommands.get(arguments)
+        case "put": return try await ValueCommands.put(arguments)
+        default: return 2
+        }
+    } catch let error as UsageError {
+        Output.error("yashima: \(error.description)")
+        return 2
+    } catch let failure as CommandFailure {
+        if !failure.message.isEmpty { Output.error("yashima: \(failure.message)") }
+        return failure.status
+    } catch {
+        Output.error("yashima: \(error)")
+        return 1
+    }
+}
+
+/// The exit status, handed from the task that runs the command to the main thread.
+final class ExitStatus: Sendable {
+    let value = Mutex<Int32>(1)
+}
+
+/// Runs `main` on the cooperative pool while the main thread waits, then exits with its status.
+func runAndExit() -> Never {
+    let words = Array(CommandLine.arguments.dropFirst())
+    if words.first == "run" {
+        SignalControl.blockSignals()
+        SignalControl.shared.start()
+    }
+    let status = ExitStatus()
+    let done = DispatchSemaphore(value: 0)
+    Task.detached {
+        let result = await main(words)
+        status.value.withLock { $0 = result }
+        done.signal()
+    }
+    done.wait()
+    exit(status.value.withLock { $0 })
+}
+
+runAndExit()

@@ -1,0 +1,67 @@
+// Signals and `yashima run`: SIGINT or SIGTERM while waiting for another process's run stops waiting at
+// once (128 + the signal) and leaves the other run alone; while the command runs, the signal is
+// forwarded to it, its output passes through, nothing is stored, and the next caller runs it again.
+// Events are ordered by what the outside world shows (a marker file the command creates, the waiter's
+// blocked lock in /proc/locks), never by sleeps.
+
+import Foundation
+import Glibc
+import Testing
+
+@Suite(.serialized) struct CLISignalTests {
+    /// A command that appends to the ledger, creates the marker, then waits for a line on its standard
+    /// input (the caller's) before printing and exiting.
+    static let command = #"echo run >> "$LEDGER"; echo started; touch "$MARKER"; read line; echo "finished $line""#
+
+    private func start(_ fixture: CLIFixture) throws -> ChildProcess {
+        try ChildProcess(
+            executable: yashimaExecutable, ["run"] + fixture.dir + ["--", "sh", "-c", CLISignalTests.command],
+            environment: ["LEDGER": fixture.path("ledger"), "MARKER": fixture.path("marker")],
+            capturingStandardError: true)
+    }
+
+    @Test(arguments: [SIGINT, SIGTERM])
+    func signalWhileWaitingStopsAtOnce(_ signal: Int32) async throws {
+        let fixture = try CLIFixture()
+        let marker = fixture.path("marker")
+        let runner = try start(fixture)
+        #expect(await eventually { access(marker, F_OK) == 0 }, "the command never started")
+        let waiter = try start(fixture)
+        let waiterPID = waiter.pid
+        #expect(await eventually { isWaitingForLock(waiterPID) }, "the second run never waited")
+        waiter.kill(signal)
+        #expect(await waiter.exitStatus(timeout: 20) == 128 + signal)
+        // The run it waited for is untouched: it finishes and stores its result.
+        runner.send("ok")
+        #expect(await runner.output() == Data("started\nfinished ok\n".utf8))
+        #expect(await runner.exitStatus() == 0)
+        #expect(fixture.lines("ledger").count == 1)
+        // A new caller reads the stored result and runs nothing.
+        let hit = try await yashima(["run"] + fixture.dir + ["--", "sh", "-c", CLISignalTests.command])
+        #expect(hit.status == 0)
+        #expect(hit.text == "started\nfinished ok\n")
+        #expect(fixture.lines("ledger").count == 1)
+    }
+
+    @Test(arguments: [SIGINT, SIGTERM])
+    func signalWhileRunningIsForwardedAndNothingStored(_ signal: Int32) async throws {
+        let fixture = try CLIFixture()
+        let marker = fixture.path("marker")
+        let runner = try start(fixture)
+        #expect(await eventually { access(marker, F_OK) == 0 }, "the command never started")
+        runner.kill(signal)
+        // The shell died of the forwarded signal; what it printed passes through.
+        #expect(await runner.output(timeout: 20) == Data("started\n".utf8))
+        #expect(await runner.exitStatus(timeout: 20) == 128 + signal)
+        // Nothing was stored: the next caller runs the command again, and that run is stored.
+        unlink(marker)
+        let again = try start(fixture)
+        #expect(await eventually { access(marker, F_OK) == 0 })
+        again.send("second")
+        #expect(await again.output() == Data("started\nfinished second\n".utf8))
+        #expect(await again.exitStatus() == 0)
+        #expect(fixture.lines("ledger").count == 2)
+        let listing = try await yashima(["ls", "--json"] + fixture.dir).json["entries"] as? [[String: Any]]
+        #expect(listing?.count == 1)
+    }
+}

@@ -1,0 +1,100 @@
+// Running the built `yashima` executable (and shell pools around it) from tests: its exit status, its
+// standard output as bytes, its standard error as text, and its JSON. Real processes, real files, real
+// signals; waits are async and hold no thread of the cooperative pool (ChildProcess).
+
+import Foundation
+import Glibc
+import Testing
+
+/// The built `yashima` executable.
+let yashimaExecutable = productsDirectory().appendingPathComponent("yashima")
+
+/// What one `yashima` (or shell) process did.
+struct CLIResult {
+    let status: Int32?
+    let output: Data
+    let error: String
+
+    var text: String { String(decoding: output, as: UTF8.self) }
+
+    /// Standard output parsed as one JSON object.
+    var json: [String: Any] {
+        (try? JSONSerialization.jsonObject(with: output)) as? [String: Any] ?? [:]
+    }
+}
+
+/// Runs `yashima arguments…` to its end, with `input` on its standard input (then closed).
+func yashima(
+    _ arguments: [String], input: Data = Data(), environment: [String: String] = [:], timeout: Double = 60
+) async throws -> CLIResult {
+    try await runToEnd(
+        ChildProcess(
+            executable: yashimaExecutable, arguments, environment: environment, capturingStandardError: true),
+        input: input, timeout: timeout)
+}
+
+/// Runs `script` with /bin/sh to its end.
+func shell(_ script: String, environment: [String: String] = [:], timeout: Double = 120) async throws -> CLIResult {
+    try await runToEnd(
+        ChildProcess(
+            executable: URL(fileURLWithPath: "/bin/sh"), ["-c", script], environment: environment,
+            capturingStandardError: true),
+        input: Data(), timeout: timeout)
+}
+
+func runToEnd(_ child: ChildProcess, input: Data, timeout: Double) async throws -> CLIResult {
+    await offPool { child.sendAndClose(input) }
+    let output = await child.output(timeout: timeout)
+    let status = await child.exitStatus(timeout: timeout)
+    return CLIResult(status: status, output: output, error: await child.standardErrorText())
+}
+
+/// A storage directory, its scratch files, and the `--dir` argument, for one test.
+final class CLIFixture: Sendable {
+    let root = TemporaryDirectory("cli")
+    var storage: String { root.path + "/storage" }
+    var dir: [String] { ["--dir", storage] }
+
+    init() throws {
+        try FileManager.default.createDirectory(atPath: root.path, withIntermediateDirectories: true)
+    }
+
+    func path(_ name: String) -> String { root.path + "/" + name }
+
+    /// Writes `contents` to `name` in the scratch folder (folders made as needed); returns the path.
+    @discardableResult
+    func file(_ name: String, _ contents: String, executable: Bool = false) throws -> String {
+        let url = URL(fileURLWithPath: path(name))
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try Data(contents.utf8).write(to: url)
+        if executable { chmod(url.path, 0o755) }
+        return url.path
+    }
+
+    /// Lines of a ledger file (missing: none).
+    func lines(_ name: String) -> [String] {
+        guard let text = try? String(contentsOfFile: path(name), encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").map(String.init)
+    }
+}
+
+/// Bytes that look like a real input: printable and binary, different per `seed`.
+func sampleBytes(_ count: Int, seed: UInt64) -> Data {
+    var state = seed &* 0x9E37_79B9_7F4A_7C15 | 1
+    return Data(
+        (0..<count).map { _ in
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            return UInt8(truncatingIfNeeded: state)
+        })
+}
+
+/// Whether process `pid` is blocked waiting for a flock(2) lock, per /proc/locks.
+func isWaitingForLock(_ pid: Int32) -> Bool {
+    guard let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return false }
+    return text.split(separator: "\n").contains { line in
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        return fields.count > 5 && fields[1] == "->" && fields[2] == "FLOCK" && fields[5] == "\(pid)"
+    }
+}

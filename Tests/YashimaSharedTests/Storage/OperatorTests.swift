@@ -1,0 +1,128 @@
+// The operator surface (`@_spi(Operator)`) and the shared counters in the state file: what every cache on
+// a directory adds (all instances, all processes: the CLI pool tests check 8 processes), zeroing, the
+// recorded budget, a fresh (or older) state file reading zeros, and the census of held and waited-on lock
+// files read from /proc/locks.
+
+import Foundation
+import Glibc
+import Testing
+
+@_spi(Operator) @testable import YashimaShared
+
+@Suite struct OperatorTests {
+    @Test func countersSumEveryCacheOnTheDirectoryAndZero() async throws {
+        let dir = TemporaryDirectory("counters")
+        let first = YCache(storageDirectory: dir.url)
+        let second = YCache(storageDirectory: dir.url)
+        let storage = try first.storageOperator()
+        // A fresh state file (as one written before the counters existed) reads zeros.
+        #expect(
+            storage.counters()
+                == SharedCounters(
+                    memoryHits: 0, storageHits: 0, misses: 0, generations: 0, sharedGenerations: 0, corruptEntries: 0,
+                    writeFailures: 0, crossProcessTimeouts: 0, crossProcessLockFailures: 0, savedNanoseconds: 0,
+                    zeroedAt: nil))
+        #expect(storage.recordedBudget == nil)
+
+        let key = CacheKey(namespace: "counted", identity: "one")
+        _ = try await first.data(for: key) { Data("value".utf8) }  // a miss, a generation
+        _ = try await first.data(for: key) { Data("never".utf8) }  // a memory hit
+        _ = try await second.data(for: key) { Data("never".utf8) }  // a storage hit, in another instance
+        #expect(try await second.valueIfCached(for: CacheKey("absent"), codec: DataCodec()) == nil)
+        storage.addSavedTime(nanoseconds: 1_500)
+        var counters = storage.counters()
+        #expect(counters.misses == 1)
+        #expect(counters.generations == 1)
+        #expect(counters.memoryHits == 1)
+        #expect(counters.storageHits == 1)
+        #expect(counters.savedNanoseconds == 1_500)
+        // The same numbers as the instances' own statistics, summed.
+        let sum = first.statistics.generations + second.statistics.generations
+        #expect(counters.generations == UInt64(sum))
+
+        let before = Date()
+        storage.zeroCounters()
+        counters = storage.counters()
+        #expect(counters.generations == 0 && counters.memoryHits == 0 && counters.storageHits == 0)
+        #expect(counters.misses == 0 && counters.savedNanoseconds == 0)
+        #expect((counters.zeroedAt ?? .distantPast) >= before.addingTimeInterval(-1))
+        // A new cache on the directory sees the zeroing; counting goes on from zero.
+        let third = YCache(storageDirectory: dir.url)
+        _ = try await third.data(for: key) { Data("never".utf8) }
+        #expect(try third.storageOperator().counters().storageHits == 1)
+    }
+
+    @Test func countersAreWhereTheSpecSaysAndZeroingRecordsTheTime() async throws {
+        let dir = TemporaryDirectory("counters-spec")
+        let cache = YCache(storageDirectory: dir.url)
+        _ = try await cache.data(for: CacheKey("spec")) { Data("v".utf8) }  // one miss, one generation
+        let stateURL = dir.url.appendingPathComponent("state")
+        func word(_ offset: Int) throws -> UInt64 {
+            let state = try Data(contentsOf: stateURL)
+            return state[offset..<(offset + 8)].withUnsafeBytes {
+                UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self))
+            }
+        }
+        // Docs/Format.md §1.2: stripe pid mod 32 at 41,088 + 128 × stripe, counter c at + 8 × c.
+        let stripe = 41_088 + 128 * Int(getpid() % 32)
+        #expect(try word(stripe + 8 * 2) == 1, "misses")
+        #expect(try word(stripe + 8 * 3) == 1, "generations")
+        #expect(try word(stripe + 8 * 1) == 0, "storage hits")
+        #expect(try word(41_024) == 0, "never zeroed")
+        try cache.storageOperator().zeroCounters()
+        #expect(try word(stripe + 8 * 3) == 0)
+        #expect(try word(41_024) > 1_700_000_000 * 1_000_000_000)
+        try cache.storageOperator().recordBudget(123_456)
+        #expect(try word(41_032) == 123_456)
+    }
+
+    @Test func theRecordedBudgetIsSharedByEveryCache() throws {
+        let dir = TemporaryDirectory("budget")
+        try YCache(storageDirectory: dir.url).storageOperator().recordBudget(10 << 30)
+        #expect(try YCache(storageDirectory: dir.url).storageOperator().recordedBudget == 10 << 30)
+        try YCache(storageDirectory: dir.url).storageOperator().recordBudget(Int64.max)
+        #expect(try YCache(storageDirectory: dir.url).storageOperator().recordedBudget == Int64.max)
+    }
+
+    @Test func censusSeesHeldAndWaitedOnLockFiles() async throws {
+        let dir = TemporaryDirectory("census")
+        let cache = YCache(storageDirectory: dir.url)
+        let storage = try cache.storageOperator()
+        let directory = storage.directory
+        #expect(storage.census().lockFiles == 0)
+        let path = directory.lockPath(forKeyDigest: CacheKey("in flight").stableDigest)
+        guard case .success(.acquired(let held)) = LockFile.tryAcquire(path, in: directory) else {
+            Issue.record("could not take the lock")
+            return
+        }
+        var census = storage.census()
+        #expect(census.lockFiles == 1)
+        #expect(census.lockFilesHeld == 1)
+        #expect(census.staleLockFiles == 0)
+        // A waiter blocked on the lock (on a thread of its own) shows as one waiting process.
+        let waiter = Thread { _ = LockFile.waitForRelease(path, in: directory) }
+        waiter.start()
+        let seen = await eventually { storage.census().waitingProcesses == 1 }
+        #expect(seen)
+        held.release(unlinking: true)
+        #expect(await eventually { storage.census().waitingProcesses == 0 })
+        census = storage.census()
+        #expect(census.lockFiles == 0 && census.lockFilesHeld == 0)
+    }
+
+    @Test func procLocksParsing() {
+        let text = """
+            1: POSIX  ADVISORY  WRITE 8026 fe:00:5357700 1073741824 1073742335
+            2: FLOCK  ADVISORY  WRITE 9505 fe:00:16269984 0 EOF
+            2: -> FLOCK  ADVISORY  READ 9520 fe:00:16269984 0 EOF
+            2: -> FLOCK  ADVISORY  READ 9521 fe:00:16269984 0 EOF
+            3: FLOCK  ADVISORY  READ 9600 103:1a:42 0 EOF
+            """
+        let locks = ProcLocks(parsing: text)
+        let held = locks.files[ProcLocks.File(major: 0xfe, minor: 0, inode: 16_269_984)]
+        #expect(held?.exclusive == true && held?.waiters == 2)
+        let shared = locks.files[ProcLocks.File(major: 0x103, minor: 0x1a, inode: 42)]
+        #expect(shared?.shared == true && shared?.exclusive == false)
+        #expect(locks.files[ProcLocks.File(major: 0xfe, minor: 0, inode: 5_357_700)] == nil, "POSIX locks are not ours")
+    }
+}
