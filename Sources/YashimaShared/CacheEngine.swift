@@ -27,7 +27,7 @@ struct EpochSnapshot: Sendable, Equatable {
 
 /// A storage hit and the epochs it was read under.
 struct StorageHit<Value: Sendable>: Sendable {
-    let resolution: CacheResolution<Value>
+    let resolution: YCache.Resolved<Value>
     let epochs: EpochSnapshot?
 }
 
@@ -53,7 +53,7 @@ final class CacheEngine: Sendable {
     private enum Opening {
         case notYet
         case open(StorageContext)
-        case failed(YCacheError, at: Int64)
+        case failed(YCache.Error, at: Int64)
     }
 
     private let opening = Mutex<Opening>(.notYet)
@@ -78,7 +78,7 @@ final class CacheEngine: Sendable {
     /// a second; also after a fork, I7, and when the root path no longer names the open root, I13).
     /// - Parameter verifyingRoot: Check the root path now (before a write) rather than at most once per
     ///   `Policy.rootCheckInterval`.
-    func storage(verifyingRoot: Bool = false) -> Result<StorageContext, YCacheError> {
+    func storage(verifyingRoot: Bool = false) -> Result<StorageContext, YCache.Error> {
         opening.withLock { opening in
             let now = Syscall.monotonicNanoseconds
             switch opening {
@@ -87,7 +87,7 @@ final class CacheEngine: Sendable {
             case .failed(let error, let at) where now - at < CacheEngine.reopenInterval:
                 return .failure(error)
             default:
-                do throws(YCacheError) {
+                do throws(YCache.Error) {
                     let directory = try Directory(
                         path: storagePath, sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem)
                     let context = StorageContext(directory: directory, trimmer: Trimmer(directory: directory))
@@ -143,7 +143,7 @@ final class CacheEngine: Sendable {
         return SharedState.Stamp(global: expected.global, namespace: expected.namespace, key: previous &+ 1)
     }
 
-    func memoryHit<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec) -> CacheResolution<Codec.Value>? {
+    func memoryHit<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec) -> YCache.Resolved<Codec.Value>? {
         let now = Syscall.realtimeNanoseconds
         guard let item = memory.item(for: memoryKey, state: openStorage?.directory.state, now: now),
             let value = item.value as? Codec.Value
@@ -153,14 +153,14 @@ final class CacheEngine: Sendable {
             // P15: a value served from memory is still in use; keep its file from looking cold to trim.
             context.files.touchIfStale(path, modifiedAt: 0, now: now)
         }
-        return CacheResolution(value: value, source: .memory, metadata: item.metadata, wasSharedGeneration: false)
+        return YCache.Resolved(value: value, source: .memory, metadata: item.metadata, wasSharedGeneration: false)
     }
 
     /// Looks in storage; a hit is decoded, put in memory, and its file touched (I11). A corrupt or expired
     /// entry is removed and is a miss, or throws under `.throwError`.
     func storageHit<Codec: CacheCodec>(
         _ request: ProductionRequest<Codec>, context: StorageContext?, shared: Bool
-    ) throws(YCacheError) -> StorageHit<Codec.Value>? {
+    ) throws(YCache.Error) -> StorageHit<Codec.Value>? {
         guard let context else { return nil }
         let epochs = epochs(for: request.key, keyDigest: request.expectation.keyDigest, context: context)
         let path = context.directory.entryPath(for: request.expectation.identity)
@@ -182,10 +182,11 @@ final class CacheEngine: Sendable {
                 return nil
             }
             context.files.touchIfStale(path, modifiedAt: entry.modifiedNanoseconds, now: now)
-            let metadata = request.key.metadata(header: entry.header, codecIdentifier: request.codec.identifier)
             let cost =
-                request.options.cost
+                request.options.cost?.charged
                 ?? request.codec.memoryCost(of: value, encodedByteCount: entry.payload.count)
+            let metadata = request.key.metadata(
+                header: entry.header, codecIdentifier: request.codec.identifier, cost: cost, lastAccessedAt: now)
             if request.options.writePolicy != .disabled,
                 memory.insert(
                     MemoryItem(
@@ -197,7 +198,7 @@ final class CacheEngine: Sendable {
             }
             count { $0.storageHits += 1 }
             return StorageHit(
-                resolution: CacheResolution(
+                resolution: YCache.Resolved(
                     value: value, source: .storage, metadata: metadata, wasSharedGeneration: shared),
                 epochs: epochs)
         case .failure(.missing):
@@ -224,14 +225,14 @@ final class CacheEngine: Sendable {
     }
 
     /// Memory, then storage. Storage failures to open are a miss unless `.throwError`.
-    func cachedValue<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) throws(YCacheError)
-        -> CacheResolution<Codec.Value>?
+    func cachedValue<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) throws(YCache.Error)
+        -> YCache.Resolved<Codec.Value>?
     {
         if let hit = memoryHit(request.memoryKey, codec: request.codec) { return hit }
         return try storageHit(request, context: try readableStorage(request.options), shared: false)?.resolution
     }
 
-    private func readableStorage(_ options: YCache.Options, verifyingRoot: Bool = false) throws(YCacheError)
+    private func readableStorage(_ options: YCache.Options, verifyingRoot: Bool = false) throws(YCache.Error)
         -> StorageContext?
     {
         switch storage(verifyingRoot: verifyingRoot) {
@@ -248,7 +249,7 @@ final class CacheEngine: Sendable {
     /// lookup is cache-only and missed).
     func resolve<Codec: CacheCodec>(
         _ request: ProductionRequest<Codec>, optional: Bool
-    ) async throws -> CacheResolution<Codec.Value>? {
+    ) async throws -> YCache.Resolved<Codec.Value>? {
         switch request.options.lookupPolicy {
         case .refresh:
             return try await refresh(request)
@@ -277,7 +278,7 @@ final class CacheEngine: Sendable {
                 // this caller joined; then look again rather than return what was removed.
                 if joined, !isCurrent(epochs) { break }
                 if joined { count { $0.sharedGenerations += 1 } }
-                return CacheResolution(
+                return YCache.Resolved(
                     value: value, source: source, metadata: metadata,
                     wasSharedGeneration: joined || sharedAcrossProcesses)
             case .noValue:
@@ -293,7 +294,7 @@ final class CacheEngine: Sendable {
     }
 
     /// `refresh`: always generates (sharing with concurrent refreshes of the same entry), then stores.
-    func refresh<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) async throws -> CacheResolution<Codec.Value>? {
+    func refresh<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) async throws -> YCache.Resolved<Codec.Value>? {
         if request.options.singleFlightPolicy == .disabled {
             return try await produceDirectly(request, coordinate: false, refreshing: true)
         }
@@ -310,7 +311,7 @@ final class CacheEngine: Sendable {
             guard let value = value as? Codec.Value, !joined || isCurrent(epochs) else {
                 return try await produceDirectly(request, coordinate: false, refreshing: true)
             }
-            return CacheResolution(value: value, source: source, metadata: metadata, wasSharedGeneration: joined)
+            return YCache.Resolved(value: value, source: source, metadata: metadata, wasSharedGeneration: joined)
         case .noValue:
             return nil
         case .failure(let error):
@@ -321,13 +322,13 @@ final class CacheEngine: Sendable {
     /// Generation without an in-process flight (`.disabled`, or a fallback).
     private func produceDirectly<Codec: CacheCodec>(
         _ request: ProductionRequest<Codec>, coordinate: Bool, refreshing: Bool = false
-    ) async throws -> CacheResolution<Codec.Value>? {
+    ) async throws -> YCache.Resolved<Codec.Value>? {
         var request = request
         if !coordinate { request = request.with(crossProcess: .processLocal) }
         switch await produce(request, flight: nil, refreshing: refreshing) {
         case .value(let value, let metadata, let source, let shared, _):
             guard let value = value as? Codec.Value else { return nil }
-            return CacheResolution(value: value, source: source, metadata: metadata, wasSharedGeneration: shared)
+            return YCache.Resolved(value: value, source: source, metadata: metadata, wasSharedGeneration: shared)
         case .noValue: return nil
         case .failure(let error): throw error
         }
@@ -370,7 +371,7 @@ final class CacheEngine: Sendable {
                 let lockPath = context.directory.lockPath(forKeyDigest: request.expectation.keyDigest)
                 let outcome = try await CrossProcessFlight.acquire(
                     lockPath, in: context.directory, timeout: request.options.crossProcessWaitTimeout
-                ) { () throws(YCacheError) -> StorageHit<Codec.Value>? in
+                ) { () throws(YCache.Error) -> StorageHit<Codec.Value>? in
                     refreshing ? nil : try self.storageHit(request, context: context, shared: true)
                 }
                 switch outcome {
@@ -414,29 +415,25 @@ final class CacheEngine: Sendable {
         _ value: Codec.Value, request: ProductionRequest<Codec>, context: StorageContext?,
         epochs: EpochSnapshot?, bumpEpoch: Bool, lock: HeldLock? = nil,
         published: PublishedFlag? = nil
-    ) async throws(YCacheError) -> (CacheMetadata, EpochSnapshot?) {
+    ) async throws(YCache.Error) -> (YCache.Metadata?, EpochSnapshot?) {
         let options = request.options
         let now = Syscall.realtimeNanoseconds
         let expiresAt = options.expiry.expiresAtNanoseconds(now: now)
-        var metadata = request.key.metadata(
-            codecIdentifier: request.codec.identifier, createdAt: now, expiresAt: expiresAt, payloadByteCount: 0,
-            keyDigest: request.expectation.keyDigest)
+        var byteCount = 0
         var epochs = epochs
         var entryPath: EntryPath?
         var encodedCount: Int?
-        if options.writePolicy == .disabled { return (metadata, epochs) }
+        if options.writePolicy == .disabled { return (nil, epochs) }
         if options.writePolicy == .memoryAndStorage {
-            do throws(YCacheError) {
+            do throws(YCache.Error) {
                 let encoded: Data
                 do {
                     encoded = try request.codec.encode(value)
                 } catch {
-                    throw YCacheError.encodingFailed(codec: request.codec.identifier, reason: "\(error)")
+                    throw YCache.Error.encodingFailed(codec: request.codec.identifier, reason: "\(error)")
                 }
                 encodedCount = encoded.count
-                metadata = request.key.metadata(
-                    codecIdentifier: request.codec.identifier, createdAt: now, expiresAt: expiresAt,
-                    payloadByteCount: encoded.count, keyDigest: request.expectation.keyDigest)
+                byteCount = encoded.count
                 let context = try storageForWriting(context)
                 let charged = EntryFile.chargedBytes(
                     payloadByteCount: encoded.count, keyByteCount: request.expectation.keyBytes.count,
@@ -451,7 +448,7 @@ final class CacheEngine: Sendable {
                     // value, so the old stored entry must not outlive it in any process (I10).
                     if bumpEpoch {
                         let path = context.directory.entryPath(for: request.expectation.identity)
-                        epochs = try unlinkStoredEntry(
+                        (epochs, _) = try unlinkStoredEntry(
                             at: path, namespace: request.key.namespace, keyDigest: request.expectation.keyDigest,
                             context: context)
                     }
@@ -478,7 +475,7 @@ final class CacheEngine: Sendable {
                         entryPath = path
                         published?.set()
                     case .failure(let error):
-                        throw YCacheError.system(error, path: storagePath, operation: "publishing an entry")
+                        throw YCache.Error.system(error, path: storagePath, operation: "publishing an entry")
                     }
                     if bumpEpoch {
                         // A refresh or explicit store replaces the value: other processes' L1 copies go (I10).
@@ -501,7 +498,10 @@ final class CacheEngine: Sendable {
                 }
             }
         }
-        let cost = options.cost ?? request.codec.memoryCost(of: value, encodedByteCount: encodedCount)
+        let cost = options.cost?.charged ?? request.codec.memoryCost(of: value, encodedByteCount: encodedCount)
+        let metadata = request.key.metadata(
+            codecIdentifier: request.codec.identifier, createdAt: now, expiresAt: expiresAt, byteCount: byteCount,
+            cost: cost, keyDigest: request.expectation.keyDigest)
         if memory.insert(
             MemoryItem(
                 value: value, cost: cost, metadata: metadata, slots: epochs?.slots, stamp: epochs?.stamp,
@@ -513,7 +513,7 @@ final class CacheEngine: Sendable {
         return (metadata, epochs)
     }
 
-    private func storageForWriting(_ context: StorageContext?) throws(YCacheError) -> StorageContext {
+    private func storageForWriting(_ context: StorageContext?) throws(YCache.Error) -> StorageContext {
         // I13: never write through a root that was deleted or replaced since `context` was taken.
         if let context, context.directory.isOwnedByThisProcess, context.directory.isStillNamedByPath() {
             return context
@@ -526,7 +526,7 @@ final class CacheEngine: Sendable {
 
     // MARK: Lifecycle
 
-    func metadata<Codec: CacheCodec>(for key: CacheKey, codec: Codec) throws(YCacheError) -> CacheMetadata? {
+    func metadata<Codec: CacheCodec>(for key: CacheKey, codec: Codec) throws(YCache.Error) -> YCache.Metadata? {
         let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
         let context: StorageContext
         switch storage() {
@@ -538,7 +538,7 @@ final class CacheEngine: Sendable {
         let expectation = EntryExpectation(key: key, codecIdentifier: codec.identifier)
         let path = context.directory.entryPath(for: expectation.identity)
         switch context.files.readHeader(path.relative) {
-        case .success(let (header, bytes, _)):
+        case .success(let (header, bytes, status)):
             let matches = bytes.withUnsafeBytes {
                 EntryFormat.validateIdentity(
                     header, bytes: $0, expectedIdentity: expectation.identity.digest, keyBytes: expectation.keyBytes,
@@ -547,7 +547,9 @@ final class CacheEngine: Sendable {
             guard case .success = matches, !header.isExpired(atNanoseconds: Syscall.realtimeNanoseconds) else {
                 return nil
             }
-            return key.metadata(header: header, codecIdentifier: codec.identifier)
+            return key.metadata(
+                header: header, codecIdentifier: codec.identifier, cost: nil,
+                lastAccessedAt: status.modifiedNanoseconds)
         case .failure(.missing), .failure(.corrupt), .failure(.expired):
             let now = Syscall.realtimeNanoseconds
             return memory.item(for: memoryKey, state: context.directory.state, now: now)?.metadata
@@ -556,20 +558,24 @@ final class CacheEngine: Sendable {
         }
     }
 
-    func remove(key: CacheKey, codecIdentifier: String) throws(YCacheError) {
-        memory.remove(MemoryKey(key: key, codecIdentifier: codecIdentifier))
+    /// Removes `key`'s entry from memory and storage; true when either held it (as Yashima reports it).
+    func remove(key: CacheKey, codecIdentifier: String) throws(YCache.Error) -> Bool {
+        let removedFromMemory = memory.remove(MemoryKey(key: key, codecIdentifier: codecIdentifier))
         // The memory copy is gone either way; a storage directory that cannot be opened is reported,
         // because its entry would come back once the directory is usable again.
         let context = try storage(verifyingRoot: true).get()
         let path = context.directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: codecIdentifier))
-        _ = try unlinkStoredEntry(at: path, namespace: key.namespace, keyDigest: key.stableDigest, context: context)
+        let (_, unlinked) = try unlinkStoredEntry(
+            at: path, namespace: key.namespace, keyDigest: key.stableDigest, context: context)
+        return removedFromMemory || unlinked
     }
 
     /// Unlinks a key's entry file between two bumps of its epoch (I10), so that no process keeps, or
-    /// caches again, the value it held. Returns the key's epoch slots and their stamp after the second bump.
+    /// caches again, the value it held. Returns the key's epoch slots and their stamp after the second bump,
+    /// and whether a file was unlinked.
     private func unlinkStoredEntry(
         at path: EntryPath, namespace: String, keyDigest: SHA256Digest, context: StorageContext
-    ) throws(YCacheError) -> EpochSnapshot {
+    ) throws(YCache.Error) -> (EpochSnapshot, Bool) {
         let slots = SharedState.slots(namespace: namespace, keyDigest: keyDigest)
         let state = context.directory.state
         let before = state.stamp(slots)
@@ -584,16 +590,18 @@ final class CacheEngine: Sendable {
             state.bumpKey(slots)
             afterSecond = nil
         }
-        if case .failure(let error) = outcome {
-            throw .system(error, path: storagePath, operation: "removing an entry")
+        let unlinked: Bool
+        switch outcome {
+        case .success(let value): unlinked = value
+        case .failure(let error): throw .system(error, path: storagePath, operation: "removing an entry")
         }
         // The epochs a value kept only in memory by this writer is valid under: from our second bump on,
         // unless another removal interleaved (then `before`, which no longer matches).
-        return EpochSnapshot(slots: slots, stamp: afterSecond ?? before)
+        return (EpochSnapshot(slots: slots, stamp: afterSecond ?? before), unlinked)
     }
 
     /// Removes every entry (whose namespace matches, when given). Blocking: run through BlockingWork.
-    func removeAll(inNamespace namespace: String?) throws(YCacheError) -> Int {
+    func removeAll(inNamespace namespace: String?) throws(YCache.Error) -> Int {
         if let namespace { memory.removeAll(inNamespace: namespace) } else { memory.removeAll() }
         let context = try storage(verifyingRoot: true).get()  // reported, as in remove(key:)
         let bump = {
@@ -648,7 +656,9 @@ final class CacheEngine: Sendable {
             else { continue }
             found.append(
                 StoredEntryInfo(
-                    key: key, metadata: key.metadata(header: header, codecIdentifier: codec),
+                    key: key,
+                    metadata: key.metadata(
+                        header: header, codecIdentifier: codec, cost: nil, lastAccessedAt: status.modifiedNanoseconds),
                     allocatedByteCount: status.allocatedBytes))
         }
         return found
@@ -690,20 +700,27 @@ extension ProductionRequest {
 }
 
 extension CacheKey {
-    func metadata(header: EntryFormat.Header, codecIdentifier: String) -> CacheMetadata {
-        CacheMetadata(
-            keyDigest: header.keyStableDigest, codecIdentifier: codecIdentifier,
-            createdAtNanoseconds: header.createdAtNanoseconds,
-            expiresAtNanoseconds: header.expiresAtNanoseconds == 0 ? nil : header.expiresAtNanoseconds,
-            payloadByteCount: Int(header.payloadByteCount))
+    /// The metadata of a stored entry, read from its header. `lastAccessedAt` is when it was last used:
+    /// now for a hit, the file's mtime for a header read; `cost` is nil when no value was decoded.
+    func metadata(header: EntryFormat.Header, codecIdentifier: String, cost: Int?, lastAccessedAt: Int64)
+        -> YCache.Metadata
+    {
+        YCache.Metadata(
+            byteCount: Int(header.payloadByteCount), cost: cost,
+            createdAt: Date(nanosecondsSince1970: header.createdAtNanoseconds),
+            lastAccessedAt: Date(nanosecondsSince1970: lastAccessedAt), codecIdentifier: codecIdentifier,
+            keyDigest: header.keyStableDigest,
+            expiresAtNanoseconds: header.expiresAtNanoseconds == 0 ? nil : header.expiresAtNanoseconds)
     }
 
+    /// The metadata of a value stored (or kept in memory) now: created and last accessed at `createdAt`.
     func metadata(
-        codecIdentifier: String, createdAt: Int64, expiresAt: Int64?, payloadByteCount: Int,
+        codecIdentifier: String, createdAt: Int64, expiresAt: Int64?, byteCount: Int, cost: Int?,
         keyDigest: SHA256Digest? = nil
-    ) -> CacheMetadata {
-        CacheMetadata(
-            keyDigest: keyDigest ?? stableDigest, codecIdentifier: codecIdentifier, createdAtNanoseconds: createdAt,
-            expiresAtNanoseconds: expiresAt, payloadByteCount: payloadByteCount)
+    ) -> YCache.Metadata {
+        let date = Date(nanosecondsSince1970: createdAt)
+        return YCache.Metadata(
+            byteCount: byteCount, cost: cost, createdAt: date, lastAccessedAt: date, codecIdentifier: codecIdentifier,
+            keyDigest: keyDigest ?? stableDigest, expiresAtNanoseconds: expiresAt)
     }
 }

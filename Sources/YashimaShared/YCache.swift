@@ -32,7 +32,7 @@ public final class YCache: Sendable {
     /// 2770 with `.groupShared`).
     ///
     /// Opening the directory is lazy: problems (a file in the way, a network filesystem, a newer layout)
-    /// surface as a typed `YCacheError` from the first call that needs storage, or from `openStorage()`.
+    /// surface as a typed `YCache.Error` from the first call that needs storage, or from `openStorage()`.
     /// A failed open is retried at most once a second. Nothing is stored by the initializer itself.
     ///
     /// - Parameters:
@@ -76,10 +76,10 @@ public final class YCache: Sendable {
     ///
     /// Creates the root, its folders and its `layout` and `state` files when they are missing; stores no
     /// entry.
-    /// - Throws: `YCacheError` naming the problem: `.storageUnavailable` (a file in the way, cannot be
+    /// - Throws: `YCache.Error` naming the problem: `.storageUnavailable` (a file in the way, cannot be
     ///   created, opened or mapped), `.insecureStorageDirectory`, `.networkFilesystem`, `.unsupportedLayout`,
     ///   or `.storageFull` when the `layout` or `state` file cannot be written on a full disk.
-    public func openStorage() throws(YCacheError) {
+    public func openStorage() throws(YCache.Error) {
         _ = try engine.storage().get()
     }
 
@@ -88,7 +88,7 @@ public final class YCache: Sendable {
 
     // MARK: Get or generate
 
-    /// Returns the cached value for `key`, or runs `generate`, stores its value and returns it.
+    /// Returns the cached value for `key`, or runs `generator`, stores its value and returns it.
     ///
     /// Looks in memory, then storage, then generates. Concurrent calls for the same entry share one
     /// generation (in this process and, with `crossProcess: .coordinate`, across processes). A
@@ -108,46 +108,46 @@ public final class YCache: Sendable {
     ///   - key: What the value depends on.
     ///   - codec: How the value is stored; its identifier is part of the entry's identity.
     ///   - options: Lookup, write, failure, single-flight and cross-process policies.
-    ///   - generate: Produces the value on a miss. Errors are thrown to the callers sharing this
+    ///   - generator: Produces the value on a miss. Errors are thrown to the callers sharing this
     ///     generation and never stored.
     /// - Returns: The cached or generated value.
-    /// - Throws: What `generate` throws; `CancellationError`; `YCacheError.cacheMiss` with
-    ///   `lookupPolicy: .cacheOnly`; under `readFailurePolicy: .throwError`, `YCacheError.corruptEntry`,
+    /// - Throws: What `generator` throws; `CancellationError`; `YCache.Error.cacheMiss` with
+    ///   `lookupPolicy: .cacheOnly`; under `readFailurePolicy: .throwError`, `YCache.Error.corruptEntry`,
     ///   `.decodingFailed`, `.ioFailure` or a storage-open error (`.storageUnavailable`,
     ///   `.insecureStorageDirectory`, `.networkFilesystem`, `.unsupportedLayout`); under
-    ///   `writeFailurePolicy: .throwError`, `YCacheError.encodingFailed`, `.storageFull`, `.ioFailure` or a
+    ///   `writeFailurePolicy: .throwError`, `YCache.Error.encodingFailed`, `.storageFull`, `.ioFailure` or a
     ///   storage-open error when the value cannot be stored.
     public func value<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
-        generate: @escaping @Sendable () async throws -> Codec.Value
+        _ generator: @escaping @Sendable () async throws -> Codec.Value
     ) async throws -> Codec.Value {
-        try await resolve(for: key, codec: codec, options: options, generate: generate).value
+        try await resolve(for: key, codec: codec, options: options, generator).value
     }
 
-    /// Like `value(for:codec:options:generate:)`, and also says where the value came from, its metadata,
+    /// Like `value(for:codec:options:_:)`, and also says where the value came from, its metadata,
     /// and whether another task or process generated it while this call waited.
     ///
-    /// Stores exactly what `value(for:codec:options:generate:)` stores.
+    /// Stores exactly what `value(for:codec:options:_:)` stores.
     /// - Parameters:
     ///   - key: What the value depends on.
     ///   - codec: How the value is stored; its identifier is part of the entry's identity.
     ///   - options: Lookup, write, failure, single-flight and cross-process policies.
-    ///   - generate: Produces the value on a miss.
+    ///   - generator: Produces the value on a miss.
     /// - Returns: The value with its `source` (`.memory`, `.storage` or `.generated`), its metadata, and
     ///   `wasSharedGeneration`.
-    /// - Throws: The same errors as `value(for:codec:options:generate:)`.
+    /// - Throws: The same errors as `value(for:codec:options:_:)`.
     public func resolve<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
-        generate: @escaping @Sendable () async throws -> Codec.Value
-    ) async throws -> CacheResolution<Codec.Value> {
+        _ generator: @escaping @Sendable () async throws -> Codec.Value
+    ) async throws -> Resolved<Codec.Value> {
         if options.lookupPolicy != .refresh,
             let hit = engine.memoryHit(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec)
         {
             return hit  // the memory fast path: no key hashing
         }
-        let request = makeRequest(key, codec, options) { try await generate() }
+        let request = makeRequest(key, codec, options) { try await generator() }
         guard let resolution = try await engine.resolve(request, optional: false) else {
-            throw YCacheError.cacheMiss
+            throw Error.cacheMiss
         }
         return resolution
     }
@@ -155,23 +155,23 @@ public final class YCache: Sendable {
     /// Get-or-generate for a generator that may have no value: `nil` is returned to the callers sharing
     /// this generation and never stored (it is not a negative cache entry).
     ///
-    /// A non-nil value is stored as by `value(for:codec:options:generate:)`.
+    /// A non-nil value is stored as by `value(for:codec:options:_:)`.
     /// - Parameters:
     ///   - key: What the value depends on.
     ///   - codec: How the value is stored; its identifier is part of the entry's identity.
     ///   - options: Lookup, write, failure, single-flight and cross-process policies.
-    ///   - generate: Produces the value on a miss, or `nil` when there is none.
+    ///   - generator: Produces the value on a miss, or `nil` when there is none.
     /// - Returns: The cached or generated value; `nil` when the generator returned `nil`, or on a miss
     ///   with `lookupPolicy: .cacheOnly` (which does not throw `cacheMiss` here).
-    /// - Throws: The errors of `value(for:codec:options:generate:)` except `YCacheError.cacheMiss`.
+    /// - Throws: The errors of `value(for:codec:options:_:)` except `YCache.Error.cacheMiss`.
     public func optionalValue<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
-        generate: @escaping @Sendable () async throws -> Codec.Value?
+        _ generator: @escaping @Sendable () async throws -> Codec.Value?
     ) async throws -> Codec.Value? {
-        let request = makeRequest(key, codec, options, generate)
+        let request = makeRequest(key, codec, options, generator)
         do {
             return try await engine.resolve(request, optional: true)?.value
-        } catch YCacheError.cacheMiss {
+        } catch Error.cacheMiss {
             return nil
         }
     }
@@ -186,7 +186,7 @@ public final class YCache: Sendable {
     ///   - options: Its `readFailurePolicy` decides whether a failed read throws; `writePolicy` and `cost`
     ///     apply to the memory copy of a storage hit.
     /// - Returns: The cached value, or `nil` on a miss.
-    /// - Throws: Only under `readFailurePolicy: .throwError`: `YCacheError.corruptEntry`, `.decodingFailed`,
+    /// - Throws: Only under `readFailurePolicy: .throwError`: `YCache.Error.corruptEntry`, `.decodingFailed`,
     ///   `.ioFailure`, or a storage-open error (`.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`).
     public func valueIfCached<Codec: CacheCodec>(
@@ -203,7 +203,7 @@ public final class YCache: Sendable {
     /// the same entry in this process share one generation; concurrent normal lookups may share it too,
     /// and its failure stays with the `refresh` callers.
     ///
-    /// The value is stored as by `value(for:codec:options:generate:)`, with `lookupPolicy` forced to
+    /// The value is stored as by `value(for:codec:options:_:)`, with `lookupPolicy` forced to
     /// `.refresh`. With `writePolicy: .memoryAndStorage` the old value is gone for every process: replaced
     /// by the new entry, or removed when the new value is larger than the storage budget (which is kept in
     /// this process's memory only). With `.memoryOnly` the old stored entry stays and other processes keep
@@ -214,18 +214,18 @@ public final class YCache: Sendable {
     ///   - key: What the value depends on.
     ///   - codec: How the value is stored.
     ///   - options: Write, failure and single-flight policies (`lookupPolicy` is ignored).
-    ///   - generate: Produces the fresh value.
+    ///   - generator: Produces the fresh value.
     /// - Returns: The generated value.
-    /// - Throws: What `generate` throws; `CancellationError`; the write errors of
-    ///   `value(for:codec:options:generate:)` under `writeFailurePolicy: .throwError`; a storage-open
+    /// - Throws: What `generator` throws; `CancellationError`; the write errors of
+    ///   `value(for:codec:options:_:)` under `writeFailurePolicy: .throwError`; a storage-open
     ///   error under `readFailurePolicy: .throwError`.
     public func refresh<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
-        generate: @escaping @Sendable () async throws -> Codec.Value
+        _ generator: @escaping @Sendable () async throws -> Codec.Value
     ) async throws -> Codec.Value {
         var options = options
         options.lookupPolicy = .refresh
-        return try await value(for: key, codec: codec, options: options, generate: generate)
+        return try await value(for: key, codec: codec, options: options, generator)
     }
 
     /// The value if it is in this process's memory; never reads an entry or generates.
@@ -237,7 +237,8 @@ public final class YCache: Sendable {
     ///   - key: What the value depends on.
     ///   - codec: The codec the value was cached with.
     /// - Returns: The value from memory, or `nil` when it is not there (or expired, or removed).
-    public func peek<Codec: CacheCodec>(for key: CacheKey, codec: Codec) -> Codec.Value? {
+    /// - Throws: Nothing in this version (asynchronous and throwing as in Yashima).
+    public func peek<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Codec.Value? {
         engine.memoryHit(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec)?.value
     }
 
@@ -261,7 +262,7 @@ public final class YCache: Sendable {
     ///   - key: What the value depends on.
     ///   - codec: How the value is encoded.
     ///   - options: Write and write-failure policies, expiry and cost.
-    /// - Throws: Under `writeFailurePolicy: .throwError` only: `YCacheError.encodingFailed`, `.storageFull`,
+    /// - Throws: Under `writeFailurePolicy: .throwError` only: `YCache.Error.encodingFailed`, `.storageFull`,
     ///   `.ioFailure`, or a storage-open error (`.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`).
     public func store<Codec: CacheCodec>(
@@ -283,13 +284,15 @@ public final class YCache: Sendable {
     ///   - codec: The codec whose lookups should find it (its identifier is part of the memory key).
     ///   - cost: Its cost; `nil` asks the codec (`memoryCost(of:encodedByteCount: nil)`).
     ///   - expiry: When it stops being returned.
+    /// - Throws: Nothing in this version (asynchronous and throwing as in Yashima).
     public func putInMemory<Codec: CacheCodec>(
-        _ value: Codec.Value, for key: CacheKey, codec: Codec, cost: Int? = nil, expiry: CacheExpiry = .never
-    ) {
+        _ value: Codec.Value, for key: CacheKey, codec: Codec, cost: CacheCost? = nil, expiry: CacheExpiry = .never
+    ) async throws {
         let now = Syscall.realtimeNanoseconds
+        let charged = cost?.charged ?? codec.memoryCost(of: value, encodedByteCount: nil)
         let metadata = key.metadata(
             codecIdentifier: codec.identifier, createdAt: now, expiresAt: expiry.expiresAtNanoseconds(now: now),
-            payloadByteCount: 0)
+            byteCount: 0, cost: charged)
         let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
         var slots: SharedState.Slots?
         var stamp: SharedState.Stamp?
@@ -300,7 +303,7 @@ public final class YCache: Sendable {
         }
         engine.memory.insert(
             MemoryItem(
-                value: value, cost: cost ?? codec.memoryCost(of: value, encodedByteCount: nil), metadata: metadata,
+                value: value, cost: charged, metadata: metadata,
                 slots: slots, stamp: stamp, entryPath: nil),
             for: memoryKey)
     }
@@ -316,9 +319,9 @@ public final class YCache: Sendable {
     ///   - key: What the value depends on.
     ///   - codec: The codec the value was stored with.
     /// - Returns: The metadata, or `nil` when nothing unexpired is cached for `key` and `codec`.
-    /// - Throws: `YCacheError.ioFailure` (or `.storageFull`) when reading the entry header fails for a
+    /// - Throws: `YCache.Error.ioFailure` (or `.storageFull`) when reading the entry header fails for a
     ///   reason other than a missing or corrupt file.
-    public func metadata<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> CacheMetadata? {
+    public func metadata<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Metadata? {
         try engine.metadata(for: key, codec: codec)
     }
 
@@ -337,7 +340,7 @@ public final class YCache: Sendable {
     /// in memory. Scans the whole directory off the cooperative pool; stores nothing.
     /// - Parameter namespace: Only entries whose key has this namespace; `nil` for all.
     /// - Returns: One `StoredEntryInfo` per entry, in no particular order.
-    /// - Throws: A storage-open error: `YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    /// - Throws: A storage-open error: `YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout` or `.storageFull`.
     public func entries(in namespace: String? = nil) async throws -> [StoredEntryInfo] {
         try requireStorage()
@@ -348,13 +351,15 @@ public final class YCache: Sendable {
     /// Allocated bytes and entry count of the storage directory, counted now (all processes' entries).
     ///
     /// Scans the directory and stores the count as the shared usage counter (I9).
-    /// - Returns: The allocated bytes (`st_blocks × 512`) and number of entry files.
-    /// - Throws: A storage-open error: `YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    /// - Returns: The allocated bytes (`st_blocks × 512`), the number of entry files and the budget.
+    /// - Throws: A storage-open error: `YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout` or `.storageFull`.
     public func storageUsage() async throws -> StorageUsage {
         let context = try requireStorage()
         let usage = await BlockingWork.run { context.trimmer.reconcileUsage() }
-        return StorageUsage(byteCount: usage.bytes, entryCount: usage.entries)
+        return StorageUsage(
+            byteCount: Int(usage.bytes), entryCount: usage.entries,
+            maximumByteCount: engine.storageMaximumByteCount.map { Int($0) })
     }
 
     // MARK: Removing
@@ -366,10 +371,12 @@ public final class YCache: Sendable {
     /// - Parameters:
     ///   - key: The entry's key.
     ///   - codec: The codec it was stored with.
-    /// - Throws: A storage-open error (`YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    /// - Returns: True when this process's memory held the value or an entry file was unlinked.
+    /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used (the
     ///   memory copy is removed anyway), or `.ioFailure` when the entry file cannot be unlinked.
-    public func remove<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws {
+    @discardableResult
+    public func remove<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Bool {
         try engine.remove(key: key, codecIdentifier: codec.identifier)
     }
 
@@ -379,13 +386,13 @@ public final class YCache: Sendable {
     /// (invalidating other processes' memory copies), then scans the directory and unlinks each entry
     /// whose key has this namespace; an entry that cannot be unlinked is skipped silently.
     /// - Parameter namespace: The namespace to empty.
-    /// - Throws: A storage-open error (`YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used (the
     ///   memory copies are removed anyway).
     public func removeAll(in namespace: String) async throws {
         let engine = self.engine
-        _ = try await BlockingWork.run { () -> Result<Int, YCacheError> in
-            Result { () throws(YCacheError) in try engine.removeAll(inNamespace: namespace) }
+        _ = try await BlockingWork.run { () -> Result<Int, YCache.Error> in
+            Result { () throws(YCache.Error) in try engine.removeAll(inNamespace: namespace) }
         }.get()
     }
 
@@ -393,13 +400,13 @@ public final class YCache: Sendable {
     ///
     /// Clears this process's memory, bumps the global removal epoch (invalidating other processes'
     /// memory copies), then unlinks every entry file; one that cannot be unlinked is skipped silently.
-    /// - Throws: A storage-open error (`YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used
     ///   (memory is cleared anyway).
     public func removeAll() async throws {
         let engine = self.engine
-        _ = try await BlockingWork.run { () -> Result<Int, YCacheError> in
-            Result { () throws(YCacheError) in try engine.removeAll(inNamespace: nil) }
+        _ = try await BlockingWork.run { () -> Result<Int, YCache.Error> in
+            Result { () throws(YCache.Error) in try engine.removeAll(inNamespace: nil) }
         }.get()
     }
 
@@ -408,7 +415,7 @@ public final class YCache: Sendable {
     /// Scans every entry's header. Expired values in memory are not touched here (they are never
     /// returned, and are dropped on their next lookup).
     /// - Returns: The number of entry files unlinked.
-    /// - Throws: A storage-open error: `YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    /// - Throws: A storage-open error: `YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout` or `.storageFull`.
     @discardableResult
     public func removeExpired() async throws -> Int {
@@ -424,35 +431,38 @@ public final class YCache: Sendable {
     /// this trims down to the budget itself with no per-pass limit, waiting for another process's trim
     /// to finish first. With no budget (`nil`) it only sweeps debris: staging files and unheld lock files
     /// older than an hour.
-    /// - Throws: A storage-open error (`YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    /// - Returns: The usage after trimming, counted by a scan.
+    /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`), or `.ioFailure` (`.storageFull`)
     ///   when `trim.lock` cannot be opened or locked.
-    public func trimStorageIfNeeded() async throws {
+    @discardableResult
+    public func trimStorageIfNeeded() async throws -> StorageUsage {
         let context = try requireStorage()
-        guard let budget = engine.storageMaximumByteCount else {
+        if let budget = engine.storageMaximumByteCount {
+            let result = await BlockingWork.run { context.trimmer.trimIfNeeded(budget: budget, force: true) }
+            if case .failure(let error) = result {
+                throw Error.system(error, path: engine.storagePath, operation: "trimming")
+            }
+        } else {
             await BlockingWork.run { context.trimmer.sweepDebris() }
-            return
         }
-        let result = await BlockingWork.run { context.trimmer.trimIfNeeded(budget: budget, force: true) }
-        if case .failure(let error) = result {
-            throw YCacheError.system(error, path: engine.storagePath, operation: "trimming")
-        }
+        return try await storageUsage()
     }
 
     // MARK: Helpers
 
     @discardableResult
-    private func requireStorage() throws(YCacheError) -> StorageContext {
+    private func requireStorage() throws(YCache.Error) -> StorageContext {
         try engine.storage(verifyingRoot: true).get()  // I13: these scan, trim or remove
     }
 
     private func makeRequest<Codec: CacheCodec>(
         _ key: CacheKey, _ codec: Codec, _ options: Options,
-        _ generate: @escaping @Sendable () async throws -> Codec.Value?
+        _ generator: @escaping @Sendable () async throws -> Codec.Value?
     ) -> ProductionRequest<Codec> {
         let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
         return ProductionRequest(
             key: key, codec: codec, options: options, memoryKey: memoryKey,
-            expectation: engine.expectations.expectation(for: memoryKey), generate: generate)
+            expectation: engine.expectations.expectation(for: memoryKey), generate: generator)
     }
 }

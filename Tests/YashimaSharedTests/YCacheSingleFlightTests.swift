@@ -131,7 +131,7 @@ struct YCacheSingleFlightTests {
         let after = try await cache.resolve(for: key, codec: codec) { "fresh" }
         #expect(after.value == "fresh")
         #expect(after.source == .generated)
-        #expect(cache.peek(for: key, codec: codec) == "fresh")
+        #expect(try await cache.peek(for: key, codec: codec) == "fresh")
         #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: codec) == "fresh")
         #expect(held.calls.value == 1)
     }
@@ -156,7 +156,7 @@ struct YCacheSingleFlightTests {
         let context = try cache.storageContext()
         let lock = dir.url.appendingPathComponent(context.directory.lockPath(forKeyDigest: key.stableDigest).relative)
         #expect(await eventually { !fileExists(lock) })
-        #expect(cache.peek(for: key, codec: codec) == nil)
+        #expect(try await cache.peek(for: key, codec: codec) == nil)
         #expect(entryFiles(in: dir.url).isEmpty)
         #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: codec) == nil)
     }
@@ -225,7 +225,7 @@ struct YCacheSingleFlightTests {
         held.release.open()
         for task in tasks { #expect(try await result(of: task)?.get() == .some(nil)) }
         #expect(held.calls.value == 1)
-        #expect(cache.peek(for: key, codec: codec) == nil)
+        #expect(try await cache.peek(for: key, codec: codec) == nil)
         #expect(entryFiles(in: dir.url).isEmpty)
         // Not a negative entry: the next call generates.
         #expect(try await cache.optionalValue(for: key, codec: codec) { "now" } == "now")
@@ -254,7 +254,7 @@ struct YCacheSingleFlightTests {
             #expect(throws: GeneratorFailure(label: "shared")) { try outcome?.get() }
         }
         #expect(held.calls.value == 1)
-        #expect(cache.peek(for: key, codec: codec) == nil)
+        #expect(try await cache.peek(for: key, codec: codec) == nil)
         #expect(entryFiles(in: dir.url).isEmpty)
         #expect(try await cache.value(for: key, codec: codec) { "recovered" } == "recovered")
     }
@@ -272,7 +272,7 @@ struct YCacheSingleFlightTests {
         #expect(await held.started.wait(within: 30))
         // Neither waits for the generation, nor disturbs it.
         #expect(try await cache.valueIfCached(for: key, codec: codec) == nil)
-        await #expect(throws: YCacheError.cacheMiss) {
+        await #expect(throws: YCache.Error.cacheMiss) {
             try await cache.value(for: key, codec: codec, options: .init(lookupPolicy: .cacheOnly)) { "never" }
         }
         let joinerCalls = Counter()
@@ -344,7 +344,7 @@ struct YCacheSingleFlightTests {
         #expect(try await result(of: lookup)?.get() == "older")
         #expect(try await result(of: refreshing)?.get() == "fresh")
         #expect(refreshCalls.value == 1)
-        #expect(cache.peek(for: key, codec: codec) == "fresh")
+        #expect(try await cache.peek(for: key, codec: codec) == "fresh")
         #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: codec) == "fresh")
     }
 

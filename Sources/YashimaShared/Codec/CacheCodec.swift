@@ -38,7 +38,7 @@ import Foundation
 /// corrupted or written by a different version of the program. It must throw on bad
 /// input, never crash, and never allocate memory in proportion to a length field it has
 /// not validated. The cache treats a throwing decode as a miss and removes the entry (or throws
-/// `YCacheError.decodingFailed` under `readFailurePolicy: .throwError`).
+/// `YCache.Error.decodingFailed` under `readFailurePolicy: .throwError`).
 ///
 /// ## Concurrency
 ///
@@ -60,7 +60,7 @@ public protocol CacheCodec: Sendable {
     /// - Returns: The bytes to store; ``decode(_:)`` must turn them back into an equal value.
     /// - Throws: An error (the standard codecs throw ``CacheCodecError``) when the value
     ///   cannot be encoded. The cache then stores nothing in storage and reports
-    ///   `YCacheError.encodingFailed` under `writeFailurePolicy: .throwError`; under
+    ///   `YCache.Error.encodingFailed` under `writeFailurePolicy: .throwError`; under
     ///   `.bestEffort` it keeps the value in memory.
     func encode(_ value: Value) throws -> Data
 
@@ -74,7 +74,7 @@ public protocol CacheCodec: Sendable {
     /// - Returns: The decoded value.
     /// - Throws: An error (the standard codecs throw ``CacheCodecError``) when the bytes are
     ///   not a valid encoding. The cache treats that as a miss and removes the entry (or
-    ///   throws `YCacheError.decodingFailed` under `readFailurePolicy: .throwError`).
+    ///   throws `YCache.Error.decodingFailed` under `readFailurePolicy: .throwError`).
     func decode(_ data: Data) throws -> Value
 
     /// The value's cost in the in-memory cache, in bytes, roughly.

@@ -16,9 +16,9 @@ import Foundation
 ///
 /// A fresh encoder or decoder is created for each call, so the codec holds no shared
 /// mutable state. Both formats use the encoders' default strategies (dates, data, keys).
-public struct CodableCodec<V: Codable & Sendable>: CacheCodec {
+public struct CodableCodec<V: Codable & Sendable>: CacheCodec, Equatable {
     /// The serialization format.
-    public enum Format: Sendable {
+    public enum Format: Sendable, Equatable {
         /// JSON via `JSONEncoder` / `JSONDecoder` with default settings.
         /// Top-level scalars (numbers, strings, booleans) are allowed.
         case json

@@ -14,7 +14,7 @@ struct MemoryKey: Hashable, Sendable {
 struct MemoryItem: Sendable {
     let value: any Sendable
     let cost: Int
-    let metadata: CacheMetadata
+    let metadata: YCache.Metadata
     /// Epoch slots and the epochs at store time (nil when storage is unavailable).
     let slots: SharedState.Slots?
     let stamp: SharedState.Stamp?
@@ -175,8 +175,10 @@ final class MemoryStore: Sendable {
         }
     }
 
-    func remove(_ key: MemoryKey) {
-        _ = lru.withLock { $0.removeValue(for: key) }
+    /// Removes the value of `key`; true when there was one.
+    @discardableResult
+    func remove(_ key: MemoryKey) -> Bool {
+        lru.withLock { $0.removeValue(for: key) } != nil
     }
 
     /// Removes every codec's value for `key`.

@@ -42,7 +42,7 @@ final class SharedState: @unchecked Sendable {
     }
 
     /// Opens (creating once when missing) and maps the state file.
-    static func open(rootDescriptor root: Int32, rootPath: String, fileMode: UInt32) throws(YCacheError) -> SharedState
+    static func open(rootDescriptor root: Int32, rootPath: String, fileMode: UInt32) throws(YCache.Error) -> SharedState
     {
         for _ in 0..<3 {
             switch Syscall.open(Directory.stateFile, in: root, flags: [.readWrite]) {

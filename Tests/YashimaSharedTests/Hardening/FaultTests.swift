@@ -114,7 +114,7 @@ extension Hardening {
             let usageBefore = try Hardening.usageHint(cache)
             let big = Data(repeating: 7, count: 2 << 20)
 
-            let error = await #expect(throws: YCacheError.self) {
+            let error = await #expect(throws: YCache.Error.self) {
                 try await cache.data(for: CacheKey("big")) { big }
             }
             if case .storageFull = error {

@@ -139,9 +139,10 @@ struct MemoryStoreTests {
     ) -> MemoryItem {
         MemoryItem(
             value: value, cost: cost,
-            metadata: CacheMetadata(
-                keyDigest: nil, codecIdentifier: "c", createdAtNanoseconds: 0,
-                expiresAtNanoseconds: expiresAt, payloadByteCount: 0),
+            metadata: YCache.Metadata(
+                byteCount: 0, cost: cost, createdAt: Date(nanosecondsSince1970: 0),
+                lastAccessedAt: Date(nanosecondsSince1970: 0), codecIdentifier: "c", keyDigest: nil,
+                expiresAtNanoseconds: expiresAt),
             slots: slots, stamp: stamp, entryPath: nil)
     }
 
