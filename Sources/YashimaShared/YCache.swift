@@ -24,45 +24,54 @@ import Foundation
 /// - Important: Store only what can be regenerated. Entries can be trimmed, removed by another process,
 ///   or found corrupt (and then regenerated) at any time.
 public final class YCache: Sendable {
-    /// The storage directory shared with other processes.
-    public let storageDirectory: URL
+    /// The configuration this instance uses (budgets clamped to at least 0).
+    public let configuration: Configuration
+    /// The storage directory shared with other processes (`configuration.storageDirectory`).
+    public var storageDirectory: URL { configuration.storageDirectory }
     let engine: CacheEngine
 
-    /// Creates a cache over `storageDirectory` (created on first use if missing: mode 0700, or setgid
-    /// 2770 with `.groupShared`).
+    /// Creates a cache with `configuration`.
     ///
     /// Opening the directory is lazy: problems (a file in the way, a network filesystem, a newer layout)
     /// surface as a typed `YCache.Error` from the first call that needs storage, or from `openStorage()`.
     /// A failed open is retried at most once a second. Nothing is stored by the initializer itself.
+    /// - Parameter configuration: The storage directory, the budgets and the sharing mode.
+    public init(configuration: Configuration) {
+        let configuration = configuration.clamped
+        self.configuration = configuration
+        engine = CacheEngine(
+            storagePath: configuration.storageDirectory.standardizedFileURL.path,
+            memoryMaximumCost: configuration.memoryMaximumCost,
+            memoryMaximumEntryCount: configuration.memoryMaximumEntryCount,
+            storageMaximumByteCount: configuration.storageMaximumByteCount.map { Int64($0) },
+            sharing: configuration.sharing, allowNetworkFilesystem: configuration.allowNetworkFilesystem)
+    }
+
+    /// Creates a cache over `storageDirectory`; the same as `init(configuration:)` with these fields.
     ///
     /// - Parameters:
     ///   - storageDirectory: The shared directory. Every process using it should pass the same path.
     ///   - memoryMaximumCost: The in-memory budget in cost units (bytes for the standard codecs).
     ///     Default 64 MiB; `nil` for unbounded; 0 or less keeps nothing in memory.
     ///   - memoryMaximumEntryCount: An optional bound on in-memory entries. Default `nil` (no bound).
-    ///   - storageMaximumByteCount: The storage budget in allocated bytes, enforced after every write by
-    ///     this instance: a write that takes the directory's usage over it trims least-recently-used
-    ///     entries down to 90 % of it. Default 128 MiB; `nil` for unbounded (never trimmed on write); 0 or
-    ///     less stores nothing. A value whose entry alone exceeds the budget is never stored.
-    ///     Processes with different budgets each enforce their own when they write.
+    ///   - storageMaximumByteCount: The storage budget; see `Configuration.storageMaximumByteCount`.
+    ///     Default 128 MiB; `nil` for unbounded; 0 or less stores nothing.
     ///   - sharing: Who may use the directory: `.privateToUser` (default) or `.groupShared`.
     ///   - allowNetworkFilesystem: Use a directory on NFS, SMB, FUSE or 9p anyway, without mmap and
     ///     without cross-process deduplication. Default `false`: such a directory is refused.
-    public init(
+    public convenience init(
         storageDirectory: URL,
-        memoryMaximumCost: Int? = 64 * 1024 * 1024,
+        memoryMaximumCost: Int? = Configuration.defaultMemoryMaximumCost,
         memoryMaximumEntryCount: Int? = nil,
-        storageMaximumByteCount: Int? = 128 * 1024 * 1024,
+        storageMaximumByteCount: Int? = Configuration.defaultStorageMaximumByteCount,
         sharing: StorageSharingMode = .privateToUser,
         allowNetworkFilesystem: Bool = false
     ) {
-        self.storageDirectory = storageDirectory
-        engine = CacheEngine(
-            storagePath: storageDirectory.standardizedFileURL.path,
-            memoryMaximumCost: memoryMaximumCost.map { max(0, $0) },
-            memoryMaximumEntryCount: memoryMaximumEntryCount.map { max(0, $0) },
-            storageMaximumByteCount: storageMaximumByteCount.map { Int64(max(0, $0)) },
-            sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem)
+        self.init(
+            configuration: Configuration(
+                storageDirectory: storageDirectory, memoryMaximumCost: memoryMaximumCost,
+                memoryMaximumEntryCount: memoryMaximumEntryCount, storageMaximumByteCount: storageMaximumByteCount,
+                sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem))
     }
 
     /// A view of this cache bound to one codec, so calls need no `codec:` argument.
@@ -359,7 +368,7 @@ public final class YCache: Sendable {
         let usage = await BlockingWork.run { context.trimmer.reconcileUsage() }
         return StorageUsage(
             byteCount: Int(usage.bytes), entryCount: usage.entries,
-            maximumByteCount: engine.storageMaximumByteCount.map { Int($0) })
+            maximumByteCount: configuration.storageMaximumByteCount)
     }
 
     // MARK: Removing

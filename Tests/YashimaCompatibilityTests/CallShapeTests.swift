@@ -205,7 +205,9 @@ struct CallShapeTests {
             CacheKey.self,
             from: Data(#"{"namespace":"n","identity":"i","variants":[],"versions":[{"name":"v","value":"1"}]}"#.utf8))
         #expect(decoded == CacheKey(namespace: "n", identity: "i").version("v", 1))
-        #expect(try JSONEncoder().encode(CacheKeyComponent("a", "b")) == Data(#"{"name":"a","value":"b"}"#.utf8))
+        let sorted = JSONEncoder()
+        sorted.outputFormatting = .sortedKeys
+        #expect(try sorted.encode(CacheKeyComponent("a", "b")) == Data(#"{"name":"a","value":"b"}"#.utf8))
     }
 
     @Test("the standard codecs are Equatable and keep Yashima's identifiers (except where noted)")
@@ -218,5 +220,60 @@ struct CallShapeTests {
         #expect(json.format == .json)
         #expect(json.identifier == "codable-json-v1:" + String(reflecting: [String: Int].self))
         #expect(CodableCodec<[String: Int]>(format: .propertyList) != json)
+    }
+}
+
+@Suite("Yashima's configuration")
+struct ConfigurationTests {
+    @Test("the default budgets are Yashima's constants, and the convenience initializer uses them")
+    func defaults() {
+        let directory = ScratchDirectory("config-defaults")
+        let configuration = YCache.Configuration(storageDirectory: directory.url)
+        #expect(YCache.Configuration.defaultMemoryMaximumCost == 67_108_864)
+        #expect(YCache.Configuration.defaultMemoryMaximumEntryCount == nil)
+        #expect(YCache.Configuration.defaultStorageMaximumByteCount == 134_217_728)
+        #expect(configuration.memoryMaximumCost == YCache.Configuration.defaultMemoryMaximumCost)
+        #expect(configuration.memoryMaximumEntryCount == nil)
+        #expect(configuration.storageMaximumByteCount == YCache.Configuration.defaultStorageMaximumByteCount)
+        #expect(configuration.storageDirectory == directory.url)
+        #expect(YCache(storageDirectory: directory.url).configuration == configuration)
+        #expect(YCache(configuration: configuration).configuration == configuration)
+        #expect(YCache(configuration: configuration).storageDirectory == directory.url)
+    }
+
+    @Test("custom and explicitly unbounded budgets are kept; negative ones become 0")
+    func budgets() {
+        let directory = ScratchDirectory("config-budgets")
+        let custom = YCache.Configuration(
+            storageDirectory: directory.url, memoryMaximumCost: 12, memoryMaximumEntryCount: 34,
+            storageMaximumByteCount: 56)
+        #expect(custom.memoryMaximumCost == 12 && custom.memoryMaximumEntryCount == 34)
+        #expect(custom.storageMaximumByteCount == 56)
+        let unbounded = YCache.Configuration(
+            storageDirectory: directory.url, memoryMaximumCost: nil, memoryMaximumEntryCount: nil,
+            storageMaximumByteCount: nil)
+        #expect(unbounded.memoryMaximumCost == nil && unbounded.storageMaximumByteCount == nil)
+        let negative = YCache.Configuration(
+            storageDirectory: directory.url, memoryMaximumCost: -1, memoryMaximumEntryCount: -2,
+            storageMaximumByteCount: -3)
+        #expect(negative.memoryMaximumCost == 0 && negative.memoryMaximumEntryCount == 0)
+        #expect(negative.storageMaximumByteCount == 0)
+        var mutated = custom
+        mutated.storageMaximumByteCount = -9  // set after init: the cache clamps it
+        #expect(YCache(configuration: mutated).configuration.storageMaximumByteCount == 0)
+        let cache = YCache(
+            storageDirectory: directory.url, memoryMaximumCost: 5, memoryMaximumEntryCount: 6,
+            storageMaximumByteCount: 7)
+        #expect(cache.configuration == custom.with(memory: 5, count: 6, storage: 7))
+    }
+}
+
+extension YCache.Configuration {
+    fileprivate func with(memory: Int?, count: Int?, storage: Int?) -> YCache.Configuration {
+        var copy = self
+        copy.memoryMaximumCost = memory
+        copy.memoryMaximumEntryCount = count
+        copy.storageMaximumByteCount = storage
+        return copy
     }
 }
