@@ -42,7 +42,8 @@ struct StorageContext: Sendable {
 
 final class CacheEngine: Sendable {
     let storagePath: String
-    let storageMaximumByteCount: Int64?
+    /// The storage budget this instance enforces when it writes (I9).
+    let budget: StorageBudget
     let sharing: StorageSharingMode
     let allowNetworkFilesystem: Bool
     let memory: MemoryStore
@@ -62,11 +63,11 @@ final class CacheEngine: Sendable {
     private static let reopenInterval: Int64 = 1_000_000_000
 
     init(
-        storagePath: String, memoryMaximumCost: Int?, memoryMaximumEntryCount: Int?, storageMaximumByteCount: Int64?,
+        storagePath: String, memoryMaximumCost: Int?, memoryMaximumEntryCount: Int?, budget: StorageBudget,
         sharing: StorageSharingMode, allowNetworkFilesystem: Bool
     ) {
         self.storagePath = storagePath
-        self.storageMaximumByteCount = storageMaximumByteCount
+        self.budget = budget
         self.sharing = sharing
         self.allowNetworkFilesystem = allowNetworkFilesystem
         self.memory = MemoryStore(maximumCost: memoryMaximumCost, maximumCount: memoryMaximumEntryCount)
@@ -175,7 +176,7 @@ final class CacheEngine: Sendable {
                 value = try request.codec.decode(entry.payload)
             } catch {
                 count { $0.corruptEntries += 1 }
-                discard(path, in: context)
+                discard(path, headerSize: request.expectation.headerSize, in: context)
                 if strict {
                     throw .decodingFailed(codec: request.codec.identifier, reason: "\(error)")
                 }
@@ -204,11 +205,11 @@ final class CacheEngine: Sendable {
         case .failure(.missing):
             return nil
         case .failure(.expired):
-            discard(path, in: context)
+            discard(path, headerSize: request.expectation.headerSize, in: context)
             return nil
         case .failure(.corrupt(let corruption, _)):
             count { $0.corruptEntries += 1 }
-            discard(path, in: context)
+            discard(path, headerSize: request.expectation.headerSize, in: context)
             if strict { throw .corruptEntry(reason: corruption.description) }
             return nil
         case .failure(.system(let error)):
@@ -219,9 +220,9 @@ final class CacheEngine: Sendable {
 
     /// Unlinks an entry a lookup proved corrupt or expired, unless the root path no longer names this
     /// root (I13: never unlink in a directory that was renamed away).
-    private func discard(_ path: EntryPath, in context: StorageContext) {
+    private func discard(_ path: EntryPath, headerSize: Int, in context: StorageContext) {
         guard context.directory.isStillNamedByPath() else { return }
-        _ = context.files.remove(path.relative)
+        _ = context.files.remove(path.relative, payload: .headerSize(headerSize))
     }
 
     /// Memory, then storage. Storage failures to open are a miss unless `.throwError`.
@@ -438,7 +439,9 @@ final class CacheEngine: Sendable {
                 let charged = EntryFile.chargedBytes(
                     payloadByteCount: encoded.count, keyByteCount: request.expectation.keyBytes.count,
                     codecByteCount: request.expectation.codecBytes.count)
-                let tooLargeForBudget = storageMaximumByteCount.map { charged > $0 } ?? false
+                let tooLargeForBudget =
+                    (budget.payloadBytes.map { Int64(encoded.count) > $0 } ?? false)
+                    || (budget.allocatedBytes.map { charged > $0 } ?? false)
                 // A key or codec identifier no reader accepts (EntryFormat) would only be read back as corrupt.
                 let unreadable =
                     request.expectation.keyBytes.count > EntryFormat.maximumKeyByteCount
@@ -449,8 +452,8 @@ final class CacheEngine: Sendable {
                     if bumpEpoch {
                         let path = context.directory.entryPath(for: request.expectation.identity)
                         (epochs, _) = try unlinkStoredEntry(
-                            at: path, namespace: request.key.namespace, keyDigest: request.expectation.keyDigest,
-                            context: context)
+                            at: path, headerSize: request.expectation.headerSize, namespace: request.key.namespace,
+                            keyDigest: request.expectation.keyDigest, context: context)
                     }
                 } else {
                     let path = context.directory.entryPath(for: request.expectation.identity)
@@ -485,8 +488,8 @@ final class CacheEngine: Sendable {
                         let after = bumpKey(slots, expecting: beforePublish, in: state)
                         epochs = EpochSnapshot(slots: slots, stamp: after ?? beforePublish)
                     }
-                    if let budget = storageMaximumByteCount, context.directory.state.usage > budget {
-                        let trimmer = context.trimmer
+                    if budget.isExceeded(by: context.directory.state) {
+                        let (trimmer, budget) = (context.trimmer, budget)
                         _ = await BlockingWork.run { trimmer.trimIfNeeded(budget: budget) }
                     }
                 }
@@ -565,8 +568,9 @@ final class CacheEngine: Sendable {
         // because its entry would come back once the directory is usable again.
         let context = try storage(verifyingRoot: true).get()
         let path = context.directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: codecIdentifier))
+        let headerSize = EntryFormat.fixedHeaderSize + key.canonicalByteCount + codecIdentifier.utf8.count
         let (_, unlinked) = try unlinkStoredEntry(
-            at: path, namespace: key.namespace, keyDigest: key.stableDigest, context: context)
+            at: path, headerSize: headerSize, namespace: key.namespace, keyDigest: key.stableDigest, context: context)
         return removedFromMemory || unlinked
     }
 
@@ -574,13 +578,13 @@ final class CacheEngine: Sendable {
     /// caches again, the value it held. Returns the key's epoch slots and their stamp after the second bump,
     /// and whether a file was unlinked.
     private func unlinkStoredEntry(
-        at path: EntryPath, namespace: String, keyDigest: SHA256Digest, context: StorageContext
+        at path: EntryPath, headerSize: Int, namespace: String, keyDigest: SHA256Digest, context: StorageContext
     ) throws(YCache.Error) -> (EpochSnapshot, Bool) {
         let slots = SharedState.slots(namespace: namespace, keyDigest: keyDigest)
         let state = context.directory.state
         let before = state.stamp(slots)
         let afterFirst = bumpKey(slots, expecting: before, in: state)  // I10: before unlinking
-        let outcome = context.files.remove(path.relative)
+        let outcome = context.files.remove(path.relative, payload: .headerSize(headerSize))
         // And again after: a reader that stamped its epochs after the first bump may have read the file
         // before the unlink; its memory copy must not outlive this call.
         let afterSecond: SharedState.Stamp?
@@ -616,14 +620,16 @@ final class CacheEngine: Sendable {
         // before the scan unlinked it; its memory copy must not outlive this call.
         defer { bump() }
         var removed = 0
-        for entry in context.trimmer.scanEntries() {
+        for entry in context.trimmer.scanEntries(readingPayloads: namespace == nil) {
+            var payload = entry.payloadBytes
             if let namespace {
                 guard case .success(let (header, bytes, _)) = context.files.readHeader(entry.relative),
                     let key = CacheKey(canonicalBytes: bytes[header.keyOffset..<header.codecOffset]),
                     key.namespace == namespace
                 else { continue }
+                payload = header.payloadByteCount
             }
-            if case .success(true) = context.files.remove(entry.relative) { removed += 1 }
+            if case .success(true) = context.files.remove(entry.relative, payload: .known(payload)) { removed += 1 }
         }
         return removed
     }
@@ -637,7 +643,9 @@ final class CacheEngine: Sendable {
             guard case .success(let (header, _, _)) = context.files.readHeader(entry.relative),
                 header.isExpired(atNanoseconds: now)
             else { continue }
-            if case .success(true) = context.files.remove(entry.relative) { removed += 1 }
+            if case .success(true) = context.files.remove(entry.relative, payload: .known(header.payloadByteCount)) {
+                removed += 1
+            }
         }
         return removed
     }

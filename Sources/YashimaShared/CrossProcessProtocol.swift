@@ -61,13 +61,16 @@
 ///   `YCache.Options.crossProcessWaitTimeout`: past it, the waiter generates without the lock. That may
 ///   duplicate work; it never yields a wrong value, because values for one key are interchangeable and
 ///   publish is atomic.
-/// - **I9 Usage is a hint, reconciled by trim.** The state file holds the directory's allocated bytes,
-///   adjusted atomically by whoever publishes (the file size rounded up to 4 KiB) or unlinks (the file's
-///   `st_blocks × 512`); where the two measures differ (another block size, inline or compressed files),
-///   the counter drifts until the next scan. Trim runs in one process at a time (a writer over budget
-///   waits for `trim.lock`, so the bound holds when its write returns), recounts from a scan, re-checks
-///   each victim's mtime right before unlinking it, and never touches staging files younger than
-///   `Policy.stagingDebrisAge`.
+/// - **I9 Usage is a hint, reconciled by trim.** The state file holds the directory's payload bytes (what
+///   the storage budget counts, as Yashima counts it) and allocated bytes (the disk measure, for the
+///   optional disk cap), adjusted atomically by whoever publishes (the payload's length; the file size
+///   rounded up to 4 KiB) or unlinks (the payload length; the file's `st_blocks × 512`); where the
+///   allocated measures differ (another block size, inline or compressed files), that counter drifts until
+///   the next scan. Trim runs in one process at a time (a writer over budget waits for `trim.lock`, so the
+///   bound holds when its write returns), recounts both from a scan (reading every entry's fixed header),
+///   re-checks each victim's mtime and size right before unlinking it, and never touches staging files
+///   younger than `Policy.stagingDebrisAge`. A payload counter no scan has counted yet (a state file made
+///   by 0.1 has none) is recounted by the first budgeted write before it is trusted.
 /// - **I10 Removal is seen everywhere.** `remove`, `removeAll(in:)` and `removeAll()` bump epochs in the
 ///   state file (per key slot, per namespace slot, global) before unlinking, and again after (a reader
 ///   that recorded its epochs between the first bump and the unlink may have read the entry). Every

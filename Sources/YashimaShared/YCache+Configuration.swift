@@ -14,7 +14,7 @@ extension YCache {
         public static let defaultMemoryMaximumCost = 64 * 1024 * 1024
         /// The default bound on in-memory entries: none.
         public static let defaultMemoryMaximumEntryCount: Int? = nil
-        /// The default storage budget: 128 MiB for the whole directory.
+        /// The default storage budget: 128 MiB of payload bytes for the whole directory.
         public static let defaultStorageMaximumByteCount = 128 * 1024 * 1024
 
         /// The shared directory. Every process using it should pass the same path.
@@ -23,11 +23,18 @@ extension YCache {
         public var memoryMaximumCost: Int?
         /// An optional bound on this instance's in-memory entries; `nil` for none; 0 keeps nothing.
         public var memoryMaximumEntryCount: Int?
-        /// The storage budget in allocated bytes, enforced by this instance after each of its writes: a
-        /// write that takes the directory over it trims least-recently-used entries down to 90 % of it. `nil` for unbounded (never trimmed
+        /// The storage budget in payload bytes (the sum of `YCache.Metadata.byteCount` over the directory's
+        /// entries, as Yashima counts it), enforced by this instance after each of its writes: a write that
+        /// takes the directory over it trims least-recently-used entries down to 90 % of it. `nil` for unbounded (never trimmed
         /// on write); 0 stores nothing. A value larger than the whole budget is never stored. Processes with
-        /// different budgets each enforce their own when they write.
+        /// different budgets each enforce their own when they write. Each entry also takes a header (128
+        /// bytes, the key's canonical form and the codec identifier) and its file's block rounding on disk:
+        /// bound that with `storageMaximumAllocatedByteCount`.
         public var storageMaximumByteCount: Int?
+        /// An optional second storage bound, in allocated bytes (`st_blocks × 512` of every entry file: on
+        /// ext4 at least 4 KiB per entry), for a disk cap (YashimaShared). Enforced like
+        /// `storageMaximumByteCount`, which stays in force; default `nil` (no disk cap).
+        public var storageMaximumAllocatedByteCount: Int?
         /// Who may use the directory (YashimaShared): `.privateToUser` (the default) or `.groupShared`.
         public var sharing: StorageSharingMode
         /// Use a directory on NFS, SMB, FUSE or 9p anyway, without mmap and without cross-process
@@ -40,7 +47,9 @@ extension YCache {
         ///     setgid 2770 with `.groupShared`).
         ///   - memoryMaximumCost: The in-memory budget; default 64 MiB, `nil` for unbounded.
         ///   - memoryMaximumEntryCount: A bound on in-memory entries; default none.
-        ///   - storageMaximumByteCount: The storage budget; default 128 MiB, `nil` for unbounded.
+        ///   - storageMaximumByteCount: The storage budget in payload bytes; default 128 MiB, `nil` for
+        ///     unbounded.
+        ///   - storageMaximumAllocatedByteCount: A disk cap in allocated bytes; default none.
         ///   - sharing: Who may use the directory.
         ///   - allowNetworkFilesystem: Whether a network filesystem is used anyway.
         public init(
@@ -48,6 +57,7 @@ extension YCache {
             memoryMaximumCost: Int? = Self.defaultMemoryMaximumCost,
             memoryMaximumEntryCount: Int? = Self.defaultMemoryMaximumEntryCount,
             storageMaximumByteCount: Int? = Self.defaultStorageMaximumByteCount,
+            storageMaximumAllocatedByteCount: Int? = nil,
             sharing: StorageSharingMode = .privateToUser,
             allowNetworkFilesystem: Bool = false
         ) {
@@ -55,6 +65,7 @@ extension YCache {
             self.memoryMaximumCost = memoryMaximumCost.map { max(0, $0) }
             self.memoryMaximumEntryCount = memoryMaximumEntryCount.map { max(0, $0) }
             self.storageMaximumByteCount = storageMaximumByteCount.map { max(0, $0) }
+            self.storageMaximumAllocatedByteCount = storageMaximumAllocatedByteCount.map { max(0, $0) }
             self.sharing = sharing
             self.allowNetworkFilesystem = allowNetworkFilesystem
         }
@@ -65,6 +76,7 @@ extension YCache {
             copy.memoryMaximumCost = memoryMaximumCost.map { max(0, $0) }
             copy.memoryMaximumEntryCount = memoryMaximumEntryCount.map { max(0, $0) }
             copy.storageMaximumByteCount = storageMaximumByteCount.map { max(0, $0) }
+            copy.storageMaximumAllocatedByteCount = storageMaximumAllocatedByteCount.map { max(0, $0) }
             return copy
         }
     }

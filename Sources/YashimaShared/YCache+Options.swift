@@ -282,24 +282,37 @@ extension YCache {
         }
     }
 
-    /// Bytes and entries in the storage directory.
+    /// Bytes and entries in the storage directory (all processes' entries).
     public struct StorageUsage: Sendable, Equatable {
-        /// Bytes of all entries.
+        /// Payload bytes of all entries (the sum of their `Metadata.byteCount`): what the storage budget
+        /// counts, as in Yashima.
         public let byteCount: Int
         /// Number of entries.
         public let entryCount: Int
         /// The storage budget of the instance that measured (`Configuration.storageMaximumByteCount`).
         public let maximumByteCount: Int?
+        /// Allocated bytes of all entry files (`st_blocks × 512`: headers and block rounding included), what
+        /// the entries take on disk (YashimaShared).
+        public let allocatedByteCount: Int64
+        /// The disk cap of the instance that measured (`Configuration.storageMaximumAllocatedByteCount`).
+        public let maximumAllocatedByteCount: Int?
 
         /// Creates a usage report.
         /// - Parameters:
-        ///   - byteCount: Bytes of all entries.
+        ///   - byteCount: Payload bytes of all entries.
         ///   - entryCount: Number of entries.
         ///   - maximumByteCount: The storage budget, if any.
-        public init(byteCount: Int, entryCount: Int, maximumByteCount: Int?) {
+        ///   - allocatedByteCount: Allocated bytes of all entry files.
+        ///   - maximumAllocatedByteCount: The disk cap, if any.
+        public init(
+            byteCount: Int, entryCount: Int, maximumByteCount: Int?, allocatedByteCount: Int64 = 0,
+            maximumAllocatedByteCount: Int? = nil
+        ) {
             self.byteCount = byteCount
             self.entryCount = entryCount
             self.maximumByteCount = maximumByteCount
+            self.allocatedByteCount = allocatedByteCount
+            self.maximumAllocatedByteCount = maximumAllocatedByteCount
         }
     }
 }

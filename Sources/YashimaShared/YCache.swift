@@ -43,7 +43,9 @@ public final class YCache: Sendable {
             storagePath: configuration.storageDirectory.standardizedFileURL.path,
             memoryMaximumCost: configuration.memoryMaximumCost,
             memoryMaximumEntryCount: configuration.memoryMaximumEntryCount,
-            storageMaximumByteCount: configuration.storageMaximumByteCount.map { Int64($0) },
+            budget: StorageBudget(
+                payloadBytes: configuration.storageMaximumByteCount.map { Int64($0) },
+                allocatedBytes: configuration.storageMaximumAllocatedByteCount.map { Int64($0) }),
             sharing: configuration.sharing, allowNetworkFilesystem: configuration.allowNetworkFilesystem)
     }
 
@@ -357,18 +359,25 @@ public final class YCache: Sendable {
         return await BlockingWork.run { engine.entries(inNamespace: namespace) }
     }
 
-    /// Allocated bytes and entry count of the storage directory, counted now (all processes' entries).
+    /// Payload bytes, allocated bytes and entry count of the storage directory, counted now (all
+    /// processes' entries).
     ///
-    /// Scans the directory and stores the count as the shared usage counter (I9).
-    /// - Returns: The allocated bytes (`st_blocks × 512`), the number of entry files and the budget.
+    /// Scans the directory, reading each entry's fixed header (not its payload), and stores the counts in
+    /// the shared usage counters (I9).
+    /// - Returns: The payload bytes (`byteCount`, what the budget counts), the allocated bytes
+    ///   (`allocatedByteCount`, `st_blocks × 512`), the number of entry files and the budgets.
     /// - Throws: A storage-open error: `YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout` or `.storageFull`.
     public func storageUsage() async throws -> StorageUsage {
         let context = try requireStorage()
-        let usage = await BlockingWork.run { context.trimmer.reconcileUsage() }
-        return StorageUsage(
-            byteCount: Int(usage.bytes), entryCount: usage.entries,
-            maximumByteCount: configuration.storageMaximumByteCount)
+        return usage(await BlockingWork.run { context.trimmer.reconcileUsage() })
+    }
+
+    private func usage(_ counted: CountedUsage) -> StorageUsage {
+        StorageUsage(
+            byteCount: Int(counted.payloadBytes), entryCount: counted.entries,
+            maximumByteCount: configuration.storageMaximumByteCount, allocatedByteCount: counted.allocatedBytes,
+            maximumAllocatedByteCount: configuration.storageMaximumAllocatedByteCount)
     }
 
     // MARK: Removing
@@ -434,28 +443,34 @@ public final class YCache: Sendable {
     }
 
     /// Recounts storage usage and trims least-recently-used entries until it is within
-    /// `storageMaximumByteCount`; also removes staging debris of killed processes and unused lock files.
+    /// `storageMaximumByteCount` (payload bytes) and, when set, `storageMaximumAllocatedByteCount`; also
+    /// removes staging debris of killed processes and unused lock files.
     ///
     /// Unlike the trim on the write path (down to 90 % of the budget, at most 4,096 unlinks per pass),
     /// this trims down to the budget itself with no per-pass limit, waiting for another process's trim
-    /// to finish first. With no budget (`nil`) it only sweeps debris: staging files and unheld lock files
-    /// older than an hour.
-    /// - Returns: The usage after trimming, counted by a scan.
+    /// to finish first. With no budget (both `nil`) it only sweeps debris: staging files and unheld lock
+    /// files older than an hour.
+    /// - Returns: The usage after trimming: what the trim's scan counted, less what it unlinked.
     /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`), or `.ioFailure` (`.storageFull`)
     ///   when `trim.lock` cannot be opened or locked.
     @discardableResult
     public func trimStorageIfNeeded() async throws -> StorageUsage {
         let context = try requireStorage()
-        if let budget = engine.storageMaximumByteCount {
-            let result = await BlockingWork.run { context.trimmer.trimIfNeeded(budget: budget, force: true) }
-            if case .failure(let error) = result {
-                throw Error.system(error, path: engine.storagePath, operation: "trimming")
+        let budget = engine.budget
+        let counted: CountedUsage
+        if budget.isBounded {
+            switch await BlockingWork.run({ context.trimmer.trimIfNeeded(budget: budget, force: true) }) {
+            case .success(let usage): counted = usage ?? context.trimmer.reconcileUsage()
+            case .failure(let error): throw Error.system(error, path: engine.storagePath, operation: "trimming")
             }
         } else {
-            await BlockingWork.run { context.trimmer.sweepDebris() }
+            counted = await BlockingWork.run {
+                context.trimmer.sweepDebris()
+                return context.trimmer.reconcileUsage()
+            }
         }
-        return try await storageUsage()
+        return usage(counted)
     }
 
     // MARK: Helpers

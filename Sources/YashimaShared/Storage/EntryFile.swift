@@ -12,6 +12,9 @@ struct EntryExpectation: Sendable {
     let codecBytes: [UInt8]
     let keyDigest: SHA256Digest
 
+    /// The size of the entry's header (fixed part, key and codec identifier): its file size minus the payload.
+    var headerSize: Int { EntryFormat.fixedHeaderSize + keyBytes.count + codecBytes.count }
+
     init(key: CacheKey, codecIdentifier: String) {
         let keyBytes = key.canonicalBytes
         self.keyBytes = keyBytes
@@ -45,6 +48,17 @@ struct PublishOutcome: Sendable {
     let header: EntryFormat.Header
     let allocatedBytes: Int64
     let replacedAllocatedBytes: Int64
+    let replacedPayloadBytes: Int64
+}
+
+/// How `EntryFile.remove` learns the payload bytes it takes off the payload counter (I9).
+enum PayloadCharge: Sendable {
+    /// Known from a header read just before (a scan, a namespace removal).
+    case known(Int64)
+    /// The file's size minus this header size: the entry's key and codec are known, so its header size is.
+    case headerSize(Int)
+    /// Unknown: read the entry's fixed header first.
+    case readHeader
 }
 
 /// Entry-file operations relative to one storage root.
@@ -287,10 +301,13 @@ struct EntryFile {
             }
             return .failure(error)
         }
-        // A coordinated generation (holding the lock) just saw no entry; others may replace one.
+        // A coordinated generation (holding the lock) just saw no entry; others may replace one. The entry
+        // it replaces has the same key and codec, so the same header size.
         var replaced: Int64 = 0
+        var replacedPayload: Int64 = 0
         if !knownAbsent, case .success(let old) = Syscall.status(of: path.relative, in: root), old.isRegularFile {
             replaced = old.allocatedBytes
+            replacedPayload = Self.payloadBytes(fileSize: old.size, headerSize: headerBytes.count)
         }
         var renamed = Syscall.rename(staging, in: root, to: path.relative, in: root)
         if case .failure(let error) = renamed, error.errno.isFolderMissingOrReplaced {
@@ -305,15 +322,44 @@ struct EntryFile {
             if lock == nil { _ = Syscall.unlink(staging, in: root) }
             return .failure(error)
         }
-        // The charge: the file size in 4 KiB blocks (what ext4 allocates; trim recounts st_blocks, I9).
+        // The charges (I9): the payload bytes, which the budget counts, and the file size in 4 KiB blocks
+        // (what ext4 allocates; trim recounts st_blocks).
         let allocated = roundUpToBlock(Int64(headerBytes.count + payload.count))
         directory.state.adjustUsage(by: allocated - replaced)
+        directory.state.adjustPayloadBytes(by: Int64(payload.count) - replacedPayload)
         let header = EntryFormat.Header(
             keyByteCount: expectation.keyBytes.count, codecByteCount: expectation.codecBytes.count,
             payloadByteCount: Int64(payload.count), createdAtNanoseconds: createdAt, expiresAtNanoseconds: expiresAt,
             payloadChecksum: checksum, entryIdentity: expectation.identity.digest,
             keyStableDigest: expectation.keyDigest)
-        return .success(PublishOutcome(header: header, allocatedBytes: allocated, replacedAllocatedBytes: replaced))
+        return .success(
+            PublishOutcome(
+                header: header, allocatedBytes: allocated, replacedAllocatedBytes: replaced,
+                replacedPayloadBytes: replacedPayload))
+    }
+
+    /// The payload bytes a file of `fileSize` bytes with a header of `headerSize` bytes holds. A file too
+    /// short for its header is not an entry and is charged its whole size, as a scan charges it.
+    static func payloadBytes(fileSize: Int64, headerSize: Int) -> Int64 {
+        fileSize >= Int64(headerSize) ? fileSize - Int64(headerSize) : max(0, fileSize)
+    }
+
+    /// The payload bytes the payload counter holds for the file at `relative` (status `status`): its
+    /// header's payload count when the fixed header is sound, else its whole size (debris in `entries/`
+    /// counts against the budget until trim removes it). One open and one 128-byte read.
+    func chargedPayloadBytes(_ relative: String, status: FileStatus) -> Int64 {
+        guard case .success(let fd) = Syscall.open(relative, in: directory.descriptor, flags: [.readOnly]) else {
+            return max(0, status.size)
+        }
+        defer { Syscall.close(fd) }
+        var prefix = [UInt8](repeating: 0, count: EntryFormat.fixedHeaderSize)
+        guard case .success(let count) = prefix.withUnsafeMutableBytes({ Syscall.read(fd, into: $0, at: 0) }),
+            count == prefix.count,
+            case .success(let header) = prefix.withUnsafeBytes({
+                EntryFormat.parseFixedHeader($0, fileSize: status.size)
+            })
+        else { return max(0, status.size) }
+        return header.payloadByteCount
     }
 
     /// The bytes an entry with this payload will be charged: its file size rounded up to 4 KiB blocks.
@@ -323,19 +369,30 @@ struct EntryFile {
 
     // MARK: Remove (I4)
 
-    /// Unlinks `relative` and subtracts its allocated bytes from usage. A missing file is fine.
+    /// Unlinks `relative` and subtracts its allocated and payload bytes from the counters (I9). A missing
+    /// file is fine.
     @discardableResult
-    func remove(_ relative: String) -> Result<Bool, SystemCallError> {
+    func remove(_ relative: String, payload charge: PayloadCharge) -> Result<Bool, SystemCallError> {
         let root = directory.descriptor
         let allocated: Int64
+        var payload: Int64 = 0
         switch Syscall.status(of: relative, in: root) {
-        case .success(let status): allocated = status.isRegularFile ? status.allocatedBytes : 0
+        case .success(let status):
+            allocated = status.isRegularFile ? status.allocatedBytes : 0
+            if status.isRegularFile {
+                switch charge {
+                case .known(let bytes): payload = bytes
+                case .headerSize(let size): payload = Self.payloadBytes(fileSize: status.size, headerSize: size)
+                case .readHeader: payload = chargedPayloadBytes(relative, status: status)
+                }
+            }
         case .failure(let error) where error.errno == .noSuchFile: return .success(false)
         case .failure(let error): return .failure(error)
         }
         switch Syscall.unlink(relative, in: root) {
         case .success:
             directory.state.adjustUsage(by: -allocated)
+            directory.state.adjustPayloadBytes(by: -payload)
             return .success(true)
         case .failure(let error) where error.errno == .noSuchFile: return .success(false)
         case .failure(let error): return .failure(error)

@@ -280,7 +280,7 @@ extension Hardening {
                 }
                 #expect(await child.exitStatus() == 0)
             }
-            #expect(allocatedEntryBytes(URL(fileURLWithPath: users.root)) <= Int64(budget))
+            #expect(payloadEntryBytes(URL(fileURLWithPath: users.root)) <= Int64(budget))
             for name in Hardening.allNames(under: users.root) {
                 var info = stat()
                 try #require(lstat(users.root + "/" + name, &info) == 0)

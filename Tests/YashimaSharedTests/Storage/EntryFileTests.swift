@@ -69,6 +69,7 @@ struct EntryFileTests {
         #expect(outcome.allocatedBytes == charged)
         #expect(outcome.replacedAllocatedBytes == 0)
         #expect(fixture.directory.state.usage == charged)
+        #expect(fixture.directory.state.payloadBytes == Int64(size))
         let entry = try fixture.read(key).get()
         #expect(entry.payload == payload)
         #expect(entry.payload.startIndex == 0)
@@ -100,7 +101,9 @@ struct EntryFileTests {
         let new = Self.payload(5_000, seed: 2)
         let outcome = try fixture.publish(key, new)
         #expect(outcome.replacedAllocatedBytes > 0)
+        #expect(outcome.replacedPayloadBytes == 200_000)
         #expect(fixture.directory.state.usage == outcome.allocatedBytes)
+        #expect(fixture.directory.state.payloadBytes == 5_000)
         #expect(mapped == old)  // I1/I4: the old inode's pages stay valid
         mapped[0] ^= 0xFF  // private mapping: writable, never written through
         #expect(try fixture.read(key).get().payload == new)
@@ -234,16 +237,37 @@ struct EntryFileTests {
         #expect(try modificationTime(url).timeIntervalSinceNow > -600)
     }
 
-    @Test("remove unlinks and gives the bytes back; removing a missing entry is fine")
+    @Test("remove unlinks and gives both counts back, however it learns the payload; a missing entry is fine")
     func remove() throws {
         let fixture = try Fixture()
-        let key = CacheKey("gone")
-        try fixture.publish(key, Self.payload(10_000))
+        let keys = (0..<3).map { CacheKey("gone-\($0)") }
+        for key in keys { try fixture.publish(key, Self.payload(10_000)) }
         #expect(fixture.directory.state.usage > 0)
-        #expect(try fixture.files.remove(fixture.path(key).relative).get() == true)
+        #expect(fixture.directory.state.payloadBytes == 30_000)
+        let headerSize = EntryExpectation(key: keys[0], codecIdentifier: "data-v1").headerSize
+        let charges: [PayloadCharge] = [.readHeader, .headerSize(headerSize), .known(10_000)]
+        for (key, charge) in zip(keys, charges) {
+            #expect(try fixture.files.remove(fixture.path(key).relative, payload: charge).get() == true)
+            #expect(!fileExists(fixture.url(fixture.path(key))))
+        }
         #expect(fixture.directory.state.usage == 0)
-        #expect(!fileExists(fixture.url(fixture.path(key))))
-        #expect(try fixture.files.remove(fixture.path(key).relative).get() == false)
+        #expect(fixture.directory.state.payloadBytes == 0)
+        #expect(try fixture.files.remove(fixture.path(keys[0]).relative, payload: .readHeader).get() == false)
+    }
+
+    @Test("a file that is not a sound entry is charged its whole size")
+    func chargedPayloadOfDebris() throws {
+        let fixture = try Fixture()
+        let key = CacheKey("debris")
+        try fixture.publish(key, Self.payload(100))
+        let url = fixture.url(fixture.path(key))
+        let status = try Syscall.status(of: fixture.path(key).relative, in: fixture.directory.descriptor).get()
+        #expect(fixture.files.chargedPayloadBytes(fixture.path(key).relative, status: status) == 100)
+        try Data(repeating: 0x41, count: 300).write(to: url)
+        let garbage = try Syscall.status(of: fixture.path(key).relative, in: fixture.directory.descriptor).get()
+        #expect(fixture.files.chargedPayloadBytes(fixture.path(key).relative, status: garbage) == 300)
+        #expect(EntryFile.payloadBytes(fileSize: 300, headerSize: 200) == 100)
+        #expect(EntryFile.payloadBytes(fileSize: 100, headerSize: 200) == 100)
     }
 
     @Test("the charge is the file size rounded up to 4 KiB")
