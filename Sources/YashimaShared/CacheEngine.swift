@@ -144,11 +144,42 @@ final class CacheEngine: Sendable {
         return SharedState.Stamp(global: expected.global, namespace: expected.namespace, key: previous &+ 1)
     }
 
+    /// The memory item of `memoryKey` if it is live (I10). An item whose epochs moved but that names a
+    /// stored entry is kept when storage still holds the same publish of that entry (a removal or a
+    /// replacement of another key in its epoch slot moved them): one open and a 128-byte read instead of
+    /// dropping it and reading the whole entry again.
+    ///
+    /// Why this keeps I10: a removal bumps the key's epochs, unlinks, and bumps again; a replacement
+    /// publishes (rename), then bumps. `MemoryStore.lookup` read the current epochs before the check
+    /// below, and the item is kept with those. If the check found the old file, it ran before the
+    /// unlink or rename, so the epochs it read predate the removal's or replacement's last bump: the next
+    /// lookup finds them moved again and checks again, and then the file is gone or another publish. So a
+    /// lookup that begins after a removal has returned never serves the removed value; only a lookup that
+    /// overlapped the removal can, as it could have before the removal began.
+    func liveMemoryItem(_ memoryKey: MemoryKey, now: Int64) -> MemoryItem? {
+        let context = openStorage
+        switch memory.lookup(memoryKey, state: context?.directory.state, now: now) {
+        case .miss:
+            return nil
+        case .hit(let item):
+            return item
+        case .unconfirmed(let item, let current):
+            guard let context, let path = item.entryPath, let version = item.entryVersion,
+                context.files.publishedVersion(path) == version
+            else {
+                memory.drop(memoryKey, serial: item.serial)
+                return nil
+            }
+            memory.confirm(memoryKey, serial: item.serial, stamp: current)
+            return item
+        }
+    }
+
     func memoryHit<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec) -> YCache.Resolved<Codec.Value>? {
         let now = Syscall.realtimeNanoseconds
-        guard let item = memory.item(for: memoryKey, state: openStorage?.directory.state, now: now),
-            let value = item.value as? Codec.Value
-        else { return nil }
+        guard let item = liveMemoryItem(memoryKey, now: now), let value = item.value as? Codec.Value else {
+            return nil
+        }
         count { $0.memoryHits += 1 }
         if let path = item.entryPath, memory.shouldTouch(memoryKey, now: now), let context = openStorage {
             // P15: a value served from memory is still in use; keep its file from looking cold to trim.
@@ -192,7 +223,7 @@ final class CacheEngine: Sendable {
                 memory.insert(
                     MemoryItem(
                         value: value, cost: cost, metadata: metadata, slots: epochs?.slots, stamp: epochs?.stamp,
-                        entryPath: path),
+                        entryPath: path, entryVersion: EntryVersion(entry.header)),
                     for: request.memoryKey)
             {
                 _ = memory.shouldTouch(request.memoryKey, now: now)  // just touched (or fresh): start the interval
@@ -423,6 +454,7 @@ final class CacheEngine: Sendable {
         var byteCount = 0
         var epochs = epochs
         var entryPath: EntryPath?
+        var entryVersion: EntryVersion?
         var encodedCount: Int?
         if options.writePolicy == .disabled { return (nil, epochs) }
         if options.writePolicy == .memoryAndStorage {
@@ -474,8 +506,9 @@ final class CacheEngine: Sendable {
                     let outcome =
                         encoded.count >= Policy.offPoolWriteThreshold ? await BlockingWork.run(publish) : publish()
                     switch outcome {
-                    case .success:
+                    case .success(let outcome):
                         entryPath = path
+                        entryVersion = EntryVersion(outcome.header)
                         published?.set()
                     case .failure(let error):
                         throw YCache.Error.system(error, path: storagePath, operation: "publishing an entry")
@@ -508,7 +541,7 @@ final class CacheEngine: Sendable {
         if memory.insert(
             MemoryItem(
                 value: value, cost: cost, metadata: metadata, slots: epochs?.slots, stamp: epochs?.stamp,
-                entryPath: entryPath),
+                entryPath: entryPath, entryVersion: entryVersion),
             for: request.memoryKey)
         {
             _ = memory.shouldTouch(request.memoryKey, now: now)
@@ -554,8 +587,7 @@ final class CacheEngine: Sendable {
                 header: header, codecIdentifier: codec.identifier, cost: nil,
                 lastAccessedAt: status.modifiedNanoseconds)
         case .failure(.missing), .failure(.corrupt), .failure(.expired):
-            let now = Syscall.realtimeNanoseconds
-            return memory.item(for: memoryKey, state: context.directory.state, now: now)?.metadata
+            return liveMemoryItem(memoryKey, now: Syscall.realtimeNanoseconds)?.metadata
         case .failure(.system(let error)):
             throw .system(error, path: storagePath, operation: "reading an entry header")
         }

@@ -75,7 +75,12 @@
 ///   state file (per key slot, per namespace slot, global) before unlinking, and again after (a reader
 ///   that recorded its epochs between the first bump and the unlink may have read the entry). Every
 ///   in-memory (L1) hit compares the epochs it recorded with the current ones, so no process's L1 serves
-///   a removed entry on its next lookup. A call that joins another call's in-process flight takes its
+///   a removed entry on its next lookup. Epoch slots are shared by many keys, so when they moved an L1
+///   copy of a stored entry is checked against storage instead of dropped: it is kept, under epochs read
+///   before the check, only while the entry file is the same publish (its header's created time, payload
+///   length and checksum); a check that raced an unlink or a replacing rename saw epochs older than that
+///   removal's or replacement's last bump, so the next lookup checks again. A value kept only in memory is
+///   dropped. A call that joins another call's in-process flight takes its
 ///   value only while the epochs that value was read or made under are still current (the flight may have
 ///   read it before a removal that finished before the joiner began); a writer that replaces a value
 ///   stamps its own copy from just before its publish, unless nobody else bumped in between.

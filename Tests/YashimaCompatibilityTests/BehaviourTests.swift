@@ -42,4 +42,33 @@ struct BehaviourTests {
         let unbounded = try await writer.trimStorageIfNeeded()  // no budget: the usage, nothing removed
         #expect(unbounded.entryCount == 3 && unbounded.maximumByteCount == nil)
     }
+
+    // MARK: Memory
+
+    @Test("storing 150 keys one at a time leaves all 150 in memory")
+    func memoryKeepsEveryStoredKey() async throws {
+        let directory = ScratchDirectory("memory-150")
+        let cache = YCache(storageDirectory: directory.url)
+        let keys = (0..<150).map { compatKey("item-\($0)") }
+        for key in keys { try await cache.store(Data([1]), for: key, codec: DataCodec()) }
+        var inMemory = 0
+        for key in keys where try await cache.peek(for: key, codec: DataCodec()) != nil { inMemory += 1 }
+        #expect(inMemory == 150)
+    }
+
+    @Test("a removal by another instance drops exactly that key from this instance's memory")
+    func removalByAnotherInstance() async throws {
+        let directory = ScratchDirectory("memory-removal")
+        let cache = YCache(storageDirectory: directory.url)
+        let other = YCache(storageDirectory: directory.url)
+        let keys = (0..<150).map { compatKey("item-\($0)") }
+        for key in keys { try await cache.store(Data([1]), for: key, codec: DataCodec()) }
+        #expect(try await other.remove(for: keys[40], codec: DataCodec()))
+        try await other.store(Data([2]), for: keys[41], codec: DataCodec())
+        var kept: [CacheKey] = []
+        for key in keys where try await cache.peek(for: key, codec: DataCodec()) != nil { kept.append(key) }
+        #expect(kept == keys.filter { $0 != keys[40] && $0 != keys[41] })
+        #expect(try await cache.valueIfCached(for: keys[40], codec: DataCodec()) == nil)
+        #expect(try await cache.valueIfCached(for: keys[41], codec: DataCodec()) == Data([2]))
+    }
 }

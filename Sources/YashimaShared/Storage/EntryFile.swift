@@ -24,6 +24,22 @@ struct EntryExpectation: Sendable {
     }
 }
 
+/// Which publish of an entry a file is: the header fields every publish sets anew. The created time is
+/// the writer's clock in nanoseconds, so two publishes of one entry share all three only if they were made
+/// in the same nanosecond with the same payload length and CRC32C, that is with the same bytes (and then
+/// either is the right value).
+struct EntryVersion: Sendable, Equatable {
+    let createdAtNanoseconds: Int64
+    let payloadByteCount: Int64
+    let payloadChecksum: UInt32
+
+    init(_ header: EntryFormat.Header) {
+        createdAtNanoseconds = header.createdAtNanoseconds
+        payloadByteCount = header.payloadByteCount
+        payloadChecksum = header.payloadChecksum
+    }
+}
+
 /// An entry read from storage.
 struct StoredEntry: Sendable {
     let header: EntryFormat.Header
@@ -220,6 +236,21 @@ struct EntryFile {
             return .failure(.corrupt(corruption, allocatedBytes: status.allocatedBytes))
         }
         return .success((header, Array(buffer[0..<header.payloadOffset]), status))
+    }
+
+    /// Which publish the entry file at `path` is, from its fixed header (one open, fstat and 128-byte
+    /// read); nil when there is no file or it is not a sound entry. For revalidating memory items (I10).
+    func publishedVersion(_ path: EntryPath) -> EntryVersion? {
+        guard case .success(let (fd, status)) = openEntry(path.relative) else { return nil }
+        defer { Syscall.close(fd) }
+        var prefix = [UInt8](repeating: 0, count: EntryFormat.fixedHeaderSize)
+        guard case .success(let count) = prefix.withUnsafeMutableBytes({ Syscall.read(fd, into: $0, at: 0) }),
+            count == prefix.count,
+            case .success(let header) = prefix.withUnsafeBytes({
+                EntryFormat.parseFixedHeader($0, fileSize: status.size)
+            })
+        else { return nil }
+        return EntryVersion(header)
     }
 
     /// Opens an entry file for reading: its descriptor and status, or why it is not a readable entry
