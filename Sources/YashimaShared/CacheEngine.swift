@@ -156,8 +156,7 @@ final class CacheEngine: Sendable {
     /// lookup finds them moved again and checks again, and then the file is gone or another publish. So a
     /// lookup that begins after a removal has returned never serves the removed value; only a lookup that
     /// overlapped the removal can, as it could have before the removal began.
-    func liveMemoryItem(_ memoryKey: MemoryKey, now: Int64) -> MemoryItem? {
-        let context = openStorage
+    func liveMemoryItem(_ memoryKey: MemoryKey, now: Int64, context: StorageContext?) -> MemoryItem? {
         switch memory.lookup(memoryKey, state: context?.directory.state, now: now) {
         case .miss:
             return nil
@@ -177,13 +176,20 @@ final class CacheEngine: Sendable {
 
     func memoryHit<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec) -> YCache.Resolved<Codec.Value>? {
         let now = Syscall.realtimeNanoseconds
-        guard let item = liveMemoryItem(memoryKey, now: now), let value = item.value as? Codec.Value else {
+        let context = openStorage
+        guard let item = liveMemoryItem(memoryKey, now: now, context: context), let value = item.value as? Codec.Value
+        else {
             return nil
         }
         count { $0.memoryHits += 1 }
-        if let path = item.entryPath, memory.shouldTouch(memoryKey, now: now), let context = openStorage {
-            // P15: a value served from memory is still in use; keep its file from looking cold to trim.
-            context.files.touchIfStale(path, modifiedAt: 0, now: now)
+        if let path = item.entryPath, let context {
+            // P15: a value served from memory is still in use; keep its file from looking cold to trim, by
+            // the touch rule of I11 (nothing is written unless something was published since its last use,
+            // or that use is a minute old).
+            let lastUse = memory.lastUse(memoryKey) ?? 0
+            if let touched = context.files.touchIfStale(path, lastUse: lastUse, now: now) {
+                memory.noteUse(memoryKey, at: touched)
+            }
         }
         return YCache.Resolved(value: value, source: .memory, metadata: item.metadata, wasSharedGeneration: false)
     }
@@ -213,7 +219,9 @@ final class CacheEngine: Sendable {
                 }
                 return nil
             }
-            context.files.touchIfStale(path, modifiedAt: entry.modifiedNanoseconds, now: now)
+            let lastUse =
+                context.files.touchIfStale(path, lastUse: entry.modifiedNanoseconds, now: now)
+                ?? entry.modifiedNanoseconds
             let cost =
                 request.options.cost?.charged
                 ?? request.codec.memoryCost(of: value, encodedByteCount: entry.payload.count)
@@ -226,7 +234,7 @@ final class CacheEngine: Sendable {
                         entryPath: path, entryVersion: EntryVersion(entry.header)),
                     for: request.memoryKey)
             {
-                _ = memory.shouldTouch(request.memoryKey, now: now)  // just touched (or fresh): start the interval
+                memory.noteUse(request.memoryKey, at: lastUse)
             }
             count { $0.storageHits += 1 }
             return StorageHit(
@@ -455,6 +463,7 @@ final class CacheEngine: Sendable {
         var epochs = epochs
         var entryPath: EntryPath?
         var entryVersion: EntryVersion?
+        var publishedAt: Int64?
         var encodedCount: Int?
         if options.writePolicy == .disabled { return (nil, epochs) }
         if options.writePolicy == .memoryAndStorage {
@@ -509,6 +518,7 @@ final class CacheEngine: Sendable {
                     case .success(let outcome):
                         entryPath = path
                         entryVersion = EntryVersion(outcome.header)
+                        publishedAt = outcome.modifiedNanoseconds
                         published?.set()
                     case .failure(let error):
                         throw YCache.Error.system(error, path: storagePath, operation: "publishing an entry")
@@ -542,9 +552,10 @@ final class CacheEngine: Sendable {
             MemoryItem(
                 value: value, cost: cost, metadata: metadata, slots: epochs?.slots, stamp: epochs?.stamp,
                 entryPath: entryPath, entryVersion: entryVersion),
-            for: request.memoryKey)
+            for: request.memoryKey),
+            let publishedAt
         {
-            _ = memory.shouldTouch(request.memoryKey, now: now)
+            memory.noteUse(request.memoryKey, at: publishedAt)
         }
         return (metadata, epochs)
     }
@@ -587,7 +598,7 @@ final class CacheEngine: Sendable {
                 header: header, codecIdentifier: codec.identifier, cost: nil,
                 lastAccessedAt: status.modifiedNanoseconds)
         case .failure(.missing), .failure(.corrupt), .failure(.expired):
-            return liveMemoryItem(memoryKey, now: Syscall.realtimeNanoseconds)?.metadata
+            return liveMemoryItem(memoryKey, now: Syscall.realtimeNanoseconds, context: context)?.metadata
         case .failure(.system(let error)):
             throw .system(error, path: storagePath, operation: "reading an entry header")
         }

@@ -84,8 +84,14 @@
 ///   value only while the epochs that value was read or made under are still current (the flight may have
 ///   read it before a removal that finished before the joiner began); a writer that replaces a value
 ///   stamps its own copy from just before its publish, unless nobody else bumped in between.
-/// - **I11 Touch is debounced.** A hit touches an entry's mtime at most once per `Policy.touchInterval`;
-///   trim's LRU order is therefore exact to within that interval.
+/// - **I11 Touch is debounced, but never behind a publish.** A publish gives its entry an mtime to the
+///   nanosecond and raises the state file's last-publish time to it. A hit (from storage, or from memory
+///   for a stored entry) touches the entry when something was published after its last use (its mtime,
+///   as the process saw or set it), to now and at least one nanosecond past the last publish; otherwise at
+///   most once per `Policy.touchInterval`. So an entry read after another was written is newer than it in
+///   trim's LRU order, and a read-only workload writes nothing (beyond one touch per entry and process
+///   after a publish, and one a minute). In group-shared mode another user's file only takes the kernel's
+///   "now" (explicit times need the owner), exact to within a clock tick.
 /// - **I12 The layout file is written once.** `layout` is created by `linkat` of a complete staging file
 ///   (first creator wins); a process that finds a newer layout version refuses to use the directory.
 /// - **I13 Writes go only where the root path points, and never through a link.** The root descriptor is
@@ -106,9 +112,9 @@ enum CrossProcessProtocol {
 
 /// Policy constants, each with its reason.
 enum Policy {
-    /// How often a hit may rewrite an entry's mtime. One minute keeps LRU order meaningful while a hot
-    /// entry costs one `utimensat` a minute, not one per hit (ccache learned that hits must touch; Go
-    /// touches hourly).
+    /// How often a hit may rewrite an entry's mtime when nothing was published since its last use (I11).
+    /// One minute keeps LRU order meaningful while a hot entry costs one `utimensat` a minute, not one per
+    /// hit (ccache learned that hits must touch; Go touches hourly).
     static let touchInterval: Int64 = 60 * 1_000_000_000
 
     /// Staging files younger than this are someone's write in progress; older ones are debris of a

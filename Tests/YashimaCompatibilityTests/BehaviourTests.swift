@@ -4,6 +4,7 @@
 // table says so, and the test checks our side of it.
 
 import Foundation
+import Glibc
 import Testing
 import YashimaShared
 
@@ -70,5 +71,84 @@ struct BehaviourTests {
         #expect(kept == keys.filter { $0 != keys[40] && $0 != keys[41] })
         #expect(try await cache.valueIfCached(for: keys[40], codec: DataCodec()) == nil)
         #expect(try await cache.valueIfCached(for: keys[41], codec: DataCodec()) == Data([2]))
+    }
+
+    // MARK: LRU order
+
+    /// Three 100-byte values; a budget that holds two of them.
+    static let lruBudget = 250
+    static func lruValue(_ name: String) -> Data { Data(repeating: UInt8(name.utf8.first!), count: 100) }
+
+    @Test("write A, write B, read A from memory, write C over the budget: B goes, A and C stay")
+    func recentReadFromMemoryCounts() async throws {
+        let directory = ScratchDirectory("lru-memory")
+        let cache = YCache(storageDirectory: directory.url, storageMaximumByteCount: Self.lruBudget)
+        try await cache.store(Self.lruValue("A"), for: compatKey("A"), codec: DataCodec())
+        try await cache.store(Self.lruValue("B"), for: compatKey("B"), codec: DataCodec())
+        let read = try await cache.resolve(for: compatKey("A"), codec: DataCodec()) { Data() }
+        #expect(read.source == .memory)
+        try await cache.store(Self.lruValue("C"), for: compatKey("C"), codec: DataCodec())
+        try await Self.expectStored(["A", "C"], missing: ["B"], in: directory)
+    }
+
+    @Test("the same across instances: another instance's storage read of A keeps A over B")
+    func recentReadFromStorageCounts() async throws {
+        let directory = ScratchDirectory("lru-storage")
+        let writer = YCache(storageDirectory: directory.url, storageMaximumByteCount: Self.lruBudget)
+        let reader = YCache(storageDirectory: directory.url, storageMaximumByteCount: Self.lruBudget)
+        try await writer.store(Self.lruValue("A"), for: compatKey("A"), codec: DataCodec())
+        try await writer.store(Self.lruValue("B"), for: compatKey("B"), codec: DataCodec())
+        let read = try await reader.resolve(for: compatKey("A"), codec: DataCodec()) { Data() }
+        #expect(read.source == .storage)
+        try await writer.store(Self.lruValue("C"), for: compatKey("C"), codec: DataCodec())
+        try await Self.expectStored(["A", "C"], missing: ["B"], in: directory)
+    }
+
+    static func expectStored(_ present: [String], missing: [String], in directory: ScratchDirectory) async throws {
+        let cold = YCache(storageDirectory: directory.url, storageMaximumByteCount: nil)
+        for name in present {
+            #expect(try await cold.valueIfCached(for: compatKey(name), codec: DataCodec()) == lruValue(name), "\(name)")
+        }
+        for name in missing {
+            #expect(try await cold.valueIfCached(for: compatKey(name), codec: DataCodec()) == nil, "\(name)")
+        }
+    }
+
+    @Test("a read-only workload writes nothing: once seen, hits from memory and storage leave the files as they are")
+    func readsDoNotWrite() async throws {
+        let directory = ScratchDirectory("lru-read-only")
+        let writer = YCache(storageDirectory: directory.url)
+        let keys = (0..<5).map { compatKey("read-\($0)") }
+        for key in keys { try await writer.store(Data(count: 64), for: key, codec: DataCodec()) }
+        let reader = YCache(storageDirectory: directory.url)
+        // The first hit of each instance after the writes may mark an entry used (later writes happened).
+        for key in keys {
+            _ = try await reader.valueIfCached(for: key, codec: DataCodec())
+            _ = try await writer.peek(for: key, codec: DataCodec())
+        }
+        func fileTimes() -> [String: [Int]] {
+            var times: [String: [Int]] = [:]
+            for file in directory.entryFiles {
+                var info = stat()
+                if lstat(file.path, &info) == 0 {
+                    times[file.path] = [
+                        info.st_mtim.tv_sec, info.st_mtim.tv_nsec, info.st_ctim.tv_sec, info.st_ctim.tv_nsec,
+                    ]
+                }
+            }
+            return times
+        }
+        let before = fileTimes()
+        #expect(before.count == keys.count)
+        for _ in 0..<20 {
+            for key in keys {
+                #expect(try await reader.valueIfCached(for: key, codec: DataCodec()) != nil)
+                #expect(try await writer.peek(for: key, codec: DataCodec()) != nil)
+            }
+        }
+        for key in keys {
+            _ = try await YCache(storageDirectory: directory.url).valueIfCached(for: key, codec: DataCodec())
+        }
+        #expect(fileTimes() == before)
     }
 }

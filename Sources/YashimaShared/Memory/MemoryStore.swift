@@ -186,7 +186,7 @@ struct CostLRU<Key: Hashable, Value> {
 /// The L1 of one `YCache`.
 final class MemoryStore: Sendable {
     private let lru: Mutex<CostLRU<MemoryKey, MemoryItem>>
-    /// Last time a memory hit touched the entry's file, per key (P15), kept with the item.
+    /// When each key's entry file was last marked used, as far as this process knows (I11, P15).
     private let touches = Mutex<[MemoryKey: Int64]>([:])
     /// The next item's serial.
     private let nextSerial = Atomic<UInt64>(1)
@@ -281,13 +281,17 @@ final class MemoryStore: Sendable {
     var totalCost: Int { lru.withLock { $0.totalCost } }
     var count: Int { lru.withLock { $0.count } }
 
-    /// True at most once per touch interval per key: time for a memory hit to touch the entry's file.
-    func shouldTouch(_ key: MemoryKey, now: Int64) -> Bool {
+    /// When the entry file of `key` was last marked used (its mtime as this process set or saw it), for
+    /// the touch rule of memory hits (I11, P15); nil when unknown.
+    func lastUse(_ key: MemoryKey) -> Int64? {
+        touches.withLock { $0[key] }
+    }
+
+    /// Records that the entry file of `key` was marked used at `nanoseconds`.
+    func noteUse(_ key: MemoryKey, at nanoseconds: Int64) {
         touches.withLock { touches in
-            if let last = touches[key], now - last < Policy.touchInterval { return false }
             if touches.count > 100_000 { touches.removeAll(keepingCapacity: true) }
-            touches[key] = now
-            return true
+            touches[key] = nanoseconds
         }
     }
 }

@@ -65,6 +65,8 @@ struct PublishOutcome: Sendable {
     let allocatedBytes: Int64
     let replacedAllocatedBytes: Int64
     let replacedPayloadBytes: Int64
+    /// The mtime the publish gave the entry (its first use, I11).
+    let modifiedNanoseconds: Int64
 }
 
 /// How `EntryFile.remove` learns the payload bytes it takes off the payload counter (I9).
@@ -323,6 +325,12 @@ struct EntryFile {
                 payload.withUnsafeBytes { Syscall.write(fd, header, $0) }
             }
         }
+        // The entry's first use, to the nanosecond (I11): the kernel's own mtime comes from a coarse clock, so
+        // entries published within one tick would tie in trim's order, and a hit's touch could land before
+        // it. Best effort: a lock file another user made (a takeover in group-shared mode) keeps the
+        // kernel's time.
+        let publishedAt = Syscall.realtimeNanoseconds
+        if case .success = result { _ = Syscall.setTimes(fd, nanoseconds: publishedAt) }
         if lock == nil { Syscall.close(fd) }
         if case .failure(let error) = result {
             if lock == nil {
@@ -358,6 +366,7 @@ struct EntryFile {
         let allocated = roundUpToBlock(Int64(headerBytes.count + payload.count))
         directory.state.adjustUsage(by: allocated - replaced)
         directory.state.adjustPayloadBytes(by: Int64(payload.count) - replacedPayload)
+        directory.state.notePublish(atNanoseconds: publishedAt)
         let header = EntryFormat.Header(
             keyByteCount: expectation.keyBytes.count, codecByteCount: expectation.codecBytes.count,
             payloadByteCount: Int64(payload.count), createdAtNanoseconds: createdAt, expiresAtNanoseconds: expiresAt,
@@ -366,7 +375,7 @@ struct EntryFile {
         return .success(
             PublishOutcome(
                 header: header, allocatedBytes: allocated, replacedAllocatedBytes: replaced,
-                replacedPayloadBytes: replacedPayload))
+                replacedPayloadBytes: replacedPayload, modifiedNanoseconds: publishedAt))
     }
 
     /// The payload bytes a file of `fileSize` bytes with a header of `headerSize` bytes holds. A file too
@@ -430,12 +439,35 @@ struct EntryFile {
         }
     }
 
-    /// Marks an entry used (I11): sets its mtime to now when older than the touch interval, or when it
-    /// lies more than that interval in the future (a clock that jumped back), so LRU order recovers.
-    func touchIfStale(_ path: EntryPath, modifiedAt: Int64, now: Int64) {
-        guard now - modifiedAt >= Policy.touchInterval || modifiedAt - now >= Policy.touchInterval else { return }
+    /// Whether a hit on an entry last used at `lastUse` touches it (I11): when anything was published
+    /// after that use (or trim would take it for older than what was published since), when the use is
+    /// at least the touch interval old, or when it lies that far in the future (a clock that jumped back).
+    /// Otherwise nothing is written: a read-only workload does not write.
+    static func shouldTouch(lastUse: Int64, now: Int64, lastPublish: Int64) -> Bool {
+        lastPublish > lastUse || now - lastUse >= Policy.touchInterval || lastUse - now >= Policy.touchInterval
+    }
+
+    /// Marks an entry used (I11) if `shouldTouch` says so, and returns its new last use (nil when it was
+    /// not touched). The mtime becomes now, and at least one nanosecond after the last publish, so the
+    /// entry is newer than everything published before the hit; a file of another user (group-shared
+    /// mode) only allows the kernel's now, exact to within a clock tick.
+    @discardableResult
+    func touchIfStale(_ path: EntryPath, lastUse: Int64, now: Int64) -> Int64? {
+        // A last publish far ahead of now was left by a clock that jumped back: it says nothing about order.
+        let recorded = directory.state.lastPublishNanoseconds
+        let lastPublish = recorded - now >= Policy.touchInterval ? 0 : recorded
+        guard Self.shouldTouch(lastUse: lastUse, now: now, lastPublish: lastPublish) else { return nil }
+        let target = max(now, lastPublish &+ 1)
         // Best effort: a failed touch only makes LRU order a little less exact.
-        _ = Syscall.touch(path.relative, in: directory.descriptor)
+        switch Syscall.setTimes(path.relative, in: directory.descriptor, nanoseconds: target) {
+        case .success:
+            return target
+        case .failure(let error) where error.errno == .operationNotPermitted:
+            _ = Syscall.touch(path.relative, in: directory.descriptor)
+            return now
+        case .failure:
+            return nil
+        }
     }
 }
 

@@ -1,5 +1,5 @@
 // The `state` file every process maps shared: the directory's usage counters (I9: payload bytes, which
-// the budget counts, and allocated bytes) and the removal epochs (I10). Words are only touched through the C atomics, so processes never tear each other's updates.
+// the budget counts, and allocated bytes), the time of the last publish (I11) and the removal epochs (I10). Words are only touched through the C atomics, so processes never tear each other's updates.
 // Created once (staging file + linkat, first creator wins) and never truncated afterwards.
 
 import CFileLock
@@ -15,7 +15,7 @@ import CFileLock
 /// | 24 | reserved (the state file's instance id, another change) |
 /// | 32 | global epoch (bumped by `removeAll()`) |
 /// | 40 | payload bytes of all entries (Int64, a hint reconciled by trim): what the storage budget counts |
-/// | 48 | reserved |
+/// | 48 | last publish: the largest mtime a publish gave an entry, ns since 1970 (Int64; I11) |
 /// | 56 | accounting flags: bit 0 set once a scan has counted the payload word (a file made by 0.1, or just now, has 0) |
 /// | 64 | namespace epochs, `namespaceSlots` words, slot = namespace digest mod count |
 /// | 64 + 8·namespaceSlots | key epochs, `keySlots` words, slot = key digest mod count |
@@ -32,6 +32,7 @@ final class SharedState: @unchecked Sendable {
     private static let usageOffset = 16
     private static let globalEpochOffset = 32
     private static let payloadOffset = 40
+    private static let lastPublishOffset = 48
     fileprivate static let accountingFlagsOffset = 56
     /// Bit of the accounting flags: the payload counter was counted by a scan.
     private static let payloadCountedFlag: UInt64 = 1
@@ -145,6 +146,26 @@ final class SharedState: @unchecked Sendable {
         if old + delta < 0 {
             // Drift below zero (an unlink counted twice): clamp, the next trim scan recounts.
             _ = ysh_atomic_cas_i64(word, old + delta, 0)
+        }
+    }
+
+    // MARK: Last publish (I11)
+
+    /// The largest mtime any publish gave an entry (nanoseconds since 1970; 0 in a state file made by 0.1).
+    /// An entry last used before this looks older to trim than something published since, so a hit on it
+    /// touches (I11).
+    var lastPublishNanoseconds: Int64 {
+        ysh_atomic_load_i64((base + SharedState.lastPublishOffset).assumingMemoryBound(to: Int64.self))
+    }
+
+    /// Raises the last-publish time to `nanoseconds`. It is lowered only when it lies more than the touch
+    /// interval ahead (left by a clock that jumped back), so that it cannot keep every later hit touching.
+    func notePublish(atNanoseconds nanoseconds: Int64) {
+        let word = (base + SharedState.lastPublishOffset).assumingMemoryBound(to: Int64.self)
+        while true {
+            let old = ysh_atomic_load_i64(word)
+            if old >= nanoseconds && old - nanoseconds < Policy.touchInterval { return }
+            if ysh_atomic_cas_i64(word, old, nanoseconds) != 0 { return }
         }
     }
 

@@ -221,20 +221,48 @@ struct EntryFileTests {
 
     // MARK: Touch and remove
 
-    @Test("touch rewrites mtime only when it is older than the touch interval")
+    @Test("the touch rule: after a later publish, or a minute old, or a minute ahead; otherwise no write")
+    func touchRule() {
+        let minute = Policy.touchInterval
+        #expect(!EntryFile.shouldTouch(lastUse: 100, now: 100, lastPublish: 100))
+        #expect(!EntryFile.shouldTouch(lastUse: 100, now: 100 + minute - 1, lastPublish: 50))
+        #expect(EntryFile.shouldTouch(lastUse: 100, now: 101, lastPublish: 101))
+        #expect(EntryFile.shouldTouch(lastUse: 100, now: 100 + minute, lastPublish: 0))
+        #expect(EntryFile.shouldTouch(lastUse: 100 + minute, now: 100, lastPublish: 0))
+    }
+
+    @Test("publish stamps mtime and the last publish; a later publish makes a hit touch past it, else no write")
     func touch() throws {
         let fixture = try Fixture()
-        let key = CacheKey("touch")
-        try fixture.publish(key, Data("v".utf8))
-        let url = fixture.url(fixture.path(key))
-        try setModificationTime(url, secondsAgo: 3600)
-        let old = try modificationTime(url)
+        let state = fixture.directory.state
+        let first = CacheKey("touch-first")
+        let published = try fixture.publish(first, Data("v".utf8)).modifiedNanoseconds
+        let firstPath = fixture.path(first)
+        #expect(
+            try Syscall.status(of: firstPath.relative, in: fixture.directory.descriptor).get().modifiedNanoseconds
+                == published)
+        #expect(state.lastPublishNanoseconds == published)
         let now = Syscall.realtimeNanoseconds
-        let recent = now - Policy.touchInterval + 1_000_000_000
-        fixture.files.touchIfStale(fixture.path(key), modifiedAt: recent, now: now)
-        #expect(try modificationTime(url) == old)
-        fixture.files.touchIfStale(fixture.path(key), modifiedAt: now - Policy.touchInterval, now: now)
-        #expect(try modificationTime(url).timeIntervalSinceNow > -600)
+        #expect(fixture.files.touchIfStale(firstPath, lastUse: published, now: now) == nil)
+        #expect(
+            try Syscall.status(of: firstPath.relative, in: fixture.directory.descriptor).get().modifiedNanoseconds
+                == published)
+
+        let second = try fixture.publish(CacheKey("touch-second"), Data("w".utf8)).modifiedNanoseconds
+        #expect(second > published && state.lastPublishNanoseconds == second)
+        let touched = try #require(
+            fixture.files.touchIfStale(firstPath, lastUse: published, now: Syscall.realtimeNanoseconds))
+        #expect(touched > second)
+        #expect(
+            try Syscall.status(of: firstPath.relative, in: fixture.directory.descriptor).get().modifiedNanoseconds
+                == touched)
+        #expect(fixture.files.touchIfStale(firstPath, lastUse: touched, now: Syscall.realtimeNanoseconds) == nil)
+
+        // A last publish far ahead (a clock that jumped back) is ignored, and the next publish lowers it.
+        state.notePublish(atNanoseconds: Syscall.realtimeNanoseconds + 3600 * 1_000_000_000)
+        #expect(fixture.files.touchIfStale(firstPath, lastUse: touched, now: Syscall.realtimeNanoseconds) == nil)
+        let afterJump = try fixture.publish(CacheKey("touch-third"), Data("x".utf8)).modifiedNanoseconds
+        #expect(state.lastPublishNanoseconds == afterJump)
     }
 
     @Test("remove unlinks and gives both counts back, however it learns the payload; a missing entry is fine")
