@@ -174,13 +174,15 @@ final class CacheEngine: Sendable {
         }
     }
 
-    func memoryHit<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec) -> YCache.Resolved<Codec.Value>? {
+    /// A hit in memory, or nil. Throws `valueTypeMismatch` when memory holds the key and codec identifier
+    /// with a value of another type (two codecs sharing one identifier), as Yashima does.
+    func memoryHit<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec) throws(YCache.Error)
+        -> YCache.Resolved<Codec.Value>?
+    {
         let now = Syscall.realtimeNanoseconds
         let context = openStorage
-        guard let item = liveMemoryItem(memoryKey, now: now, context: context), let value = item.value as? Codec.Value
-        else {
-            return nil
-        }
+        guard let item = liveMemoryItem(memoryKey, now: now, context: context) else { return nil }
+        guard let value = item.value as? Codec.Value else { throw .valueTypeMismatch }
         count { $0.memoryHits += 1 }
         if let path = item.entryPath, let context {
             // P15: a value served from memory is still in use; keep its file from looking cold to trim, by
@@ -195,10 +197,11 @@ final class CacheEngine: Sendable {
     }
 
     /// Looks in storage; a hit is decoded, put in memory, and its file touched (I11). A corrupt or expired
-    /// entry is removed and is a miss, or throws under `.throwError`.
+    /// entry, or one the codec cannot decode, is removed and is a miss, or throws under `.throwError`: a
+    /// `YCache.Error`, or the codec's own error as it threw it.
     func storageHit<Codec: CacheCodec>(
         _ request: ProductionRequest<Codec>, context: StorageContext?, shared: Bool
-    ) throws(YCache.Error) -> StorageHit<Codec.Value>? {
+    ) throws -> StorageHit<Codec.Value>? {
         guard let context else { return nil }
         let epochs = epochs(for: request.key, keyDigest: request.expectation.keyDigest, context: context)
         let path = context.directory.entryPath(for: request.expectation.identity)
@@ -214,9 +217,7 @@ final class CacheEngine: Sendable {
             } catch {
                 count { $0.corruptEntries += 1 }
                 discard(path, headerSize: request.expectation.headerSize, in: context)
-                if strict {
-                    throw .decodingFailed(codec: request.codec.identifier, reason: "\(error)")
-                }
+                if strict { throw error }  // the codec's own error, unwrapped (as Yashima)
                 return nil
             }
             let lastUse =
@@ -249,10 +250,10 @@ final class CacheEngine: Sendable {
         case .failure(.corrupt(let corruption, _)):
             count { $0.corruptEntries += 1 }
             discard(path, headerSize: request.expectation.headerSize, in: context)
-            if strict { throw .corruptEntry(reason: corruption.description) }
+            if strict { throw YCache.Error.corruptEntry(reason: corruption.description) }
             return nil
         case .failure(.system(let error)):
-            if strict { throw .system(error, path: storagePath, operation: "reading an entry") }
+            if strict { throw YCache.Error.system(error, path: storagePath, operation: "reading an entry") }
             return nil
         }
     }
@@ -265,10 +266,8 @@ final class CacheEngine: Sendable {
     }
 
     /// Memory, then storage. Storage failures to open are a miss unless `.throwError`.
-    func cachedValue<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) throws(YCache.Error)
-        -> YCache.Resolved<Codec.Value>?
-    {
-        if let hit = memoryHit(request.memoryKey, codec: request.codec) { return hit }
+    func cachedValue<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) throws -> YCache.Resolved<Codec.Value>? {
+        if let hit = try memoryHit(request.memoryKey, codec: request.codec) { return hit }
         return try storageHit(request, context: try readableStorage(request.options), shared: false)?.resolution
     }
 
@@ -313,7 +312,8 @@ final class CacheEngine: Sendable {
             }
             switch result {
             case .value(let value, let metadata, let source, let sharedAcrossProcesses, let epochs):
-                guard let value = value as? Codec.Value else { break }  // same codec id, other type: run our own
+                // Another codec with this identifier but another value type made it (as Yashima: an error).
+                guard let value = value as? Codec.Value else { throw YCache.Error.valueTypeMismatch }
                 // I10: the flight may have read or made its value before a removal that finished before
                 // this caller joined; then look again rather than return what was removed.
                 if joined, !isCurrent(epochs) { break }
@@ -346,9 +346,10 @@ final class CacheEngine: Sendable {
         }
         switch result {
         case .value(let value, let metadata, let source, _, let epochs):
-            // Same codec id but another type, or (I10) a joined refresh whose value a removal has
-            // replaced since: refresh for this caller.
-            guard let value = value as? Codec.Value, !joined || isCurrent(epochs) else {
+            // Another codec with this identifier but another value type made it (as Yashima: an error).
+            guard let value = value as? Codec.Value else { throw YCache.Error.valueTypeMismatch }
+            // I10: a joined refresh whose value a removal has replaced since: refresh for this caller.
+            guard !joined || isCurrent(epochs) else {
                 return try await produceDirectly(request, coordinate: false, refreshing: true)
             }
             return YCache.Resolved(value: value, source: source, metadata: metadata, wasSharedGeneration: joined)
@@ -367,7 +368,7 @@ final class CacheEngine: Sendable {
         if !coordinate { request = request.with(crossProcess: .processLocal) }
         switch await produce(request, flight: nil, refreshing: refreshing) {
         case .value(let value, let metadata, let source, let shared, _):
-            guard let value = value as? Codec.Value else { return nil }
+            guard let value = value as? Codec.Value else { throw YCache.Error.valueTypeMismatch }
             return YCache.Resolved(value: value, source: source, metadata: metadata, wasSharedGeneration: shared)
         case .noValue: return nil
         case .failure(let error): throw error
@@ -411,7 +412,7 @@ final class CacheEngine: Sendable {
                 let lockPath = context.directory.lockPath(forKeyDigest: request.expectation.keyDigest)
                 let outcome = try await CrossProcessFlight.acquire(
                     lockPath, in: context.directory, timeout: request.options.crossProcessWaitTimeout
-                ) { () throws(YCache.Error) -> StorageHit<Codec.Value>? in
+                ) { () throws -> StorageHit<Codec.Value>? in
                     refreshing ? nil : try self.storageHit(request, context: context, shared: true)
                 }
                 switch outcome {
@@ -448,14 +449,16 @@ final class CacheEngine: Sendable {
     // MARK: Store
 
     /// Writes `value` according to the options' write policy; returns its metadata and the epochs its
-    /// memory item was stamped with (I10). Under `.throwError` a failed write leaves neither layer
-    /// written; under `.bestEffort` memory keeps it.
+    /// memory item was stamped with (I10). The value is encoded for memory and storage alike (its
+    /// metadata has the byte count); a codec that cannot encode it throws its own error under every
+    /// policy and nothing is written, as in Yashima. Under `.throwError` a failed storage write leaves
+    /// neither layer written; under `.bestEffort` memory keeps it.
     @discardableResult
     func store<Codec: CacheCodec>(
         _ value: Codec.Value, request: ProductionRequest<Codec>, context: StorageContext?,
         epochs: EpochSnapshot?, bumpEpoch: Bool, lock: HeldLock? = nil,
         published: PublishedFlag? = nil
-    ) async throws(YCache.Error) -> (YCache.Metadata?, EpochSnapshot?) {
+    ) async throws -> (YCache.Metadata?, EpochSnapshot?) {
         let options = request.options
         let now = Syscall.realtimeNanoseconds
         let expiresAt = options.expiry.expiresAtNanoseconds(now: now)
@@ -464,18 +467,12 @@ final class CacheEngine: Sendable {
         var entryPath: EntryPath?
         var entryVersion: EntryVersion?
         var publishedAt: Int64?
-        var encodedCount: Int?
         if options.writePolicy == .disabled { return (nil, epochs) }
+        let encoded = try request.codec.encode(value)  // the codec's error, unwrapped: nothing is written
+        let encodedCount = encoded.count
+        byteCount = encoded.count
         if options.writePolicy == .memoryAndStorage {
             do throws(YCache.Error) {
-                let encoded: Data
-                do {
-                    encoded = try request.codec.encode(value)
-                } catch {
-                    throw YCache.Error.encodingFailed(codec: request.codec.identifier, reason: "\(error)")
-                }
-                encodedCount = encoded.count
-                byteCount = encoded.count
                 let context = try storageForWriting(context)
                 let charged = EntryFile.chargedBytes(
                     payloadByteCount: encoded.count, keyByteCount: request.expectation.keyBytes.count,

@@ -47,7 +47,7 @@ extension YCache {
         ///   - options: Lookup, write, failure, single-flight and cross-process policies.
         ///   - generator: Produces the value on a miss, or `nil` when there is none.
         /// - Returns: The cached or generated value, or `nil`.
-        /// - Throws: The errors of `YCache.value(for:codec:options:_:)` except `YCache.Error.cacheMiss`.
+        /// - Throws: The errors of `YCache.optionalValue(for:codec:options:_:)`.
         public func optionalValue(
             for key: CacheKey, options: Options = .default,
             _ generator: @escaping @Sendable () async throws -> Codec.Value?
@@ -174,8 +174,8 @@ extension YCache {
     ///   - options: Lookup, write, failure, single-flight and cross-process policies.
     ///   - generator: Produces the value on a miss.
     /// - Returns: The cached or generated value.
-    /// - Throws: The errors of `value(for:codec:options:_:)`; an encoding failure is
-    ///   `YCache.Error.encodingFailed` under `writeFailurePolicy: .throwError`.
+    /// - Throws: The errors of `value(for:codec:options:_:)`; the encoder's or decoder's own error
+    ///   (`EncodingError`, `DecodingError`) as `CodableCodec` throws it.
     public func codable<Value: Codable & Sendable>(
         for key: CacheKey, as type: Value.Type = Value.self, format: CodableCodec<Value>.Format = .json,
         options: Options = .default, _ generator: @escaping @Sendable () async throws -> Value

@@ -108,11 +108,13 @@ public final class YCache: Sendable {
     /// What is stored when:
     /// - A storage hit is also put in memory (unless `writePolicy` is `.disabled`).
     /// - A generated value is stored per `options.writePolicy`: `.memoryAndStorage` encodes it, publishes
-    ///   the entry (trimming if usage goes over the budget) and then puts it in memory; `.memoryOnly` puts
-    ///   it in memory only; `.disabled` stores nothing. An entry larger than the whole storage budget, a
-    ///   key over 64 MiB of canonical bytes or a codec identifier over 4 KiB is kept in memory only. Expiry comes from `options.expiry`.
-    /// - When the storage write fails, `writeFailurePolicy: .throwError` leaves neither layer holding the
-    ///   value; `.bestEffort` keeps it in memory and returns it.
+    ///   the entry (trimming if usage goes over the budget) and then puts it in memory; `.memoryOnly`
+    ///   encodes it (for its metadata) and puts it in memory only; `.disabled` stores (and encodes)
+    ///   nothing. A payload larger than the whole storage budget, a key over 64 MiB of canonical bytes or a
+    ///   codec identifier over 4 KiB is kept in memory only. Expiry comes from `options.expiry`.
+    /// - When the codec cannot encode the value, its error is thrown and nothing is stored, whatever the
+    ///   write-failure policy. When the storage write fails, `writeFailurePolicy: .throwError` leaves
+    ///   neither layer holding the value; `.bestEffort` keeps it in memory and returns it.
     /// - A generator that throws, or (with `.cancelWhenNoWaiters`) a producer cancelled before it
     ///   finished, stores nothing.
     /// - Parameters:
@@ -122,12 +124,14 @@ public final class YCache: Sendable {
     ///   - generator: Produces the value on a miss. Errors are thrown to the callers sharing this
     ///     generation and never stored.
     /// - Returns: The cached or generated value.
-    /// - Throws: What `generator` throws; `CancellationError`; `YCache.Error.cacheMiss` with
-    ///   `lookupPolicy: .cacheOnly`; under `readFailurePolicy: .throwError`, `YCache.Error.corruptEntry`,
-    ///   `.decodingFailed`, `.ioFailure` or a storage-open error (`.storageUnavailable`,
-    ///   `.insecureStorageDirectory`, `.networkFilesystem`, `.unsupportedLayout`); under
-    ///   `writeFailurePolicy: .throwError`, `YCache.Error.encodingFailed`, `.storageFull`, `.ioFailure` or a
-    ///   storage-open error when the value cannot be stored.
+    /// - Throws: What `generator` throws; `CancellationError`; the codec's own error when it cannot encode
+    ///   the value; `YCache.Error.cacheMiss` with `lookupPolicy: .cacheOnly`;
+    ///   `YCache.Error.valueTypeMismatch` when memory (or a call this one joined) holds the key and codec
+    ///   identifier with a value of another type; under `readFailurePolicy: .throwError`,
+    ///   `YCache.Error.corruptEntry`, `.ioFailure`, a storage-open error (`.storageUnavailable`,
+    ///   `.insecureStorageDirectory`, `.networkFilesystem`, `.unsupportedLayout`) or the codec's own error
+    ///   when it cannot decode a stored entry; under `writeFailurePolicy: .throwError`,
+    ///   `YCache.Error.storageFull`, `.ioFailure` or a storage-open error when the value cannot be stored.
     public func value<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value
@@ -152,7 +156,7 @@ public final class YCache: Sendable {
         _ generator: @escaping @Sendable () async throws -> Codec.Value
     ) async throws -> Resolved<Codec.Value> {
         if options.lookupPolicy != .refresh,
-            let hit = engine.memoryHit(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec)
+            let hit = try engine.memoryHit(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec)
         {
             return hit  // the memory fast path: no key hashing
         }
@@ -174,7 +178,8 @@ public final class YCache: Sendable {
     ///   - generator: Produces the value on a miss, or `nil` when there is none.
     /// - Returns: The cached or generated value; `nil` when the generator returned `nil`, or on a miss
     ///   with `lookupPolicy: .cacheOnly` (which does not throw `cacheMiss` here).
-    /// - Throws: The errors of `value(for:codec:options:_:)` except `YCache.Error.cacheMiss`.
+    /// - Throws: The errors of `value(for:codec:options:_:)`. A `YCache.Error.cacheMiss` the generator
+    ///   throws is rethrown (only a `.cacheOnly` miss becomes `nil`), as in Yashima.
     public func optionalValue<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value?
@@ -182,7 +187,7 @@ public final class YCache: Sendable {
         let request = makeRequest(key, codec, options, generator)
         do {
             return try await engine.resolve(request, optional: true)?.value
-        } catch Error.cacheMiss {
+        } catch Error.cacheMiss where options.lookupPolicy == .cacheOnly {
             return nil
         }
     }
@@ -197,13 +202,14 @@ public final class YCache: Sendable {
     ///   - options: Its `readFailurePolicy` decides whether a failed read throws; `writePolicy` and `cost`
     ///     apply to the memory copy of a storage hit.
     /// - Returns: The cached value, or `nil` on a miss.
-    /// - Throws: Only under `readFailurePolicy: .throwError`: `YCache.Error.corruptEntry`, `.decodingFailed`,
-    ///   `.ioFailure`, or a storage-open error (`.storageUnavailable`, `.insecureStorageDirectory`,
-    ///   `.networkFilesystem`, `.unsupportedLayout`).
+    /// - Throws: `YCache.Error.valueTypeMismatch` when memory holds the key and codec identifier with a
+    ///   value of another type; under `readFailurePolicy: .throwError`, `YCache.Error.corruptEntry`,
+    ///   `.ioFailure`, a storage-open error (`.storageUnavailable`, `.insecureStorageDirectory`,
+    ///   `.networkFilesystem`, `.unsupportedLayout`), or the codec's own error when it cannot decode.
     public func valueIfCached<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default
     ) async throws -> Codec.Value? {
-        if let hit = engine.memoryHit(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec) {
+        if let hit = try engine.memoryHit(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec) {
             return hit.value
         }
         let request = makeRequest(key, codec, options) { nil }
@@ -248,9 +254,10 @@ public final class YCache: Sendable {
     ///   - key: What the value depends on.
     ///   - codec: The codec the value was cached with.
     /// - Returns: The value from memory, or `nil` when it is not there (or expired, or removed).
-    /// - Throws: Nothing in this version (asynchronous and throwing as in Yashima).
+    /// - Throws: `YCache.Error.valueTypeMismatch` when memory holds the key and codec identifier with a
+    ///   value of another type.
     public func peek<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Codec.Value? {
-        engine.memoryHit(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec)?.value
+        try engine.memoryHit(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec)?.value
     }
 
     // MARK: Writing
@@ -262,20 +269,23 @@ public final class YCache: Sendable {
     ///   memory. A value larger than the whole storage budget, a key over 64 MiB of canonical bytes or a
     ///   codec identifier over 4 KiB is put in this process's memory only; the key's old stored entry is
     ///   removed, for every process.
-    /// - `.memoryOnly`: this process's memory only; storage and other processes are untouched.
+    /// - `.memoryOnly`: encodes the value (for its metadata) and keeps it in this process's memory only;
+    ///   storage and other processes are untouched.
     /// - `.disabled`: nothing is stored.
     ///
-    /// When the storage write fails, `writeFailurePolicy: .throwError` throws and removes this process's
-    /// memory copy of the key; `.bestEffort` keeps the value in memory and returns normally.
+    /// When the codec cannot encode the value, its error is thrown and nothing changes, whatever the
+    /// policy. When the storage write fails, `writeFailurePolicy: .throwError` throws and removes this
+    /// process's memory copy of the key; `.bestEffort` keeps the value in memory and returns normally.
     /// `options.expiry` and `options.cost` apply; the other policies are ignored.
     /// - Parameters:
     ///   - value: The value to store.
     ///   - key: What the value depends on.
     ///   - codec: How the value is encoded.
     ///   - options: Write and write-failure policies, expiry and cost.
-    /// - Throws: Under `writeFailurePolicy: .throwError` only: `YCache.Error.encodingFailed`, `.storageFull`,
-    ///   `.ioFailure`, or a storage-open error (`.storageUnavailable`, `.insecureStorageDirectory`,
-    ///   `.networkFilesystem`, `.unsupportedLayout`).
+    /// - Throws: The codec's own error when it cannot encode the value; under
+    ///   `writeFailurePolicy: .throwError` only: `YCache.Error.storageFull`, `.ioFailure`, or a storage-open
+    ///   error (`.storageUnavailable`, `.insecureStorageDirectory`, `.networkFilesystem`,
+    ///   `.unsupportedLayout`).
     public func store<Codec: CacheCodec>(
         _ value: Codec.Value, for key: CacheKey, codec: Codec, options: Options = .default
     ) async throws {
@@ -286,24 +296,26 @@ public final class YCache: Sendable {
 
     /// Puts `value` in this process's memory only; storage and other processes never see it.
     ///
-    /// Its metadata reports a payload of 0 bytes. When the storage directory can be opened, the item
-    /// records the key's removal epochs, so a later `remove` or `removeAll` by any process drops it. It is
-    /// not kept when its cost exceeds the memory budget.
+    /// The value is encoded (as in Yashima) so that its metadata has its byte count; nothing is written.
+    /// When the storage directory can be opened, the item records the key's removal epochs, so a later
+    /// `remove` or `removeAll` by any process drops it. It is not kept when its cost exceeds the memory
+    /// budget.
     /// - Parameters:
     ///   - value: The value to keep.
     ///   - key: What the value depends on.
     ///   - codec: The codec whose lookups should find it (its identifier is part of the memory key).
-    ///   - cost: Its cost; `nil` asks the codec (`memoryCost(of:encodedByteCount: nil)`).
+    ///   - cost: Its cost; `nil` asks the codec (`memoryCost(of:encodedByteCount:)`).
     ///   - expiry: When it stops being returned.
-    /// - Throws: Nothing in this version (asynchronous and throwing as in Yashima).
+    /// - Throws: The codec's own error when it cannot encode the value (nothing is kept).
     public func putInMemory<Codec: CacheCodec>(
         _ value: Codec.Value, for key: CacheKey, codec: Codec, cost: CacheCost? = nil, expiry: CacheExpiry = .never
     ) async throws {
+        let byteCount = try codec.encode(value).count
         let now = Syscall.realtimeNanoseconds
-        let charged = cost?.charged ?? codec.memoryCost(of: value, encodedByteCount: nil)
+        let charged = cost?.charged ?? codec.memoryCost(of: value, encodedByteCount: byteCount)
         let metadata = key.metadata(
             codecIdentifier: codec.identifier, createdAt: now, expiresAt: expiry.expiresAtNanoseconds(now: now),
-            byteCount: 0, cost: charged)
+            byteCount: byteCount, cost: charged)
         let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
         var slots: SharedState.Slots?
         var stamp: SharedState.Stamp?

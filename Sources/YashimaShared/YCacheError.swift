@@ -1,12 +1,16 @@
 // The public error type `YCache.Error` (Yashima's name). Every failure of the cache itself is one of these
 // cases, with a message that names the problem (and the system call and errno where one failed). Corrupt
-// entries are misses unless the caller chose `.throwError`.
+// entries are misses unless the caller chose `.throwError`. A codec's or a generator's own errors are not
+// wrapped: callers get them as thrown.
 
 extension YCache {
     /// An error from a `YCache` operation.
     public enum Error: Swift.Error, Sendable, Equatable, CustomStringConvertible {
         /// A cache-only lookup (`lookupPolicy: .cacheOnly`) found nothing.
         case cacheMiss
+        /// This process's memory holds the key and codec identifier with a value of another type (two
+        /// codecs share one identifier), or a call it joined produced one.
+        case valueTypeMismatch
         /// The storage directory cannot be used: it is a file, cannot be created or opened, or is damaged.
         case storageUnavailable(path: String, reason: String)
         /// The storage directory is writable by users it should not be, or owned by another user.
@@ -23,10 +27,6 @@ extension YCache {
         case ioFailure(operation: String, detail: String)
         /// A stored entry is corrupt (only thrown under `readFailurePolicy: .throwError`; otherwise a miss).
         case corruptEntry(reason: String)
-        /// The codec could not encode the generated value (nothing was stored).
-        case encodingFailed(codec: String, reason: String)
-        /// The codec could not decode a stored entry (a miss unless `readFailurePolicy: .throwError`).
-        case decodingFailed(codec: String, reason: String)
         /// A budget or option has a value that cannot work. Not thrown by this version: negative budgets
         /// are treated as 0 (that layer keeps nothing).
         case invalidConfiguration(reason: String)
@@ -35,6 +35,7 @@ extension YCache {
         public var description: String {
             switch self {
             case .cacheMiss: return "cache miss"
+            case .valueTypeMismatch: return "a cached value for this key and codec identifier has another type"
             case .storageUnavailable(let path, let reason): return "storage directory \(path) is unavailable: \(reason)"
             case .insecureStorageDirectory(let path, let reason):
                 return "storage directory \(path) is insecure: \(reason)"
@@ -46,8 +47,6 @@ extension YCache {
             case .storageFull(let path, let detail): return "storage directory \(path) is full: \(detail)"
             case .ioFailure(let operation, let detail): return "\(operation) failed: \(detail)"
             case .corruptEntry(let reason): return "corrupt cache entry: \(reason)"
-            case .encodingFailed(let codec, let reason): return "codec \(codec) could not encode: \(reason)"
-            case .decodingFailed(let codec, let reason): return "codec \(codec) could not decode: \(reason)"
             case .invalidConfiguration(let reason): return "invalid configuration: \(reason)"
             }
         }

@@ -151,4 +151,163 @@ struct BehaviourTests {
         }
         #expect(fileTimes() == before)
     }
+
+    // MARK: Errors
+
+    @Test("a codec's encode error reaches the caller as it threw it, under every write policy; nothing is stored")
+    func encodeErrorsPassThrough() async throws {
+        let directory = ScratchDirectory("encode-error")
+        let cache = YCache(storageDirectory: directory.url)
+        let codec = FailingCodec(failsToEncode: true)
+        let key = compatKey("unencodable")
+        await #expect(throws: CodecFailure.cannotEncode) { try await cache.value(for: key, codec: codec) { "v" } }
+        await #expect(throws: CodecFailure.cannotEncode) {
+            try await cache.value(for: key, codec: codec, options: .init(writeFailurePolicy: .bestEffort)) { "v" }
+        }
+        await #expect(throws: CodecFailure.cannotEncode) { try await cache.store("v", for: key, codec: codec) }
+        await #expect(throws: CodecFailure.cannotEncode) {
+            try await cache.store("v", for: key, codec: codec, options: .init(writePolicy: .memoryOnly))
+        }
+        await #expect(throws: CodecFailure.cannotEncode) { try await cache.putInMemory("v", for: key, codec: codec) }
+        #expect(try await cache.peek(for: key, codec: codec) == nil)
+        #expect(directory.entryFiles.isEmpty)
+        await #expect(throws: EncodingError.self) {
+            let _: Double = try await cache.codable(for: compatKey("nan")) { .nan }  // JSON has no NaN
+        }
+    }
+
+    @Test("a codec's decode error is a miss by default and reaches the caller as it threw it under .throwError")
+    func decodeErrorsPassThrough() async throws {
+        let directory = ScratchDirectory("decode-error")
+        let codec = FailingCodec()
+        let key = compatKey("undecodable")
+        try await YCache(storageDirectory: directory.url).store("stored", for: key, codec: codec)
+        await #expect(throws: CodecFailure.cannotDecode) {
+            try await YCache(storageDirectory: directory.url).valueIfCached(
+                for: key, codec: codec, options: .init(readFailurePolicy: .throwError))
+        }
+        try await YCache(storageDirectory: directory.url).store("stored", for: key, codec: codec)
+        let lenient = YCache(storageDirectory: directory.url)
+        #expect(try await lenient.resolve(for: key, codec: codec) { "again" }.source == .generated)
+        // Bytes that are not JSON under the JSON codec's identifier: the decoder's own error.
+        let json = CodableCodec<[String: Int]>()
+        let identical = FixedIdentifierCodec(identifier: json.identifier, wrapped: DataCodec())
+        try await YCache(storageDirectory: directory.url).store(
+            Data("not json".utf8), for: compatKey("json"), codec: identical)
+        await #expect(throws: DecodingError.self) {
+            try await YCache(storageDirectory: directory.url).valueIfCached(
+                for: compatKey("json"), codec: json, options: .init(readFailurePolicy: .throwError))
+        }
+    }
+
+    // MARK: optionalValue
+
+    @Test("optionalValue rethrows a generator's cacheMiss, except under .cacheOnly, which never generates")
+    func optionalValueCacheMiss() async throws {
+        let directory = ScratchDirectory("optional-miss")
+        let cache = YCache(storageDirectory: directory.url)
+        let codec = PlainTextCodec()
+        await #expect(throws: YCache.Error.cacheMiss) {
+            _ = try await cache.optionalValue(for: compatKey("miss"), codec: codec) { throw YCache.Error.cacheMiss }
+        }
+        await #expect(throws: YCache.Error.cacheMiss) {
+            _ = try await cache.using(codec).optionalValue(for: compatKey("miss")) { throw YCache.Error.cacheMiss }
+        }
+        #expect(try await cache.valueIfCached(for: compatKey("miss"), codec: codec) == nil)
+        let calls = CallCounter()
+        let cached = try await cache.optionalValue(
+            for: compatKey("never"), codec: codec, options: .init(lookupPolicy: .cacheOnly)
+        ) {
+            _ = await calls.next()
+            return "should not run"
+        }
+        #expect(cached == nil)
+        #expect(await calls.count == 0)
+        #expect(try await cache.optionalValue(for: compatKey("nil"), codec: codec) { nil } == nil)
+        #expect(try await cache.optionalValue(for: compatKey("nil"), codec: codec) { "later" } == "later")
+        #expect(try await cache.valueIfCached(for: compatKey("nil"), codec: codec) == "later")
+    }
+
+    // MARK: Value types
+
+    @Test("a value of another type under the same key and codec identifier in memory is valueTypeMismatch")
+    func valueTypeMismatch() async throws {
+        let directory = ScratchDirectory("mismatch")
+        let cache = YCache(storageDirectory: directory.url)
+        let text = PlainTextCodec(identifier: "compat-shared-id-v1")
+        let number = NumberCodec(identifier: "compat-shared-id-v1")
+        let key = compatKey("typed")
+        try await cache.store("text", for: key, codec: text)
+        await #expect(throws: YCache.Error.valueTypeMismatch) { try await cache.peek(for: key, codec: number) }
+        await #expect(throws: YCache.Error.valueTypeMismatch) { try await cache.value(for: key, codec: number) { 1 } }
+        await #expect(throws: YCache.Error.valueTypeMismatch) {
+            try await cache.valueIfCached(for: key, codec: number)
+        }
+        await #expect(throws: YCache.Error.valueTypeMismatch) {
+            try await cache.optionalValue(for: key, codec: number) { 1 }
+        }
+        await #expect(throws: YCache.Error.valueTypeMismatch) {
+            try await cache.using(number).value(for: key, options: .init(lookupPolicy: .cacheOnly)) { 1 }
+        }
+        // The memory copy is not disturbed, contains/metadata do not decode, and a refresh skips memory.
+        #expect(try await cache.peek(for: key, codec: text) == "text")
+        #expect(try await cache.contains(for: key, codec: number))
+        #expect(try await cache.refresh(for: key, codec: number) { 7 } == 7)
+        #expect(try await cache.peek(for: key, codec: number) == 7)
+        await #expect(throws: YCache.Error.valueTypeMismatch) { try await cache.peek(for: key, codec: text) }
+    }
+
+    // MARK: Identities
+
+    @Test("codec identifiers and entry identities are Yashima's: the property-list identifier, golden vectors")
+    func identities() async throws {
+        let typeName = String(reflecting: [String: Int].self)
+        #expect(typeName == "Swift.Dictionary<Swift.String, Swift.Int>")
+        #expect(CodableCodec<[String: Int]>(format: .json).identifier == "codable-json-v1:" + typeName)
+        #expect(
+            CodableCodec<[String: Int]>(format: .propertyList).identifier == "codable-property-list-binary-v1:"
+                + typeName)
+        #expect(DataCodec().identifier == "data-v1")
+
+        let key = CacheKey(namespace: "thumbnail", identity: "video-42").variant("size", "320x180").variant("scale", 2)
+            .version("renderer", 3)
+        #expect(key.stableIdentifier == "a02bbdf6fd55ad4512872772211b170d6693e8e80faefb18344ca7a3b0bd7791")
+        // The entry file is named by the entry identity (SHA-256 of the key's canonical form and the codec).
+        let expected = [
+            "data-v1": "5f3a3ae57d96bbf2e16e62da269509d4f1638e6650f243676087636fb8a6a0a4",
+            "json": "c6106aeab7508c242253011beb2770390537cd631ad0a65eaa8dcb7e794f6025",
+            "plist": "c4d9bd50f4c74b9b21f4f732653e09295f216af33fe4025e945bf3266d64e1c6",
+        ]
+        for (name, identity) in expected {
+            let directory = ScratchDirectory("identity-\(name)")
+            let cache = YCache(storageDirectory: directory.url)
+            switch name {
+            case "data-v1": try await cache.store(Data([1]), for: key, codec: DataCodec())
+            case "json": try await cache.store(["a": 1], for: key, codec: CodableCodec<[String: Int]>(format: .json))
+            default:
+                try await cache.store(["a": 1], for: key, codec: CodableCodec<[String: Int]>(format: .propertyList))
+            }
+            #expect(directory.entryFiles.map(\.lastPathComponent) == [identity + ".entry"], "\(name)")
+        }
+    }
+}
+
+/// Integers as decimal text, with an identifier the test chooses (to share it with another codec).
+struct NumberCodec: CacheCodec {
+    var identifier: String
+
+    func encode(_ value: Int) throws -> Data { Data(String(value).utf8) }
+    func decode(_ data: Data) throws -> Int {
+        guard let value = Int(String(decoding: data, as: UTF8.self)) else { throw CodecFailure.cannotDecode }
+        return value
+    }
+}
+
+/// Another codec's bytes under an identifier the test chooses (to plant an entry another codec reads).
+struct FixedIdentifierCodec<Wrapped: CacheCodec>: CacheCodec {
+    var identifier: String
+    var wrapped: Wrapped
+
+    func encode(_ value: Wrapped.Value) throws -> Data { try wrapped.encode(value) }
+    func decode(_ data: Data) throws -> Wrapped.Value { try wrapped.decode(data) }
 }

@@ -85,20 +85,26 @@ struct YCacheFailureTests {
         #expect(try await cache.peek(for: key, codec: Self.codec) == "stored")
     }
 
-    @Test("an encode that throws is encodingFailed; nothing is stored unless best effort keeps it in memory")
+    @Test("an encode that throws gives the codec's own error under every policy; nothing is stored anywhere")
     func encodingFailure() async throws {
         let dir = TemporaryDirectory("fail-encode")
         let cache = YCache(storageDirectory: dir.url)
         let codec = UnencodableCodec()
         let key = CacheKey("unencodable")
-        let expected = YCache.Error.encodingFailed(codec: codec.identifier, reason: "\(CodecFailure())")
-        await #expect(throws: expected) { try await cache.value(for: key, codec: codec) { "v" } }
-        await #expect(throws: expected) { try await cache.store("v", for: key, codec: codec) }
+        await #expect(throws: CodecFailure()) { try await cache.value(for: key, codec: codec) { "v" } }
+        await #expect(throws: CodecFailure()) { try await cache.store("v", for: key, codec: codec) }
+        await #expect(throws: CodecFailure()) {
+            try await cache.value(for: key, codec: codec, options: Self.bestEffort) { "memory" }
+        }
+        await #expect(throws: CodecFailure()) {
+            try await cache.store("v", for: key, codec: codec, options: .init(writePolicy: .memoryOnly))
+        }
+        await #expect(throws: CodecFailure()) { try await cache.putInMemory("v", for: key, codec: codec) }
         #expect(try await cache.peek(for: key, codec: codec) == nil)
         #expect(entryFiles(in: dir.url).isEmpty)
-        #expect(try await cache.value(for: key, codec: codec, options: Self.bestEffort) { "memory" } == "memory")
-        #expect(try await cache.peek(for: key, codec: codec) == "memory")
-        #expect(entryFiles(in: dir.url).isEmpty)
+        #expect(cache.statistics.writeFailures == 0)  // no storage write was attempted
+        // Writing nothing at all needs no encoding.
+        #expect(try await cache.value(for: key, codec: codec, options: .init(writePolicy: .disabled)) { "v" } == "v")
     }
 
     // MARK: Unusable storage directories

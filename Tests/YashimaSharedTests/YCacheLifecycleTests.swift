@@ -269,12 +269,16 @@ struct YCacheLifecycleTests {
         #expect(fresh.statistics.storageHits == 1)
         #expect(fresh.statistics.memoryHits == 1)
         #expect(fresh.statistics.generations == 0)
-        _ = try await fresh.value(
-            for: CacheKey("b"), codec: UnencodableCodec(), options: .init(writeFailurePolicy: .bestEffort)
+        // A storage write that fails (the storage path is a file) under best effort: counted, value kept.
+        let blocked = TemporaryDirectory("life-stats-blocked")
+        try writeFile(Data("a file".utf8), to: blocked.url)
+        let failing = YCache(storageDirectory: blocked.url)
+        _ = try await failing.value(
+            for: CacheKey("b"), codec: Self.codec, options: .init(writeFailurePolicy: .bestEffort)
         ) {
             "b"
         }
-        #expect(fresh.statistics.writeFailures == 1)
-        #expect(fresh.statistics.generations == 1)
+        #expect(failing.statistics.writeFailures == 1)
+        #expect(failing.statistics.generations == 1)
     }
 }

@@ -323,6 +323,25 @@ struct YCacheSingleFlightTests {
         #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: codec) == "own")
     }
 
+    @Test("a call that joins a flight of another value type under the same codec identifier: valueTypeMismatch")
+    func joinedFlightOfAnotherType() async throws {
+        let dir = TemporaryDirectory("sf-type-mismatch")
+        let cache = YCache(storageDirectory: dir.url)
+        let key = CacheKey("shared-identifier")
+        let text = StringCodec()
+        let bytes = SameIdentifierDataCodec(identifier: text.identifier)
+        let held = HeldGenerator()
+        let producer = Task { try await cache.value(for: key, codec: text) { await held("text") } }
+        #expect(await held.started.wait(within: 30))
+        let joiner = Task { try await cache.value(for: key, codec: bytes) { Data("own".utf8) } }
+        #expect(await eventually { cache.waiters(key, text) == 2 })
+        held.release.open()
+        #expect(try await result(of: producer)?.get() == "text")
+        let joined = await result(of: joiner)
+        #expect(throws: YCache.Error.valueTypeMismatch) { try joined?.get() }
+        #expect(held.calls.value == 1)
+    }
+
     @Test("a refresh never joins a lookup in flight: it returns its own fresh value, which is what stays")
     func refreshDoesNotJoinLookup() async throws {
         let dir = TemporaryDirectory("sf-refresh-stale")
@@ -390,4 +409,11 @@ struct YCacheSingleFlightTests {
         Self.expectCancelled(await result(of: task))
         #expect(calls.value == 0)
     }
+}
+
+/// Raw bytes under an identifier the test chooses (to share it with a codec of another value type).
+private struct SameIdentifierDataCodec: CacheCodec {
+    let identifier: String
+    func encode(_ value: Data) throws -> Data { value }
+    func decode(_ data: Data) throws -> Data { data }
 }

@@ -199,7 +199,7 @@ extension Hardening {
         }
 
         struct ThrowingCodec: CacheCodec {
-            struct Failure: Error {}
+            struct Failure: Error, Equatable {}
             let failEncode: Bool
             let failDecode: Bool
             var identifier: String { "throwing-v1" }
@@ -213,26 +213,23 @@ extension Hardening {
             }
         }
 
-        @Test("a codec that throws on encode: encodingFailed under .throwError, the value under .bestEffort")
+        @Test("a codec that throws on encode: its own error under every write-failure policy, nothing stored")
         func codecThrowsOnEncode() async throws {
             let cache = YCache(storageDirectory: dir.url)
             let codec = ThrowingCodec(failEncode: true, failDecode: false)
-            let error = await #expect(throws: YCache.Error.self) {
+            await #expect(throws: ThrowingCodec.Failure()) {
                 try await cache.value(for: CacheKey("e"), codec: codec) { Data("v".utf8) }
             }
-            if case .encodingFailed(let id, _) = error {
-                #expect(id == "throwing-v1")
-            } else {
-                Issue.record("expected encodingFailed, got \(String(describing: error))")
+            await #expect(throws: ThrowingCodec.Failure()) {
+                try await cache.value(
+                    for: CacheKey("e"), codec: codec, options: .init(writeFailurePolicy: .bestEffort)
+                ) { Data("v".utf8) }
             }
-            let value = try await cache.value(
-                for: CacheKey("e"), codec: codec, options: .init(writeFailurePolicy: .bestEffort)
-            ) { Data("v".utf8) }
-            #expect(value == Data("v".utf8))
+            #expect(try await cache.peek(for: CacheKey("e"), codec: codec) == nil)
             #expect(Hardening.entryBytes(dir.path) == 0)
         }
 
-        @Test("a codec that throws on decode: a miss (entry removed, regenerated), decodingFailed under .throwError")
+        @Test("a codec that throws on decode: a miss (entry removed, regenerated), its own error under .throwError")
         func codecThrowsOnDecode() async throws {
             let key = CacheKey("d")
             _ = try await YCache(storageDirectory: dir.url).value(
@@ -240,14 +237,10 @@ extension Hardening {
             ) { Data("v".utf8) }
             let failing = ThrowingCodec(failEncode: false, failDecode: true)
             let strict = YCache(storageDirectory: dir.url)
-            let error = await #expect(throws: YCache.Error.self) {
+            await #expect(throws: ThrowingCodec.Failure()) {
                 try await strict.value(for: key, codec: failing, options: .init(readFailurePolicy: .throwError)) {
                     Data()
                 }
-            }
-            if case .decodingFailed = error {
-            } else {
-                Issue.record("expected decodingFailed, got \(String(describing: error))")
             }
             _ = try await YCache(storageDirectory: dir.url).value(
                 for: key, codec: ThrowingCodec(failEncode: false, failDecode: false)

@@ -29,6 +29,20 @@ struct CacheKeyTests {
         #expect(Self.golden.stableDigest == SHA256.hash(Self.golden.canonicalBytes))
     }
 
+    @Test("golden entry identities of CodableCodec entries: Yashima's identifiers, so Yashima's identities")
+    func goldenCodableEntryIdentities() {
+        let plist = CodableCodec([String: Int].self, format: .propertyList)
+        let json = CodableCodec([String: Int].self, format: .json)
+        #expect(plist.identifier == "codable-property-list-binary-v1:Swift.Dictionary<Swift.String, Swift.Int>")
+        #expect(json.identifier == "codable-json-v1:Swift.Dictionary<Swift.String, Swift.Int>")
+        #expect(
+            EntryIdentity(key: Self.golden, codecIdentifier: plist.identifier).hex
+                == "c4d9bd50f4c74b9b21f4f732653e09295f216af33fe4025e945bf3266d64e1c6")
+        #expect(
+            EntryIdentity(key: Self.golden, codecIdentifier: json.identifier).hex
+                == "c6106aeab7508c242253011beb2770390537cd631ad0a65eaa8dcb7e794f6025")
+    }
+
     @Test("golden entry identity")
     func goldenEntryIdentity() {
         let entry = EntryIdentity(key: Self.golden, codecIdentifier: "data-v1")
