@@ -67,3 +67,38 @@ struct FailingCodec: CacheCodec {
 func compatKey(_ name: String) -> CacheKey {
     CacheKey(namespace: "compat", identity: name)
 }
+
+/// A one-way signal between tasks: `wait` returns once `open` was called.
+actor Latch {
+    private var isOpen = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func open() {
+        isOpen = true
+        for waiter in waiters { waiter.resume() }
+        waiters = []
+    }
+
+    func wait() async {
+        if isOpen { return }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    /// Waits, but gives up after `seconds` (a bound against hanging, not a timing claim). True when open.
+    nonisolated func wait(within seconds: Double) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await self.wait()
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(seconds))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            if !first { await self.open() }  // lets the waiting child finish
+            return first
+        }
+    }
+}
