@@ -146,6 +146,13 @@ enum Policy {
     /// timestamp can leave ctime unchanged by a write within the same tick.
     static let verifiedCtimeMinimumAge: Int64 = 2 * 1_000_000_000
 
+    /// A cache touch sets an mtime whose nanoseconds leave this remainder modulo this modulus (it rounds
+    /// the time up by under a microsecond), so that a reader can tell a changed ctime that only a touch
+    /// made from a write, which sets mtime and ctime to the same kernel time (`VerifiedInodes`). A write's
+    /// mtime carries the mark by chance once in a thousand times, and then still differs from nothing: its
+    /// ctime equals it.
+    static let touchMark: (modulus: Int64, remainder: Int64) = (1000, 777)
+
     /// How many (inode, ctime) verifications a process remembers.
     static let verifiedInodeCapacity = 65_536
 

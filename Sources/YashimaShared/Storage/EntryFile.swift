@@ -439,6 +439,18 @@ struct EntryFile {
         }
     }
 
+    /// `nanoseconds`, or the next value after it that carries the touch mark (`Policy.touchMark`).
+    static func marked(_ nanoseconds: Int64) -> Int64 {
+        let modulus = Policy.touchMark.modulus
+        let marked = nanoseconds - nanoseconds % modulus + Policy.touchMark.remainder
+        return marked >= nanoseconds ? marked : marked + modulus
+    }
+
+    /// Whether an mtime was set by a cache touch (its nanoseconds carry the touch mark).
+    static func isTouchMark(_ nanoseconds: Int64) -> Bool {
+        nanoseconds % Policy.touchMark.modulus == Policy.touchMark.remainder
+    }
+
     /// Whether a hit on an entry last used at `lastUse` touches it (I11): when anything was published
     /// after that use (or trim would take it for older than what was published since), when the use is
     /// at least the touch interval old, or when it lies that far in the future (a clock that jumped back).
@@ -457,7 +469,7 @@ struct EntryFile {
         let recorded = directory.state.lastPublishNanoseconds
         let lastPublish = recorded - now >= Policy.touchInterval ? 0 : recorded
         guard Self.shouldTouch(lastUse: lastUse, now: now, lastPublish: lastPublish) else { return nil }
-        let target = max(now, lastPublish &+ 1)
+        let target = Self.marked(max(now, lastPublish &+ 1))
         // Best effort: a failed touch only makes LRU order a little less exact.
         switch Syscall.setTimes(path.relative, in: directory.descriptor, nanoseconds: target) {
         case .success:
@@ -476,6 +488,16 @@ private func roundUpToBlock(_ size: Int64) -> Int64 { (size + 4095) / 4096 * 409
 /// The (inode, ctime, size) of mapped files whose payload checksum this process already verified.
 /// Any write to a file changes its ctime, so a match proves the bytes are the verified ones; only ctimes
 /// older than `Policy.verifiedCtimeMinimumAge` are remembered (coarse timestamps, see Policy).
+///
+/// A touch (I11) changes the ctime too, without changing a byte, and touches follow publishes: were every
+/// changed ctime a new file version, a large entry touched after each write somewhere in the directory
+/// would have its payload checksummed on every hit. So a ctime that moved on since the verification still
+/// counts as the verified version when the file's last change was a cache touch: its mtime carries the
+/// touch mark (`Policy.touchMark`) and differs from its ctime, which a write never leaves (a write sets
+/// both to the kernel's one "now"; a touch sets an explicit mtime). The record keeps the verified ctime,
+/// so a write after the touch, even within one coarse clock tick, is caught again. What this cannot see,
+/// like any check of metadata, is a foreign process rewriting an entry in place (which I1 rules out for
+/// every conforming writer) and a cache touch after it.
 final class VerifiedInodes: Sendable {
     static let shared = VerifiedInodes()
 
@@ -492,8 +514,12 @@ final class VerifiedInodes: Sendable {
     private let table = Mutex<[Identity: Seen]>([:])
 
     func contains(_ status: FileStatus) -> Bool {
-        let seen = table.withLock { $0[Identity(device: status.device, inode: status.inode)] }
-        return seen == Seen(changed: status.changedNanoseconds, size: status.size)
+        guard let seen = table.withLock({ $0[Identity(device: status.device, inode: status.inode)] }),
+            seen.size == status.size
+        else { return false }
+        if seen.changed == status.changedNanoseconds { return true }
+        return status.changedNanoseconds > seen.changed && EntryFile.isTouchMark(status.modifiedNanoseconds)
+            && status.modifiedNanoseconds != status.changedNanoseconds
     }
 
     func insert(_ status: FileStatus, now: Int64) {

@@ -1,6 +1,7 @@
 // EntryFile on real files: publish (staging file + rename, usage accounting), read (buffered and
 // mapped), header-only reads, each kind of damage rejected with its reason, touch and remove.
 
+import CFileLock
 import Foundation
 import Testing
 
@@ -263,6 +264,38 @@ struct EntryFileTests {
         #expect(fixture.files.touchIfStale(firstPath, lastUse: touched, now: Syscall.realtimeNanoseconds) == nil)
         let afterJump = try fixture.publish(CacheKey("touch-third"), Data("x".utf8)).modifiedNanoseconds
         #expect(state.lastPublishNanoseconds == afterJump)
+    }
+
+    @Test("verified inodes: a ctime moved by a cache touch is still the verified version; a write's is not")
+    func verifiedInodesAndTouches() {
+        let inodes = VerifiedInodes()
+        var status = FileStatus(ysh_stat())
+        status.device = 1
+        status.inode = 2
+        status.size = 100_000
+        status.modifiedNanoseconds = 9_000_000_000
+        status.changedNanoseconds = 10_000_000_000
+        inodes.insert(status, now: status.changedNanoseconds + Policy.verifiedCtimeMinimumAge)
+        #expect(inodes.contains(status))
+        var touched = status
+        touched.modifiedNanoseconds = EntryFile.marked(20_000_000_001)
+        touched.changedNanoseconds = 20_000_000_004
+        #expect(inodes.contains(touched))
+        // A write after the touch, even within one clock tick, sets mtime and ctime to one kernel time.
+        var written = touched
+        written.modifiedNanoseconds = 20_000_000_004
+        #expect(!inodes.contains(written))
+        var resized = touched
+        resized.size += 1
+        #expect(!inodes.contains(resized))
+        var unmarked = touched
+        unmarked.modifiedNanoseconds = 20_000_000_001
+        #expect(!inodes.contains(unmarked))
+        var earlier = touched
+        earlier.changedNanoseconds = 5_000_000_000
+        #expect(!inodes.contains(earlier))
+        #expect(EntryFile.marked(777) == 777 && EntryFile.marked(778) == 1777 && EntryFile.marked(1000) == 1777)
+        #expect(EntryFile.isTouchMark(EntryFile.marked(123_456_789)) && !EntryFile.isTouchMark(123_456_789))
     }
 
     @Test("remove unlinks and gives both counts back, however it learns the payload; a missing entry is fine")
