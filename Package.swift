@@ -50,6 +50,14 @@ let package = Package(
             path: "Tests/YashimaSharedTests",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // Yashima's public call shapes and behaviours, with `import YashimaShared` and nothing else: what an
+        // app ported from Yashima sees.
+        .testTarget(
+            name: "YashimaCompatibilityTests",
+            dependencies: ["YashimaShared"],
+            path: "Tests/YashimaCompatibilityTests",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         .testTarget(
             name: "StressTests",
             dependencies: ["YashimaShared", "yashima-stress"],

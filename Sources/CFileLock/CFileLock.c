@@ -367,6 +367,19 @@ int ysh_touch_at(int dirfd, const char *path, int *err) {
     return 0;
 }
 
+int ysh_set_times_at(int dirfd, const char *path, int64_t ns, int *err) {
+    struct timespec times[2];
+    times[0].tv_sec = (time_t)(ns / 1000000000LL); times[0].tv_nsec = (long)(ns % 1000000000LL);
+    times[1] = times[0];
+    const char *leaf;
+    int parent = open_parent(dirfd, path, &leaf);
+    if (parent == -1) FAIL_WITH_ERRNO(-1);
+    int rc = utimensat(parent, leaf, times, AT_SYMLINK_NOFOLLOW);
+    release_parent(parent, dirfd);
+    if (rc == -1) FAIL_WITH_ERRNO(-1);
+    return 0;
+}
+
 int ysh_ftruncate(int fd, int64_t length, int *err) {
     if (ftruncate(fd, (off_t)length) == -1) FAIL_WITH_ERRNO(-1);
     return 0;

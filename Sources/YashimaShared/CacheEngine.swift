@@ -27,7 +27,7 @@ struct EpochSnapshot: Sendable, Equatable {
 
 /// A storage hit and the epochs it was read under.
 struct StorageHit<Value: Sendable>: Sendable {
-    let resolution: CacheResolution<Value>
+    let resolution: YCache.Resolved<Value>
     let epochs: EpochSnapshot?
 }
 
@@ -42,7 +42,8 @@ struct StorageContext: Sendable {
 
 final class CacheEngine: Sendable {
     let storagePath: String
-    let storageMaximumByteCount: Int64?
+    /// The storage budget this instance enforces when it writes (I9).
+    let budget: StorageBudget
     let sharing: StorageSharingMode
     let allowNetworkFilesystem: Bool
     let memory: MemoryStore
@@ -53,7 +54,7 @@ final class CacheEngine: Sendable {
     private enum Opening {
         case notYet
         case open(StorageContext)
-        case failed(YCacheError, at: Int64)
+        case failed(YCache.Error, at: Int64)
     }
 
     private let opening = Mutex<Opening>(.notYet)
@@ -62,11 +63,11 @@ final class CacheEngine: Sendable {
     private static let reopenInterval: Int64 = 1_000_000_000
 
     init(
-        storagePath: String, memoryMaximumCost: Int?, memoryMaximumEntryCount: Int?, storageMaximumByteCount: Int64?,
+        storagePath: String, memoryMaximumCost: Int?, memoryMaximumEntryCount: Int?, budget: StorageBudget,
         sharing: StorageSharingMode, allowNetworkFilesystem: Bool
     ) {
         self.storagePath = storagePath
-        self.storageMaximumByteCount = storageMaximumByteCount
+        self.budget = budget
         self.sharing = sharing
         self.allowNetworkFilesystem = allowNetworkFilesystem
         self.memory = MemoryStore(maximumCost: memoryMaximumCost, maximumCount: memoryMaximumEntryCount)
@@ -78,7 +79,7 @@ final class CacheEngine: Sendable {
     /// a second; also after a fork, I7, and when the root path no longer names the open root, I13).
     /// - Parameter verifyingRoot: Check the root path now (before a write) rather than at most once per
     ///   `Policy.rootCheckInterval`.
-    func storage(verifyingRoot: Bool = false) -> Result<StorageContext, YCacheError> {
+    func storage(verifyingRoot: Bool = false) -> Result<StorageContext, YCache.Error> {
         opening.withLock { opening in
             let now = Syscall.monotonicNanoseconds
             switch opening {
@@ -87,7 +88,7 @@ final class CacheEngine: Sendable {
             case .failed(let error, let at) where now - at < CacheEngine.reopenInterval:
                 return .failure(error)
             default:
-                do throws(YCacheError) {
+                do throws(YCache.Error) {
                     let directory = try Directory(
                         path: storagePath, sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem)
                     let context = StorageContext(directory: directory, trimmer: Trimmer(directory: directory))
@@ -156,24 +157,64 @@ final class CacheEngine: Sendable {
         return SharedState.Stamp(global: expected.global, namespace: expected.namespace, key: previous &+ 1)
     }
 
-    func memoryHit<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec) -> CacheResolution<Codec.Value>? {
-        let now = Syscall.realtimeNanoseconds
-        guard let item = memory.item(for: memoryKey, state: openStorage?.directory.state, now: now),
-            let value = item.value as? Codec.Value
-        else { return nil }
-        count { $0.memoryHits += 1 }
-        if let path = item.entryPath, memory.shouldTouch(memoryKey, now: now), let context = openStorage {
-            // P15: a value served from memory is still in use; keep its file from looking cold to trim.
-            context.files.touchIfStale(path, modifiedAt: 0, now: now)
+    /// The memory item of `memoryKey` if it is live (I10). An item whose epochs moved but that names a
+    /// stored entry is kept when storage still holds the same publish of that entry (a removal or a
+    /// replacement of another key in its epoch slot moved them): one open and a 128-byte read instead of
+    /// dropping it and reading the whole entry again.
+    ///
+    /// Why this keeps I10: a removal bumps the key's epochs, unlinks, and bumps again; a replacement
+    /// publishes (rename), then bumps. `MemoryStore.lookup` read the current epochs before the check
+    /// below, and the item is kept with those. If the check found the old file, it ran before the
+    /// unlink or rename, so the epochs it read predate the removal's or replacement's last bump: the next
+    /// lookup finds them moved again and checks again, and then the file is gone or another publish. So a
+    /// lookup that begins after a removal has returned never serves the removed value; only a lookup that
+    /// overlapped the removal can, as it could have before the removal began.
+    func liveMemoryItem(_ memoryKey: MemoryKey, now: Int64, context: StorageContext?) -> MemoryItem? {
+        switch memory.lookup(memoryKey, state: context?.directory.state, now: now) {
+        case .miss:
+            return nil
+        case .hit(let item):
+            return item
+        case .unconfirmed(let item, let current):
+            guard let context, let path = item.entryPath, let version = item.entryVersion,
+                context.files.publishedVersion(path) == version
+            else {
+                memory.drop(memoryKey, serial: item.serial)
+                return nil
+            }
+            memory.confirm(memoryKey, serial: item.serial, stamp: current)
+            return item
         }
-        return CacheResolution(value: value, source: .memory, metadata: item.metadata, wasSharedGeneration: false)
+    }
+
+    /// A hit in memory, or nil. Throws `valueTypeMismatch` when memory holds the key and codec identifier
+    /// with a value of another type (two codecs sharing one identifier), as Yashima does.
+    func memoryHit<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec) throws(YCache.Error)
+        -> YCache.Resolved<Codec.Value>?
+    {
+        let now = Syscall.realtimeNanoseconds
+        let context = openStorage
+        guard let item = liveMemoryItem(memoryKey, now: now, context: context) else { return nil }
+        guard let value = item.value as? Codec.Value else { throw .valueTypeMismatch }
+        count { $0.memoryHits += 1 }
+        if let path = item.entryPath, let context {
+            // P15: a value served from memory is still in use; keep its file from looking cold to trim, by
+            // the touch rule of I11 (nothing is written unless something was published since its last use,
+            // or that use is a minute old).
+            let lastUse = memory.lastUse(memoryKey) ?? 0
+            if let touched = context.files.touchIfStale(path, lastUse: lastUse, now: now) {
+                memory.noteUse(memoryKey, at: touched)
+            }
+        }
+        return YCache.Resolved(value: value, source: .memory, metadata: item.metadata, wasSharedGeneration: false)
     }
 
     /// Looks in storage; a hit is decoded, put in memory, and its file touched (I11). A corrupt or expired
-    /// entry is removed and is a miss, or throws under `.throwError`.
+    /// entry, or one the codec cannot decode, is removed and is a miss, or throws under `.throwError`: a
+    /// `YCache.Error`, or the codec's own error as it threw it.
     func storageHit<Codec: CacheCodec>(
         _ request: ProductionRequest<Codec>, context: StorageContext?, shared: Bool
-    ) throws(YCacheError) -> StorageHit<Codec.Value>? {
+    ) throws -> StorageHit<Codec.Value>? {
         guard let context else { return nil }
         let epochs = epochs(for: request.key, keyDigest: request.expectation.keyDigest, context: context)
         let path = context.directory.entryPath(for: request.expectation.identity)
@@ -188,63 +229,62 @@ final class CacheEngine: Sendable {
                 value = try request.codec.decode(entry.payload)
             } catch {
                 count { $0.corruptEntries += 1 }
-                discard(path, in: context)
-                if strict {
-                    throw .decodingFailed(codec: request.codec.identifier, reason: "\(error)")
-                }
+                discard(path, headerSize: request.expectation.headerSize, in: context)
+                if strict { throw error }  // the codec's own error, unwrapped (as Yashima)
                 return nil
             }
-            context.files.touchIfStale(path, modifiedAt: entry.modifiedNanoseconds, now: now)
-            let metadata = request.key.metadata(header: entry.header, codecIdentifier: request.codec.identifier)
+            let lastUse =
+                context.files.touchIfStale(path, lastUse: entry.modifiedNanoseconds, now: now)
+                ?? entry.modifiedNanoseconds
             let cost =
-                request.options.cost
+                request.options.cost?.charged
                 ?? request.codec.memoryCost(of: value, encodedByteCount: entry.payload.count)
+            let metadata = request.key.metadata(
+                header: entry.header, codecIdentifier: request.codec.identifier, cost: cost, lastAccessedAt: now)
             if request.options.writePolicy != .disabled,
                 memory.insert(
                     MemoryItem(
                         value: value, cost: cost, metadata: metadata, slots: epochs?.slots, stamp: epochs?.stamp,
-                        entryPath: path),
+                        entryPath: path, entryVersion: EntryVersion(entry.header)),
                     for: request.memoryKey)
             {
-                _ = memory.shouldTouch(request.memoryKey, now: now)  // just touched (or fresh): start the interval
+                memory.noteUse(request.memoryKey, at: lastUse)
             }
             count { $0.storageHits += 1 }
             return StorageHit(
-                resolution: CacheResolution(
+                resolution: YCache.Resolved(
                     value: value, source: .storage, metadata: metadata, wasSharedGeneration: shared),
                 epochs: epochs)
         case .failure(.missing):
             return nil
         case .failure(.expired):
-            discard(path, in: context)
+            discard(path, headerSize: request.expectation.headerSize, in: context)
             return nil
         case .failure(.corrupt(let corruption, _)):
             count { $0.corruptEntries += 1 }
-            discard(path, in: context)
-            if strict { throw .corruptEntry(reason: corruption.description) }
+            discard(path, headerSize: request.expectation.headerSize, in: context)
+            if strict { throw YCache.Error.corruptEntry(reason: corruption.description) }
             return nil
         case .failure(.system(let error)):
-            if strict { throw .system(error, path: storagePath, operation: "reading an entry") }
+            if strict { throw YCache.Error.system(error, path: storagePath, operation: "reading an entry") }
             return nil
         }
     }
 
     /// Unlinks an entry a lookup proved corrupt or expired, unless the root path no longer names this
     /// root (I13: never unlink in a directory that was renamed away).
-    private func discard(_ path: EntryPath, in context: StorageContext) {
+    private func discard(_ path: EntryPath, headerSize: Int, in context: StorageContext) {
         guard context.directory.isStillNamedByPath() else { return }
-        _ = context.files.remove(path.relative)
+        _ = context.files.remove(path.relative, payload: .headerSize(headerSize))
     }
 
     /// Memory, then storage. Storage failures to open are a miss unless `.throwError`.
-    func cachedValue<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) throws(YCacheError)
-        -> CacheResolution<Codec.Value>?
-    {
-        if let hit = memoryHit(request.memoryKey, codec: request.codec) { return hit }
+    func cachedValue<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) throws -> YCache.Resolved<Codec.Value>? {
+        if let hit = try memoryHit(request.memoryKey, codec: request.codec) { return hit }
         return try storageHit(request, context: try readableStorage(request.options), shared: false)?.resolution
     }
 
-    private func readableStorage(_ options: YCache.Options, verifyingRoot: Bool = false) throws(YCacheError)
+    private func readableStorage(_ options: YCache.Options, verifyingRoot: Bool = false) throws(YCache.Error)
         -> StorageContext?
     {
         switch storage(verifyingRoot: verifyingRoot) {
@@ -261,7 +301,7 @@ final class CacheEngine: Sendable {
     /// lookup is cache-only and missed).
     func resolve<Codec: CacheCodec>(
         _ request: ProductionRequest<Codec>, optional: Bool
-    ) async throws -> CacheResolution<Codec.Value>? {
+    ) async throws -> YCache.Resolved<Codec.Value>? {
         switch request.options.lookupPolicy {
         case .refresh:
             return try await refresh(request)
@@ -285,13 +325,14 @@ final class CacheEngine: Sendable {
             }
             switch result {
             case .value(let value, let metadata, let source, let sharedAcrossProcesses, let epochs):
-                guard let value = value as? Codec.Value else { break }  // same codec id, other type: run our own
+                // Another codec with this identifier but another value type made it (as Yashima: an error).
+                guard let value = value as? Codec.Value else { throw YCache.Error.valueTypeMismatch }
                 // I10: the flight may have read or made its value before a removal that finished before
                 // this caller joined; then look again rather than return what was removed.
                 if joined, !isCurrent(epochs) { break }
                 if joined { count { $0.sharedGenerations += 1 } }
                 if joined { openedState?.add(.misses) }  // shared counters; a producer counts its own
-                return CacheResolution(
+                return YCache.Resolved(
                     value: value, source: source, metadata: metadata,
                     wasSharedGeneration: joined || sharedAcrossProcesses)
             case .noValue:
@@ -307,7 +348,7 @@ final class CacheEngine: Sendable {
     }
 
     /// `refresh`: always generates (sharing with concurrent refreshes of the same entry), then stores.
-    func refresh<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) async throws -> CacheResolution<Codec.Value>? {
+    func refresh<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) async throws -> YCache.Resolved<Codec.Value>? {
         if request.options.singleFlightPolicy == .disabled {
             return try await produceDirectly(request, coordinate: false, refreshing: true)
         }
@@ -319,12 +360,13 @@ final class CacheEngine: Sendable {
         }
         switch result {
         case .value(let value, let metadata, let source, _, let epochs):
-            // Same codec id but another type, or (I10) a joined refresh whose value a removal has
-            // replaced since: refresh for this caller.
-            guard let value = value as? Codec.Value, !joined || isCurrent(epochs) else {
+            // Another codec with this identifier but another value type made it (as Yashima: an error).
+            guard let value = value as? Codec.Value else { throw YCache.Error.valueTypeMismatch }
+            // I10: a joined refresh whose value a removal has replaced since: refresh for this caller.
+            guard !joined || isCurrent(epochs) else {
                 return try await produceDirectly(request, coordinate: false, refreshing: true)
             }
-            return CacheResolution(value: value, source: source, metadata: metadata, wasSharedGeneration: joined)
+            return YCache.Resolved(value: value, source: source, metadata: metadata, wasSharedGeneration: joined)
         case .noValue:
             return nil
         case .failure(let error):
@@ -335,13 +377,13 @@ final class CacheEngine: Sendable {
     /// Generation without an in-process flight (`.disabled`, or a fallback).
     private func produceDirectly<Codec: CacheCodec>(
         _ request: ProductionRequest<Codec>, coordinate: Bool, refreshing: Bool = false
-    ) async throws -> CacheResolution<Codec.Value>? {
+    ) async throws -> YCache.Resolved<Codec.Value>? {
         var request = request
         if !coordinate { request = request.with(crossProcess: .processLocal) }
         switch await produce(request, flight: nil, refreshing: refreshing) {
         case .value(let value, let metadata, let source, let shared, _):
-            guard let value = value as? Codec.Value else { return nil }
-            return CacheResolution(value: value, source: source, metadata: metadata, wasSharedGeneration: shared)
+            guard let value = value as? Codec.Value else { throw YCache.Error.valueTypeMismatch }
+            return YCache.Resolved(value: value, source: source, metadata: metadata, wasSharedGeneration: shared)
         case .noValue: return nil
         case .failure(let error): throw error
         }
@@ -385,7 +427,7 @@ final class CacheEngine: Sendable {
                 let lockPath = context.directory.lockPath(forKeyDigest: request.expectation.keyDigest)
                 let outcome = try await CrossProcessFlight.acquire(
                     lockPath, in: context.directory, timeout: request.options.crossProcessWaitTimeout
-                ) { () throws(YCacheError) -> StorageHit<Codec.Value>? in
+                ) { () throws -> StorageHit<Codec.Value>? in
                     refreshing ? nil : try self.storageHit(request, context: context, shared: true)
                 }
                 switch outcome {
@@ -422,41 +464,37 @@ final class CacheEngine: Sendable {
     // MARK: Store
 
     /// Writes `value` according to the options' write policy; returns its metadata and the epochs its
-    /// memory item was stamped with (I10). Under `.throwError` a failed write leaves neither layer
-    /// written; under `.bestEffort` memory keeps it.
+    /// memory item was stamped with (I10). The value is encoded for memory and storage alike (its
+    /// metadata has the byte count); a codec that cannot encode it throws its own error under every
+    /// policy and nothing is written, as in Yashima. Under `.throwError` a failed storage write leaves
+    /// neither layer written; under `.bestEffort` memory keeps it.
     @discardableResult
     func store<Codec: CacheCodec>(
         _ value: Codec.Value, request: ProductionRequest<Codec>, context: StorageContext?,
         epochs: EpochSnapshot?, bumpEpoch: Bool, lock: HeldLock? = nil,
         published: PublishedFlag? = nil
-    ) async throws(YCacheError) -> (CacheMetadata, EpochSnapshot?) {
+    ) async throws -> (YCache.Metadata?, EpochSnapshot?) {
         let options = request.options
         let now = Syscall.realtimeNanoseconds
         let expiresAt = options.expiry.expiresAtNanoseconds(now: now)
-        var metadata = request.key.metadata(
-            codecIdentifier: request.codec.identifier, createdAt: now, expiresAt: expiresAt, payloadByteCount: 0,
-            keyDigest: request.expectation.keyDigest)
+        var byteCount = 0
         var epochs = epochs
         var entryPath: EntryPath?
-        var encodedCount: Int?
-        if options.writePolicy == .disabled { return (metadata, epochs) }
+        var entryVersion: EntryVersion?
+        var publishedAt: Int64?
+        if options.writePolicy == .disabled { return (nil, epochs) }
+        let encoded = try request.codec.encode(value)  // the codec's error, unwrapped: nothing is written
+        let encodedCount = encoded.count
+        byteCount = encoded.count
         if options.writePolicy == .memoryAndStorage {
-            do throws(YCacheError) {
-                let encoded: Data
-                do {
-                    encoded = try request.codec.encode(value)
-                } catch {
-                    throw YCacheError.encodingFailed(codec: request.codec.identifier, reason: "\(error)")
-                }
-                encodedCount = encoded.count
-                metadata = request.key.metadata(
-                    codecIdentifier: request.codec.identifier, createdAt: now, expiresAt: expiresAt,
-                    payloadByteCount: encoded.count, keyDigest: request.expectation.keyDigest)
+            do throws(YCache.Error) {
                 let context = try storageForWriting(context)
                 let charged = EntryFile.chargedBytes(
                     payloadByteCount: encoded.count, keyByteCount: request.expectation.keyBytes.count,
                     codecByteCount: request.expectation.codecBytes.count)
-                let tooLargeForBudget = storageMaximumByteCount.map { charged > $0 } ?? false
+                let tooLargeForBudget =
+                    (budget.payloadBytes.map { Int64(encoded.count) > $0 } ?? false)
+                    || (budget.allocatedBytes.map { charged > $0 } ?? false)
                 // A key or codec identifier no reader accepts (EntryFormat) would only be read back as corrupt.
                 let unreadable =
                     request.expectation.keyBytes.count > EntryFormat.maximumKeyByteCount
@@ -466,9 +504,9 @@ final class CacheEngine: Sendable {
                     // value, so the old stored entry must not outlive it in any process (I10).
                     if bumpEpoch {
                         let path = context.directory.entryPath(for: request.expectation.identity)
-                        epochs = try unlinkStoredEntry(
-                            at: path, namespace: request.key.namespace, keyDigest: request.expectation.keyDigest,
-                            context: context)
+                        (epochs, _) = try unlinkStoredEntry(
+                            at: path, headerSize: request.expectation.headerSize, namespace: request.key.namespace,
+                            keyDigest: request.expectation.keyDigest, context: context)
                     }
                 } else {
                     let path = context.directory.entryPath(for: request.expectation.identity)
@@ -489,11 +527,13 @@ final class CacheEngine: Sendable {
                     let outcome =
                         encoded.count >= Policy.offPoolWriteThreshold ? await BlockingWork.run(publish) : publish()
                     switch outcome {
-                    case .success:
+                    case .success(let outcome):
                         entryPath = path
+                        entryVersion = EntryVersion(outcome.header)
+                        publishedAt = outcome.modifiedNanoseconds
                         published?.set()
                     case .failure(let error):
-                        throw YCacheError.system(error, path: storagePath, operation: "publishing an entry")
+                        throw YCache.Error.system(error, path: storagePath, operation: "publishing an entry")
                     }
                     if bumpEpoch {
                         // A refresh or explicit store replaces the value: other processes' L1 copies go (I10).
@@ -503,8 +543,8 @@ final class CacheEngine: Sendable {
                         let after = bumpKey(slots, expecting: beforePublish, in: state)
                         epochs = EpochSnapshot(slots: slots, stamp: after ?? beforePublish)
                     }
-                    if let budget = storageMaximumByteCount, context.directory.state.usage > budget {
-                        let trimmer = context.trimmer
+                    if budget.isExceeded(by: context.directory.state) {
+                        let (trimmer, budget) = (context.trimmer, budget)
                         _ = await BlockingWork.run { trimmer.trimIfNeeded(budget: budget) }
                     }
                 }
@@ -516,19 +556,23 @@ final class CacheEngine: Sendable {
                 }
             }
         }
-        let cost = options.cost ?? request.codec.memoryCost(of: value, encodedByteCount: encodedCount)
+        let cost = options.cost?.charged ?? request.codec.memoryCost(of: value, encodedByteCount: encodedCount)
+        let metadata = request.key.metadata(
+            codecIdentifier: request.codec.identifier, createdAt: now, expiresAt: expiresAt, byteCount: byteCount,
+            cost: cost, keyDigest: request.expectation.keyDigest)
         if memory.insert(
             MemoryItem(
                 value: value, cost: cost, metadata: metadata, slots: epochs?.slots, stamp: epochs?.stamp,
-                entryPath: entryPath),
-            for: request.memoryKey)
+                entryPath: entryPath, entryVersion: entryVersion),
+            for: request.memoryKey),
+            let publishedAt
         {
-            _ = memory.shouldTouch(request.memoryKey, now: now)
+            memory.noteUse(request.memoryKey, at: publishedAt)
         }
         return (metadata, epochs)
     }
 
-    private func storageForWriting(_ context: StorageContext?) throws(YCacheError) -> StorageContext {
+    private func storageForWriting(_ context: StorageContext?) throws(YCache.Error) -> StorageContext {
         // I13: never write through a root that was deleted or replaced since `context` was taken.
         if let context, context.directory.isOwnedByThisProcess, context.directory.isStillNamedByPath() {
             return context
@@ -541,7 +585,7 @@ final class CacheEngine: Sendable {
 
     // MARK: Lifecycle
 
-    func metadata<Codec: CacheCodec>(for key: CacheKey, codec: Codec) throws(YCacheError) -> CacheMetadata? {
+    func metadata<Codec: CacheCodec>(for key: CacheKey, codec: Codec) throws(YCache.Error) -> YCache.Metadata? {
         let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
         let context: StorageContext
         switch storage() {
@@ -553,7 +597,7 @@ final class CacheEngine: Sendable {
         let expectation = EntryExpectation(key: key, codecIdentifier: codec.identifier)
         let path = context.directory.entryPath(for: expectation.identity)
         switch context.files.readHeader(path.relative) {
-        case .success(let (header, bytes, _)):
+        case .success(let (header, bytes, status)):
             let matches = bytes.withUnsafeBytes {
                 EntryFormat.validateIdentity(
                     header, bytes: $0, expectedIdentity: expectation.identity.digest, keyBytes: expectation.keyBytes,
@@ -562,34 +606,40 @@ final class CacheEngine: Sendable {
             guard case .success = matches, !header.isExpired(atNanoseconds: Syscall.realtimeNanoseconds) else {
                 return nil
             }
-            return key.metadata(header: header, codecIdentifier: codec.identifier)
+            return key.metadata(
+                header: header, codecIdentifier: codec.identifier, cost: nil,
+                lastAccessedAt: status.modifiedNanoseconds)
         case .failure(.missing), .failure(.corrupt), .failure(.expired):
-            let now = Syscall.realtimeNanoseconds
-            return memory.item(for: memoryKey, state: context.directory.state, now: now)?.metadata
+            return liveMemoryItem(memoryKey, now: Syscall.realtimeNanoseconds, context: context)?.metadata
         case .failure(.system(let error)):
             throw .system(error, path: storagePath, operation: "reading an entry header")
         }
     }
 
-    func remove(key: CacheKey, codecIdentifier: String) throws(YCacheError) {
-        memory.remove(MemoryKey(key: key, codecIdentifier: codecIdentifier))
+    /// Removes `key`'s entry from memory and storage; true when either held it (as Yashima reports it).
+    func remove(key: CacheKey, codecIdentifier: String) throws(YCache.Error) -> Bool {
+        let removedFromMemory = memory.remove(MemoryKey(key: key, codecIdentifier: codecIdentifier))
         // The memory copy is gone either way; a storage directory that cannot be opened is reported,
         // because its entry would come back once the directory is usable again.
         let context = try storage(verifyingRoot: true).get()
         let path = context.directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: codecIdentifier))
-        _ = try unlinkStoredEntry(at: path, namespace: key.namespace, keyDigest: key.stableDigest, context: context)
+        let headerSize = EntryFormat.fixedHeaderSize + key.canonicalByteCount + codecIdentifier.utf8.count
+        let (_, unlinked) = try unlinkStoredEntry(
+            at: path, headerSize: headerSize, namespace: key.namespace, keyDigest: key.stableDigest, context: context)
+        return removedFromMemory || unlinked
     }
 
     /// Unlinks a key's entry file between two bumps of its epoch (I10), so that no process keeps, or
-    /// caches again, the value it held. Returns the key's epoch slots and their stamp after the second bump.
+    /// caches again, the value it held. Returns the key's epoch slots and their stamp after the second bump,
+    /// and whether a file was unlinked.
     private func unlinkStoredEntry(
-        at path: EntryPath, namespace: String, keyDigest: SHA256Digest, context: StorageContext
-    ) throws(YCacheError) -> EpochSnapshot {
+        at path: EntryPath, headerSize: Int, namespace: String, keyDigest: SHA256Digest, context: StorageContext
+    ) throws(YCache.Error) -> (EpochSnapshot, Bool) {
         let slots = SharedState.slots(namespace: namespace, keyDigest: keyDigest)
         let state = context.directory.state
         let before = state.stamp(slots)
         let afterFirst = bumpKey(slots, expecting: before, in: state)  // I10: before unlinking
-        let outcome = context.files.remove(path.relative)
+        let outcome = context.files.remove(path.relative, payload: .headerSize(headerSize))
         // And again after: a reader that stamped its epochs after the first bump may have read the file
         // before the unlink; its memory copy must not outlive this call.
         let afterSecond: SharedState.Stamp?
@@ -599,16 +649,18 @@ final class CacheEngine: Sendable {
             state.bumpKey(slots)
             afterSecond = nil
         }
-        if case .failure(let error) = outcome {
-            throw .system(error, path: storagePath, operation: "removing an entry")
+        let unlinked: Bool
+        switch outcome {
+        case .success(let value): unlinked = value
+        case .failure(let error): throw .system(error, path: storagePath, operation: "removing an entry")
         }
         // The epochs a value kept only in memory by this writer is valid under: from our second bump on,
         // unless another removal interleaved (then `before`, which no longer matches).
-        return EpochSnapshot(slots: slots, stamp: afterSecond ?? before)
+        return (EpochSnapshot(slots: slots, stamp: afterSecond ?? before), unlinked)
     }
 
     /// Removes every entry (whose namespace matches, when given). Blocking: run through BlockingWork.
-    func removeAll(inNamespace namespace: String?) throws(YCacheError) -> Int {
+    func removeAll(inNamespace namespace: String?) throws(YCache.Error) -> Int {
         if let namespace { memory.removeAll(inNamespace: namespace) } else { memory.removeAll() }
         let context = try storage(verifyingRoot: true).get()  // reported, as in remove(key:)
         let bump = {
@@ -623,14 +675,16 @@ final class CacheEngine: Sendable {
         // before the scan unlinked it; its memory copy must not outlive this call.
         defer { bump() }
         var removed = 0
-        for entry in context.trimmer.scanEntries() {
+        for entry in context.trimmer.scanEntries(readingPayloads: namespace == nil) {
+            var payload = entry.payloadBytes
             if let namespace {
                 guard case .success(let (header, bytes, _)) = context.files.readHeader(entry.relative),
                     let key = CacheKey(canonicalBytes: bytes[header.keyOffset..<header.codecOffset]),
                     key.namespace == namespace
                 else { continue }
+                payload = header.payloadByteCount
             }
-            if case .success(true) = context.files.remove(entry.relative) { removed += 1 }
+            if case .success(true) = context.files.remove(entry.relative, payload: .known(payload)) { removed += 1 }
         }
         return removed
     }
@@ -644,7 +698,9 @@ final class CacheEngine: Sendable {
             guard case .success(let (header, _, _)) = context.files.readHeader(entry.relative),
                 header.isExpired(atNanoseconds: now)
             else { continue }
-            if case .success(true) = context.files.remove(entry.relative) { removed += 1 }
+            if case .success(true) = context.files.remove(entry.relative, payload: .known(header.payloadByteCount)) {
+                removed += 1
+            }
         }
         return removed
     }
@@ -663,7 +719,9 @@ final class CacheEngine: Sendable {
             else { continue }
             found.append(
                 StoredEntryInfo(
-                    key: key, metadata: key.metadata(header: header, codecIdentifier: codec),
+                    key: key,
+                    metadata: key.metadata(
+                        header: header, codecIdentifier: codec, cost: nil, lastAccessedAt: status.modifiedNanoseconds),
                     allocatedByteCount: status.allocatedBytes))
         }
         return found
@@ -705,20 +763,27 @@ extension ProductionRequest {
 }
 
 extension CacheKey {
-    func metadata(header: EntryFormat.Header, codecIdentifier: String) -> CacheMetadata {
-        CacheMetadata(
-            keyDigest: header.keyStableDigest, codecIdentifier: codecIdentifier,
-            createdAtNanoseconds: header.createdAtNanoseconds,
-            expiresAtNanoseconds: header.expiresAtNanoseconds == 0 ? nil : header.expiresAtNanoseconds,
-            payloadByteCount: Int(header.payloadByteCount))
+    /// The metadata of a stored entry, read from its header. `lastAccessedAt` is when it was last used:
+    /// now for a hit, the file's mtime for a header read; `cost` is nil when no value was decoded.
+    func metadata(header: EntryFormat.Header, codecIdentifier: String, cost: Int?, lastAccessedAt: Int64)
+        -> YCache.Metadata
+    {
+        YCache.Metadata(
+            byteCount: Int(header.payloadByteCount), cost: cost,
+            createdAt: Date(nanosecondsSince1970: header.createdAtNanoseconds),
+            lastAccessedAt: Date(nanosecondsSince1970: lastAccessedAt), codecIdentifier: codecIdentifier,
+            keyDigest: header.keyStableDigest,
+            expiresAtNanoseconds: header.expiresAtNanoseconds == 0 ? nil : header.expiresAtNanoseconds)
     }
 
+    /// The metadata of a value stored (or kept in memory) now: created and last accessed at `createdAt`.
     func metadata(
-        codecIdentifier: String, createdAt: Int64, expiresAt: Int64?, payloadByteCount: Int,
+        codecIdentifier: String, createdAt: Int64, expiresAt: Int64?, byteCount: Int, cost: Int?,
         keyDigest: SHA256Digest? = nil
-    ) -> CacheMetadata {
-        CacheMetadata(
-            keyDigest: keyDigest ?? stableDigest, codecIdentifier: codecIdentifier, createdAtNanoseconds: createdAt,
-            expiresAtNanoseconds: expiresAt, payloadByteCount: payloadByteCount)
+    ) -> YCache.Metadata {
+        let date = Date(nanosecondsSince1970: createdAt)
+        return YCache.Metadata(
+            byteCount: byteCount, cost: cost, createdAt: date, lastAccessedAt: date, codecIdentifier: codecIdentifier,
+            keyDigest: keyDigest ?? stableDigest, expiresAtNanoseconds: expiresAt)
     }
 }

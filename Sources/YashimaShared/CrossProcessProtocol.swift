@@ -61,23 +61,37 @@
 ///   `YCache.Options.crossProcessWaitTimeout`: past it, the waiter generates without the lock. That may
 ///   duplicate work; it never yields a wrong value, because values for one key are interchangeable and
 ///   publish is atomic.
-/// - **I9 Usage is a hint, reconciled by trim.** The state file holds the directory's allocated bytes,
-///   adjusted atomically by whoever publishes (the file size rounded up to 4 KiB) or unlinks (the file's
-///   `st_blocks × 512`); where the two measures differ (another block size, inline or compressed files),
-///   the counter drifts until the next scan. Trim runs in one process at a time (a writer over budget
-///   waits for `trim.lock`, so the bound holds when its write returns), recounts from a scan, re-checks
-///   each victim's mtime right before unlinking it, and never touches staging files younger than
-///   `Policy.stagingDebrisAge`.
+/// - **I9 Usage is a hint, reconciled by trim.** The state file holds the directory's payload bytes (what
+///   the storage budget counts, as Yashima counts it) and allocated bytes (the disk measure, for the
+///   optional disk cap), adjusted atomically by whoever publishes (the payload's length; the file size
+///   rounded up to 4 KiB) or unlinks (the payload length; the file's `st_blocks × 512`); where the
+///   allocated measures differ (another block size, inline or compressed files), that counter drifts until
+///   the next scan. Trim runs in one process at a time (a writer over budget waits for `trim.lock`, so the
+///   bound holds when its write returns), recounts both from a scan (reading every entry's fixed header),
+///   re-checks each victim's mtime and size right before unlinking it, and never touches staging files
+///   younger than `Policy.stagingDebrisAge`. A payload counter no scan has counted yet (a state file made
+///   by 0.1 has none) is recounted by the first budgeted write before it is trusted.
 /// - **I10 Removal is seen everywhere.** `remove`, `removeAll(in:)` and `removeAll()` bump epochs in the
 ///   state file (per key slot, per namespace slot, global) before unlinking, and again after (a reader
 ///   that recorded its epochs between the first bump and the unlink may have read the entry). Every
 ///   in-memory (L1) hit compares the epochs it recorded with the current ones, so no process's L1 serves
-///   a removed entry on its next lookup. A call that joins another call's in-process flight takes its
+///   a removed entry on its next lookup. Epoch slots are shared by many keys, so when they moved an L1
+///   copy of a stored entry is checked against storage instead of dropped: it is kept, under epochs read
+///   before the check, only while the entry file is the same publish (its header's created time, payload
+///   length and checksum); a check that raced an unlink or a replacing rename saw epochs older than that
+///   removal's or replacement's last bump, so the next lookup checks again. A value kept only in memory is
+///   dropped. A call that joins another call's in-process flight takes its
 ///   value only while the epochs that value was read or made under are still current (the flight may have
 ///   read it before a removal that finished before the joiner began); a writer that replaces a value
 ///   stamps its own copy from just before its publish, unless nobody else bumped in between.
-/// - **I11 Touch is debounced.** A hit touches an entry's mtime at most once per `Policy.touchInterval`;
-///   trim's LRU order is therefore exact to within that interval.
+/// - **I11 Touch is debounced, but never behind a publish.** A publish gives its entry an mtime to the
+///   nanosecond and raises the state file's last-publish time to it. A hit (from storage, or from memory
+///   for a stored entry) touches the entry when something was published after its last use (its mtime,
+///   as the process saw or set it), to now and at least one nanosecond past the last publish; otherwise at
+///   most once per `Policy.touchInterval`. So an entry read after another was written is newer than it in
+///   trim's LRU order, and a read-only workload writes nothing (beyond one touch per entry and process
+///   after a publish, and one a minute). In group-shared mode another user's file only takes the kernel's
+///   "now" (explicit times need the owner), exact to within a clock tick.
 /// - **I12 The layout file is written once.** `layout` is created by `linkat` of a complete staging file
 ///   (first creator wins); a process that finds a newer layout version refuses to use the directory.
 /// - **I13 Writes go only where the root path points, and never through a link.** The root descriptor is
@@ -98,9 +112,9 @@ enum CrossProcessProtocol {
 
 /// Policy constants, each with its reason.
 enum Policy {
-    /// How often a hit may rewrite an entry's mtime. One minute keeps LRU order meaningful while a hot
-    /// entry costs one `utimensat` a minute, not one per hit (ccache learned that hits must touch; Go
-    /// touches hourly).
+    /// How often a hit may rewrite an entry's mtime when nothing was published since its last use (I11).
+    /// One minute keeps LRU order meaningful while a hot entry costs one `utimensat` a minute, not one per
+    /// hit (ccache learned that hits must touch; Go touches hourly).
     static let touchInterval: Int64 = 60 * 1_000_000_000
 
     /// Staging files younger than this are someone's write in progress; older ones are debris of a
@@ -131,6 +145,13 @@ enum Policy {
     /// same ctime before. Only ctimes older than this are trusted for that, because a coarse kernel
     /// timestamp can leave ctime unchanged by a write within the same tick.
     static let verifiedCtimeMinimumAge: Int64 = 2 * 1_000_000_000
+
+    /// A cache touch sets an mtime whose nanoseconds leave this remainder modulo this modulus (it rounds
+    /// the time up by under a microsecond), so that a reader can tell a changed ctime that only a touch
+    /// made from a write, which sets mtime and ctime to the same kernel time (`VerifiedInodes`). A write's
+    /// mtime carries the mark by chance once in a thousand times, and then still differs from nothing: its
+    /// ctime equals it.
+    static let touchMark: (modulus: Int64, remainder: Int64) = (1000, 777)
 
     /// How many (inode, ctime) verifications a process remembers.
     static let verifiedInodeCapacity = 65_536

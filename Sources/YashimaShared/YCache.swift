@@ -24,45 +24,56 @@ import Foundation
 /// - Important: Store only what can be regenerated. Entries can be trimmed, removed by another process,
 ///   or found corrupt (and then regenerated) at any time.
 public final class YCache: Sendable {
-    /// The storage directory shared with other processes.
-    public let storageDirectory: URL
+    /// The configuration this instance uses (budgets clamped to at least 0).
+    public let configuration: Configuration
+    /// The storage directory shared with other processes (`configuration.storageDirectory`).
+    public var storageDirectory: URL { configuration.storageDirectory }
     let engine: CacheEngine
 
-    /// Creates a cache over `storageDirectory` (created on first use if missing: mode 0700, or setgid
-    /// 2770 with `.groupShared`).
+    /// Creates a cache with `configuration`.
     ///
     /// Opening the directory is lazy: problems (a file in the way, a network filesystem, a newer layout)
-    /// surface as a typed `YCacheError` from the first call that needs storage, or from `openStorage()`.
+    /// surface as a typed `YCache.Error` from the first call that needs storage, or from `openStorage()`.
     /// A failed open is retried at most once a second. Nothing is stored by the initializer itself.
+    /// - Parameter configuration: The storage directory, the budgets and the sharing mode.
+    public init(configuration: Configuration) {
+        let configuration = configuration.clamped
+        self.configuration = configuration
+        engine = CacheEngine(
+            storagePath: configuration.storageDirectory.standardizedFileURL.path,
+            memoryMaximumCost: configuration.memoryMaximumCost,
+            memoryMaximumEntryCount: configuration.memoryMaximumEntryCount,
+            budget: StorageBudget(
+                payloadBytes: configuration.storageMaximumByteCount.map { Int64($0) },
+                allocatedBytes: configuration.storageMaximumAllocatedByteCount.map { Int64($0) }),
+            sharing: configuration.sharing, allowNetworkFilesystem: configuration.allowNetworkFilesystem)
+    }
+
+    /// Creates a cache over `storageDirectory`; the same as `init(configuration:)` with these fields.
     ///
     /// - Parameters:
     ///   - storageDirectory: The shared directory. Every process using it should pass the same path.
     ///   - memoryMaximumCost: The in-memory budget in cost units (bytes for the standard codecs).
     ///     Default 64 MiB; `nil` for unbounded; 0 or less keeps nothing in memory.
     ///   - memoryMaximumEntryCount: An optional bound on in-memory entries. Default `nil` (no bound).
-    ///   - storageMaximumByteCount: The storage budget in allocated bytes, enforced after every write by
-    ///     this instance: a write that takes the directory's usage over it trims least-recently-used
-    ///     entries down to 90 % of it. Default 128 MiB; `nil` for unbounded (never trimmed on write); 0 or
-    ///     less stores nothing. A value whose entry alone exceeds the budget is never stored.
-    ///     Processes with different budgets each enforce their own when they write.
+    ///   - storageMaximumByteCount: The storage budget; see `Configuration.storageMaximumByteCount`.
+    ///     Default 128 MiB; `nil` for unbounded; 0 or less stores nothing.
     ///   - sharing: Who may use the directory: `.privateToUser` (default) or `.groupShared`.
     ///   - allowNetworkFilesystem: Use a directory on NFS, SMB, FUSE or 9p anyway, without mmap and
     ///     without cross-process deduplication. Default `false`: such a directory is refused.
-    public init(
+    public convenience init(
         storageDirectory: URL,
-        memoryMaximumCost: Int? = 64 * 1024 * 1024,
+        memoryMaximumCost: Int? = Configuration.defaultMemoryMaximumCost,
         memoryMaximumEntryCount: Int? = nil,
-        storageMaximumByteCount: Int? = 128 * 1024 * 1024,
+        storageMaximumByteCount: Int? = Configuration.defaultStorageMaximumByteCount,
         sharing: StorageSharingMode = .privateToUser,
         allowNetworkFilesystem: Bool = false
     ) {
-        self.storageDirectory = storageDirectory
-        engine = CacheEngine(
-            storagePath: storageDirectory.standardizedFileURL.path,
-            memoryMaximumCost: memoryMaximumCost.map { max(0, $0) },
-            memoryMaximumEntryCount: memoryMaximumEntryCount.map { max(0, $0) },
-            storageMaximumByteCount: storageMaximumByteCount.map { Int64(max(0, $0)) },
-            sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem)
+        self.init(
+            configuration: Configuration(
+                storageDirectory: storageDirectory, memoryMaximumCost: memoryMaximumCost,
+                memoryMaximumEntryCount: memoryMaximumEntryCount, storageMaximumByteCount: storageMaximumByteCount,
+                sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem))
     }
 
     /// A view of this cache bound to one codec, so calls need no `codec:` argument.
@@ -76,10 +87,10 @@ public final class YCache: Sendable {
     ///
     /// Creates the root, its folders and its `layout` and `state` files when they are missing; stores no
     /// entry.
-    /// - Throws: `YCacheError` naming the problem: `.storageUnavailable` (a file in the way, cannot be
+    /// - Throws: `YCache.Error` naming the problem: `.storageUnavailable` (a file in the way, cannot be
     ///   created, opened or mapped), `.insecureStorageDirectory`, `.networkFilesystem`, `.unsupportedLayout`,
     ///   or `.storageFull` when the `layout` or `state` file cannot be written on a full disk.
-    public func openStorage() throws(YCacheError) {
+    public func openStorage() throws(YCache.Error) {
         _ = try engine.storage().get()
     }
 
@@ -88,7 +99,7 @@ public final class YCache: Sendable {
 
     // MARK: Get or generate
 
-    /// Returns the cached value for `key`, or runs `generate`, stores its value and returns it.
+    /// Returns the cached value for `key`, or runs `generator`, stores its value and returns it.
     ///
     /// Looks in memory, then storage, then generates. Concurrent calls for the same entry share one
     /// generation (in this process and, with `crossProcess: .coordinate`, across processes). A
@@ -97,57 +108,61 @@ public final class YCache: Sendable {
     /// What is stored when:
     /// - A storage hit is also put in memory (unless `writePolicy` is `.disabled`).
     /// - A generated value is stored per `options.writePolicy`: `.memoryAndStorage` encodes it, publishes
-    ///   the entry (trimming if usage goes over the budget) and then puts it in memory; `.memoryOnly` puts
-    ///   it in memory only; `.disabled` stores nothing. An entry larger than the whole storage budget, a
-    ///   key over 64 MiB of canonical bytes or a codec identifier over 4 KiB is kept in memory only. Expiry comes from `options.expiry`.
-    /// - When the storage write fails, `writeFailurePolicy: .throwError` leaves neither layer holding the
-    ///   value; `.bestEffort` keeps it in memory and returns it.
+    ///   the entry (trimming if usage goes over the budget) and then puts it in memory; `.memoryOnly`
+    ///   encodes it (for its metadata) and puts it in memory only; `.disabled` stores (and encodes)
+    ///   nothing. A payload larger than the whole storage budget, a key over 64 MiB of canonical bytes or a
+    ///   codec identifier over 4 KiB is kept in memory only. Expiry comes from `options.expiry`.
+    /// - When the codec cannot encode the value, its error is thrown and nothing is stored, whatever the
+    ///   write-failure policy. When the storage write fails, `writeFailurePolicy: .throwError` leaves
+    ///   neither layer holding the value; `.bestEffort` keeps it in memory and returns it.
     /// - A generator that throws, or (with `.cancelWhenNoWaiters`) a producer cancelled before it
     ///   finished, stores nothing.
     /// - Parameters:
     ///   - key: What the value depends on.
     ///   - codec: How the value is stored; its identifier is part of the entry's identity.
     ///   - options: Lookup, write, failure, single-flight and cross-process policies.
-    ///   - generate: Produces the value on a miss. Errors are thrown to the callers sharing this
+    ///   - generator: Produces the value on a miss. Errors are thrown to the callers sharing this
     ///     generation and never stored.
     /// - Returns: The cached or generated value.
-    /// - Throws: What `generate` throws; `CancellationError`; `YCacheError.cacheMiss` with
-    ///   `lookupPolicy: .cacheOnly`; under `readFailurePolicy: .throwError`, `YCacheError.corruptEntry`,
-    ///   `.decodingFailed`, `.ioFailure` or a storage-open error (`.storageUnavailable`,
-    ///   `.insecureStorageDirectory`, `.networkFilesystem`, `.unsupportedLayout`); under
-    ///   `writeFailurePolicy: .throwError`, `YCacheError.encodingFailed`, `.storageFull`, `.ioFailure` or a
-    ///   storage-open error when the value cannot be stored.
+    /// - Throws: What `generator` throws; `CancellationError`; the codec's own error when it cannot encode
+    ///   the value; `YCache.Error.cacheMiss` with `lookupPolicy: .cacheOnly`;
+    ///   `YCache.Error.valueTypeMismatch` when memory (or a call this one joined) holds the key and codec
+    ///   identifier with a value of another type; under `readFailurePolicy: .throwError`,
+    ///   `YCache.Error.corruptEntry`, `.ioFailure`, a storage-open error (`.storageUnavailable`,
+    ///   `.insecureStorageDirectory`, `.networkFilesystem`, `.unsupportedLayout`) or the codec's own error
+    ///   when it cannot decode a stored entry; under `writeFailurePolicy: .throwError`,
+    ///   `YCache.Error.storageFull`, `.ioFailure` or a storage-open error when the value cannot be stored.
     public func value<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
-        generate: @escaping @Sendable () async throws -> Codec.Value
+        _ generator: @escaping @Sendable () async throws -> Codec.Value
     ) async throws -> Codec.Value {
-        try await resolve(for: key, codec: codec, options: options, generate: generate).value
+        try await resolve(for: key, codec: codec, options: options, generator).value
     }
 
-    /// Like `value(for:codec:options:generate:)`, and also says where the value came from, its metadata,
+    /// Like `value(for:codec:options:_:)`, and also says where the value came from, its metadata,
     /// and whether another task or process generated it while this call waited.
     ///
-    /// Stores exactly what `value(for:codec:options:generate:)` stores.
+    /// Stores exactly what `value(for:codec:options:_:)` stores.
     /// - Parameters:
     ///   - key: What the value depends on.
     ///   - codec: How the value is stored; its identifier is part of the entry's identity.
     ///   - options: Lookup, write, failure, single-flight and cross-process policies.
-    ///   - generate: Produces the value on a miss.
+    ///   - generator: Produces the value on a miss.
     /// - Returns: The value with its `source` (`.memory`, `.storage` or `.generated`), its metadata, and
     ///   `wasSharedGeneration`.
-    /// - Throws: The same errors as `value(for:codec:options:generate:)`.
+    /// - Throws: The same errors as `value(for:codec:options:_:)`.
     public func resolve<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
-        generate: @escaping @Sendable () async throws -> Codec.Value
-    ) async throws -> CacheResolution<Codec.Value> {
+        _ generator: @escaping @Sendable () async throws -> Codec.Value
+    ) async throws -> Resolved<Codec.Value> {
         if options.lookupPolicy != .refresh,
-            let hit = engine.memoryHit(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec)
+            let hit = try engine.memoryHit(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec)
         {
             return hit  // the memory fast path: no key hashing
         }
-        let request = makeRequest(key, codec, options) { try await generate() }
+        let request = makeRequest(key, codec, options) { try await generator() }
         guard let resolution = try await engine.resolve(request, optional: false) else {
-            throw YCacheError.cacheMiss
+            throw Error.cacheMiss
         }
         return resolution
     }
@@ -155,23 +170,24 @@ public final class YCache: Sendable {
     /// Get-or-generate for a generator that may have no value: `nil` is returned to the callers sharing
     /// this generation and never stored (it is not a negative cache entry).
     ///
-    /// A non-nil value is stored as by `value(for:codec:options:generate:)`.
+    /// A non-nil value is stored as by `value(for:codec:options:_:)`.
     /// - Parameters:
     ///   - key: What the value depends on.
     ///   - codec: How the value is stored; its identifier is part of the entry's identity.
     ///   - options: Lookup, write, failure, single-flight and cross-process policies.
-    ///   - generate: Produces the value on a miss, or `nil` when there is none.
+    ///   - generator: Produces the value on a miss, or `nil` when there is none.
     /// - Returns: The cached or generated value; `nil` when the generator returned `nil`, or on a miss
     ///   with `lookupPolicy: .cacheOnly` (which does not throw `cacheMiss` here).
-    /// - Throws: The errors of `value(for:codec:options:generate:)` except `YCacheError.cacheMiss`.
+    /// - Throws: The errors of `value(for:codec:options:_:)`. A `YCache.Error.cacheMiss` the generator
+    ///   throws is rethrown (only a `.cacheOnly` miss becomes `nil`), as in Yashima.
     public func optionalValue<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
-        generate: @escaping @Sendable () async throws -> Codec.Value?
+        _ generator: @escaping @Sendable () async throws -> Codec.Value?
     ) async throws -> Codec.Value? {
-        let request = makeRequest(key, codec, options, generate)
+        let request = makeRequest(key, codec, options, generator)
         do {
             return try await engine.resolve(request, optional: true)?.value
-        } catch YCacheError.cacheMiss {
+        } catch Error.cacheMiss where options.lookupPolicy == .cacheOnly {
             return nil
         }
     }
@@ -186,13 +202,14 @@ public final class YCache: Sendable {
     ///   - options: Its `readFailurePolicy` decides whether a failed read throws; `writePolicy` and `cost`
     ///     apply to the memory copy of a storage hit.
     /// - Returns: The cached value, or `nil` on a miss.
-    /// - Throws: Only under `readFailurePolicy: .throwError`: `YCacheError.corruptEntry`, `.decodingFailed`,
-    ///   `.ioFailure`, or a storage-open error (`.storageUnavailable`, `.insecureStorageDirectory`,
-    ///   `.networkFilesystem`, `.unsupportedLayout`).
+    /// - Throws: `YCache.Error.valueTypeMismatch` when memory holds the key and codec identifier with a
+    ///   value of another type; under `readFailurePolicy: .throwError`, `YCache.Error.corruptEntry`,
+    ///   `.ioFailure`, a storage-open error (`.storageUnavailable`, `.insecureStorageDirectory`,
+    ///   `.networkFilesystem`, `.unsupportedLayout`), or the codec's own error when it cannot decode.
     public func valueIfCached<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default
     ) async throws -> Codec.Value? {
-        if let hit = engine.memoryHit(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec) {
+        if let hit = try engine.memoryHit(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec) {
             return hit.value
         }
         let request = makeRequest(key, codec, options) { nil }
@@ -203,7 +220,7 @@ public final class YCache: Sendable {
     /// the same entry in this process share one generation; concurrent normal lookups may share it too,
     /// and its failure stays with the `refresh` callers.
     ///
-    /// The value is stored as by `value(for:codec:options:generate:)`, with `lookupPolicy` forced to
+    /// The value is stored as by `value(for:codec:options:_:)`, with `lookupPolicy` forced to
     /// `.refresh`. With `writePolicy: .memoryAndStorage` the old value is gone for every process: replaced
     /// by the new entry, or removed when the new value is larger than the storage budget (which is kept in
     /// this process's memory only). With `.memoryOnly` the old stored entry stays and other processes keep
@@ -214,18 +231,18 @@ public final class YCache: Sendable {
     ///   - key: What the value depends on.
     ///   - codec: How the value is stored.
     ///   - options: Write, failure and single-flight policies (`lookupPolicy` is ignored).
-    ///   - generate: Produces the fresh value.
+    ///   - generator: Produces the fresh value.
     /// - Returns: The generated value.
-    /// - Throws: What `generate` throws; `CancellationError`; the write errors of
-    ///   `value(for:codec:options:generate:)` under `writeFailurePolicy: .throwError`; a storage-open
+    /// - Throws: What `generator` throws; `CancellationError`; the write errors of
+    ///   `value(for:codec:options:_:)` under `writeFailurePolicy: .throwError`; a storage-open
     ///   error under `readFailurePolicy: .throwError`.
     public func refresh<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
-        generate: @escaping @Sendable () async throws -> Codec.Value
+        _ generator: @escaping @Sendable () async throws -> Codec.Value
     ) async throws -> Codec.Value {
         var options = options
         options.lookupPolicy = .refresh
-        return try await value(for: key, codec: codec, options: options, generate: generate)
+        return try await value(for: key, codec: codec, options: options, generator)
     }
 
     /// The value if it is in this process's memory; never reads an entry or generates.
@@ -237,8 +254,10 @@ public final class YCache: Sendable {
     ///   - key: What the value depends on.
     ///   - codec: The codec the value was cached with.
     /// - Returns: The value from memory, or `nil` when it is not there (or expired, or removed).
-    public func peek<Codec: CacheCodec>(for key: CacheKey, codec: Codec) -> Codec.Value? {
-        engine.memoryHit(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec)?.value
+    /// - Throws: `YCache.Error.valueTypeMismatch` when memory holds the key and codec identifier with a
+    ///   value of another type.
+    public func peek<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Codec.Value? {
+        try engine.memoryHit(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec)?.value
     }
 
     // MARK: Writing
@@ -250,20 +269,23 @@ public final class YCache: Sendable {
     ///   memory. A value larger than the whole storage budget, a key over 64 MiB of canonical bytes or a
     ///   codec identifier over 4 KiB is put in this process's memory only; the key's old stored entry is
     ///   removed, for every process.
-    /// - `.memoryOnly`: this process's memory only; storage and other processes are untouched.
+    /// - `.memoryOnly`: encodes the value (for its metadata) and keeps it in this process's memory only;
+    ///   storage and other processes are untouched.
     /// - `.disabled`: nothing is stored.
     ///
-    /// When the storage write fails, `writeFailurePolicy: .throwError` throws and removes this process's
-    /// memory copy of the key; `.bestEffort` keeps the value in memory and returns normally.
+    /// When the codec cannot encode the value, its error is thrown and nothing changes, whatever the
+    /// policy. When the storage write fails, `writeFailurePolicy: .throwError` throws and removes this
+    /// process's memory copy of the key; `.bestEffort` keeps the value in memory and returns normally.
     /// `options.expiry` and `options.cost` apply; the other policies are ignored.
     /// - Parameters:
     ///   - value: The value to store.
     ///   - key: What the value depends on.
     ///   - codec: How the value is encoded.
     ///   - options: Write and write-failure policies, expiry and cost.
-    /// - Throws: Under `writeFailurePolicy: .throwError` only: `YCacheError.encodingFailed`, `.storageFull`,
-    ///   `.ioFailure`, or a storage-open error (`.storageUnavailable`, `.insecureStorageDirectory`,
-    ///   `.networkFilesystem`, `.unsupportedLayout`).
+    /// - Throws: The codec's own error when it cannot encode the value; under
+    ///   `writeFailurePolicy: .throwError` only: `YCache.Error.storageFull`, `.ioFailure`, or a storage-open
+    ///   error (`.storageUnavailable`, `.insecureStorageDirectory`, `.networkFilesystem`,
+    ///   `.unsupportedLayout`).
     public func store<Codec: CacheCodec>(
         _ value: Codec.Value, for key: CacheKey, codec: Codec, options: Options = .default
     ) async throws {
@@ -274,22 +296,26 @@ public final class YCache: Sendable {
 
     /// Puts `value` in this process's memory only; storage and other processes never see it.
     ///
-    /// Its metadata reports a payload of 0 bytes. When the storage directory can be opened, the item
-    /// records the key's removal epochs, so a later `remove` or `removeAll` by any process drops it. It is
-    /// not kept when its cost exceeds the memory budget.
+    /// The value is encoded (as in Yashima) so that its metadata has its byte count; nothing is written.
+    /// When the storage directory can be opened, the item records the key's removal epochs, so a later
+    /// `remove` or `removeAll` by any process drops it. It is not kept when its cost exceeds the memory
+    /// budget.
     /// - Parameters:
     ///   - value: The value to keep.
     ///   - key: What the value depends on.
     ///   - codec: The codec whose lookups should find it (its identifier is part of the memory key).
-    ///   - cost: Its cost; `nil` asks the codec (`memoryCost(of:encodedByteCount: nil)`).
+    ///   - cost: Its cost; `nil` asks the codec (`memoryCost(of:encodedByteCount:)`).
     ///   - expiry: When it stops being returned.
+    /// - Throws: The codec's own error when it cannot encode the value (nothing is kept).
     public func putInMemory<Codec: CacheCodec>(
-        _ value: Codec.Value, for key: CacheKey, codec: Codec, cost: Int? = nil, expiry: CacheExpiry = .never
-    ) {
+        _ value: Codec.Value, for key: CacheKey, codec: Codec, cost: CacheCost? = nil, expiry: CacheExpiry = .never
+    ) async throws {
+        let byteCount = try codec.encode(value).count
         let now = Syscall.realtimeNanoseconds
+        let charged = cost?.charged ?? codec.memoryCost(of: value, encodedByteCount: byteCount)
         let metadata = key.metadata(
             codecIdentifier: codec.identifier, createdAt: now, expiresAt: expiry.expiresAtNanoseconds(now: now),
-            payloadByteCount: 0)
+            byteCount: byteCount, cost: charged)
         let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
         var slots: SharedState.Slots?
         var stamp: SharedState.Stamp?
@@ -300,7 +326,7 @@ public final class YCache: Sendable {
         }
         engine.memory.insert(
             MemoryItem(
-                value: value, cost: cost ?? codec.memoryCost(of: value, encodedByteCount: nil), metadata: metadata,
+                value: value, cost: charged, metadata: metadata,
                 slots: slots, stamp: stamp, entryPath: nil),
             for: memoryKey)
     }
@@ -316,9 +342,9 @@ public final class YCache: Sendable {
     ///   - key: What the value depends on.
     ///   - codec: The codec the value was stored with.
     /// - Returns: The metadata, or `nil` when nothing unexpired is cached for `key` and `codec`.
-    /// - Throws: `YCacheError.ioFailure` (or `.storageFull`) when reading the entry header fails for a
+    /// - Throws: `YCache.Error.ioFailure` (or `.storageFull`) when reading the entry header fails for a
     ///   reason other than a missing or corrupt file.
-    public func metadata<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> CacheMetadata? {
+    public func metadata<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Metadata? {
         try engine.metadata(for: key, codec: codec)
     }
 
@@ -337,7 +363,7 @@ public final class YCache: Sendable {
     /// in memory. Scans the whole directory off the cooperative pool; stores nothing.
     /// - Parameter namespace: Only entries whose key has this namespace; `nil` for all.
     /// - Returns: One `StoredEntryInfo` per entry, in no particular order.
-    /// - Throws: A storage-open error: `YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    /// - Throws: A storage-open error: `YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout` or `.storageFull`.
     public func entries(in namespace: String? = nil) async throws -> [StoredEntryInfo] {
         try requireStorage()
@@ -345,16 +371,25 @@ public final class YCache: Sendable {
         return await BlockingWork.run { engine.entries(inNamespace: namespace) }
     }
 
-    /// Allocated bytes and entry count of the storage directory, counted now (all processes' entries).
+    /// Payload bytes, allocated bytes and entry count of the storage directory, counted now (all
+    /// processes' entries).
     ///
-    /// Scans the directory and stores the count as the shared usage counter (I9).
-    /// - Returns: The allocated bytes (`st_blocks × 512`) and number of entry files.
-    /// - Throws: A storage-open error: `YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    /// Scans the directory, reading each entry's fixed header (not its payload), and stores the counts in
+    /// the shared usage counters (I9).
+    /// - Returns: The payload bytes (`byteCount`, what the budget counts), the allocated bytes
+    ///   (`allocatedByteCount`, `st_blocks × 512`), the number of entry files and the budgets.
+    /// - Throws: A storage-open error: `YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout` or `.storageFull`.
     public func storageUsage() async throws -> StorageUsage {
         let context = try requireStorage()
-        let usage = await BlockingWork.run { context.trimmer.reconcileUsage() }
-        return StorageUsage(byteCount: usage.bytes, entryCount: usage.entries)
+        return usage(await BlockingWork.run { context.trimmer.reconcileUsage() })
+    }
+
+    private func usage(_ counted: CountedUsage) -> StorageUsage {
+        StorageUsage(
+            byteCount: Int(counted.payloadBytes), entryCount: counted.entries,
+            maximumByteCount: configuration.storageMaximumByteCount, allocatedByteCount: counted.allocatedBytes,
+            maximumAllocatedByteCount: configuration.storageMaximumAllocatedByteCount)
     }
 
     // MARK: Removing
@@ -366,10 +401,12 @@ public final class YCache: Sendable {
     /// - Parameters:
     ///   - key: The entry's key.
     ///   - codec: The codec it was stored with.
-    /// - Throws: A storage-open error (`YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    /// - Returns: True when this process's memory held the value or an entry file was unlinked.
+    /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used (the
     ///   memory copy is removed anyway), or `.ioFailure` when the entry file cannot be unlinked.
-    public func remove<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws {
+    @discardableResult
+    public func remove<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Bool {
         try engine.remove(key: key, codecIdentifier: codec.identifier)
     }
 
@@ -379,13 +416,13 @@ public final class YCache: Sendable {
     /// (invalidating other processes' memory copies), then scans the directory and unlinks each entry
     /// whose key has this namespace; an entry that cannot be unlinked is skipped silently.
     /// - Parameter namespace: The namespace to empty.
-    /// - Throws: A storage-open error (`YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used (the
     ///   memory copies are removed anyway).
     public func removeAll(in namespace: String) async throws {
         let engine = self.engine
-        _ = try await BlockingWork.run { () -> Result<Int, YCacheError> in
-            Result { () throws(YCacheError) in try engine.removeAll(inNamespace: namespace) }
+        _ = try await BlockingWork.run { () -> Result<Int, YCache.Error> in
+            Result { () throws(YCache.Error) in try engine.removeAll(inNamespace: namespace) }
         }.get()
     }
 
@@ -393,13 +430,13 @@ public final class YCache: Sendable {
     ///
     /// Clears this process's memory, bumps the global removal epoch (invalidating other processes'
     /// memory copies), then unlinks every entry file; one that cannot be unlinked is skipped silently.
-    /// - Throws: A storage-open error (`YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used
     ///   (memory is cleared anyway).
     public func removeAll() async throws {
         let engine = self.engine
-        _ = try await BlockingWork.run { () -> Result<Int, YCacheError> in
-            Result { () throws(YCacheError) in try engine.removeAll(inNamespace: nil) }
+        _ = try await BlockingWork.run { () -> Result<Int, YCache.Error> in
+            Result { () throws(YCache.Error) in try engine.removeAll(inNamespace: nil) }
         }.get()
     }
 
@@ -408,7 +445,7 @@ public final class YCache: Sendable {
     /// Scans every entry's header. Expired values in memory are not touched here (they are never
     /// returned, and are dropped on their next lookup).
     /// - Returns: The number of entry files unlinked.
-    /// - Throws: A storage-open error: `YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    /// - Throws: A storage-open error: `YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout` or `.storageFull`.
     @discardableResult
     public func removeExpired() async throws -> Int {
@@ -418,41 +455,50 @@ public final class YCache: Sendable {
     }
 
     /// Recounts storage usage and trims least-recently-used entries until it is within
-    /// `storageMaximumByteCount`; also removes staging debris of killed processes and unused lock files.
+    /// `storageMaximumByteCount` (payload bytes) and, when set, `storageMaximumAllocatedByteCount`; also
+    /// removes staging debris of killed processes and unused lock files.
     ///
     /// Unlike the trim on the write path (down to 90 % of the budget, at most 4,096 unlinks per pass),
     /// this trims down to the budget itself with no per-pass limit, waiting for another process's trim
-    /// to finish first. With no budget (`nil`) it only sweeps debris: staging files and unheld lock files
-    /// older than an hour.
-    /// - Throws: A storage-open error (`YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    /// to finish first. With no budget (both `nil`) it only sweeps debris: staging files and unheld lock
+    /// files older than an hour.
+    /// - Returns: The usage after trimming: what the trim's scan counted, less what it unlinked.
+    /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`), or `.ioFailure` (`.storageFull`)
     ///   when `trim.lock` cannot be opened or locked.
-    public func trimStorageIfNeeded() async throws {
+    @discardableResult
+    public func trimStorageIfNeeded() async throws -> StorageUsage {
         let context = try requireStorage()
-        guard let budget = engine.storageMaximumByteCount else {
-            await BlockingWork.run { context.trimmer.sweepDebris() }
-            return
+        let budget = engine.budget
+        let counted: CountedUsage
+        if budget.isBounded {
+            switch await BlockingWork.run({ context.trimmer.trimIfNeeded(budget: budget, force: true) }) {
+            case .success(let usage): counted = usage ?? context.trimmer.reconcileUsage()
+            case .failure(let error): throw Error.system(error, path: engine.storagePath, operation: "trimming")
+            }
+        } else {
+            counted = await BlockingWork.run {
+                context.trimmer.sweepDebris()
+                return context.trimmer.reconcileUsage()
+            }
         }
-        let result = await BlockingWork.run { context.trimmer.trimIfNeeded(budget: budget, force: true) }
-        if case .failure(let error) = result {
-            throw YCacheError.system(error, path: engine.storagePath, operation: "trimming")
-        }
+        return usage(counted)
     }
 
     // MARK: Helpers
 
     @discardableResult
-    private func requireStorage() throws(YCacheError) -> StorageContext {
+    private func requireStorage() throws(YCache.Error) -> StorageContext {
         try engine.storage(verifyingRoot: true).get()  // I13: these scan, trim or remove
     }
 
     private func makeRequest<Codec: CacheCodec>(
         _ key: CacheKey, _ codec: Codec, _ options: Options,
-        _ generate: @escaping @Sendable () async throws -> Codec.Value?
+        _ generator: @escaping @Sendable () async throws -> Codec.Value?
     ) -> ProductionRequest<Codec> {
         let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
         return ProductionRequest(
             key: key, codec: codec, options: options, memoryKey: memoryKey,
-            expectation: engine.expectations.expectation(for: memoryKey), generate: generate)
+            expectation: engine.expectations.expectation(for: memoryKey), generate: generator)
     }
 }

@@ -1,59 +1,61 @@
-// The public error type. Every failure a caller can see is one of these cases, with a message that names
-// the problem (and the system call and errno where one failed). Corrupt entries are misses unless the
-// caller chose `.throwError`.
+// The public error type `YCache.Error` (Yashima's name). Every failure of the cache itself is one of these
+// cases, with a message that names the problem (and the system call and errno where one failed). Corrupt
+// entries are misses unless the caller chose `.throwError`. A codec's or a generator's own errors are not
+// wrapped: callers get them as thrown.
 
-/// An error from a `YCache` operation.
-public enum YCacheError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// A cache-only lookup (`lookupPolicy: .cacheOnly`) found nothing.
-    case cacheMiss
-    /// The storage directory cannot be used: it is a file, cannot be created or opened, or is damaged.
-    case storageUnavailable(path: String, reason: String)
-    /// The storage directory is writable by users it should not be, or owned by another user.
-    case insecureStorageDirectory(path: String, reason: String)
-    /// The storage directory sits on a network or virtual filesystem (NFS, SMB/CIFS, FUSE, 9p, Ceph, AFS,
-    /// Lustre, GPFS, OCFS2), refused unless `allowNetworkFilesystem` is set.
-    case networkFilesystem(path: String, filesystem: String)
-    /// The storage directory's `layout` file names another layout version than this build's (newer or
-    /// older). Nothing is written or created in the directory.
-    case unsupportedLayout(path: String, found: Int, supported: Int)
-    /// The disk, a quota or the file-size limit is full: nothing was stored.
-    case storageFull(path: String, detail: String)
-    /// A system call on the storage directory failed (other than for lack of space: `storageFull`).
-    case ioFailure(operation: String, detail: String)
-    /// A stored entry is corrupt (only thrown under `readFailurePolicy: .throwError`; otherwise a miss).
-    case corruptEntry(reason: String)
-    /// The codec could not encode the generated value (nothing was stored).
-    case encodingFailed(codec: String, reason: String)
-    /// The codec could not decode a stored entry (a miss unless `readFailurePolicy: .throwError`).
-    case decodingFailed(codec: String, reason: String)
-    /// A budget or option has a value that cannot work. Not thrown by this version: negative budgets
-    /// are treated as 0 (that layer keeps nothing).
-    case invalidConfiguration(reason: String)
+extension YCache {
+    /// An error from a `YCache` operation.
+    public enum Error: Swift.Error, Sendable, Equatable, CustomStringConvertible {
+        /// A cache-only lookup (`lookupPolicy: .cacheOnly`) found nothing.
+        case cacheMiss
+        /// This process's memory holds the key and codec identifier with a value of another type (two
+        /// codecs share one identifier), or a call it joined produced one.
+        case valueTypeMismatch
+        /// The storage directory cannot be used: it is a file, cannot be created or opened, or is damaged.
+        case storageUnavailable(path: String, reason: String)
+        /// The storage directory is writable by users it should not be, or owned by another user.
+        case insecureStorageDirectory(path: String, reason: String)
+        /// The storage directory sits on a network or virtual filesystem (NFS, SMB/CIFS, FUSE, 9p, Ceph, AFS,
+        /// Lustre, GPFS, OCFS2), refused unless `allowNetworkFilesystem` is set.
+        case networkFilesystem(path: String, filesystem: String)
+        /// The storage directory's `layout` file names another layout version than this build's (newer or
+        /// older). Nothing is written or created in the directory.
+        case unsupportedLayout(path: String, found: Int, supported: Int)
+        /// The disk, a quota or the file-size limit is full: nothing was stored.
+        case storageFull(path: String, detail: String)
+        /// A system call on the storage directory failed (other than for lack of space: `storageFull`).
+        case ioFailure(operation: String, detail: String)
+        /// A stored entry is corrupt (only thrown under `readFailurePolicy: .throwError`; otherwise a miss).
+        case corruptEntry(reason: String)
+        /// A budget or option has a value that cannot work. Not thrown by this version: negative budgets
+        /// are treated as 0 (that layer keeps nothing).
+        case invalidConfiguration(reason: String)
 
-    /// A readable explanation of the error.
-    public var description: String {
-        switch self {
-        case .cacheMiss: return "cache miss"
-        case .storageUnavailable(let path, let reason): return "storage directory \(path) is unavailable: \(reason)"
-        case .insecureStorageDirectory(let path, let reason): return "storage directory \(path) is insecure: \(reason)"
-        case .networkFilesystem(let path, let filesystem):
-            return "storage directory \(path) is on \(filesystem), a network or virtual filesystem; flock and mmap "
-                + "are not reliable there (set allowNetworkFilesystem to use it without mmap or cross-process dedup)"
-        case .unsupportedLayout(let path, let found, let supported):
-            return "storage directory \(path) has layout version \(found); this build supports \(supported)"
-        case .storageFull(let path, let detail): return "storage directory \(path) is full: \(detail)"
-        case .ioFailure(let operation, let detail): return "\(operation) failed: \(detail)"
-        case .corruptEntry(let reason): return "corrupt cache entry: \(reason)"
-        case .encodingFailed(let codec, let reason): return "codec \(codec) could not encode: \(reason)"
-        case .decodingFailed(let codec, let reason): return "codec \(codec) could not decode: \(reason)"
-        case .invalidConfiguration(let reason): return "invalid configuration: \(reason)"
+        /// A readable explanation of the error.
+        public var description: String {
+            switch self {
+            case .cacheMiss: return "cache miss"
+            case .valueTypeMismatch: return "a cached value for this key and codec identifier has another type"
+            case .storageUnavailable(let path, let reason): return "storage directory \(path) is unavailable: \(reason)"
+            case .insecureStorageDirectory(let path, let reason):
+                return "storage directory \(path) is insecure: \(reason)"
+            case .networkFilesystem(let path, let filesystem):
+                return "storage directory \(path) is on \(filesystem), a network or virtual filesystem; flock and mmap "
+                    + "are not reliable there (set allowNetworkFilesystem to use it without mmap or cross-process dedup)"
+            case .unsupportedLayout(let path, let found, let supported):
+                return "storage directory \(path) has layout version \(found); this build supports \(supported)"
+            case .storageFull(let path, let detail): return "storage directory \(path) is full: \(detail)"
+            case .ioFailure(let operation, let detail): return "\(operation) failed: \(detail)"
+            case .corruptEntry(let reason): return "corrupt cache entry: \(reason)"
+            case .invalidConfiguration(let reason): return "invalid configuration: \(reason)"
+            }
         }
     }
 }
 
-extension YCacheError {
+extension YCache.Error {
     /// Maps a failed system call on `path` to the public error.
-    static func system(_ error: SystemCallError, path: String, operation: String) -> YCacheError {
+    static func system(_ error: SystemCallError, path: String, operation: String) -> YCache.Error {
         if error.errno.isOutOfSpace { return .storageFull(path: path, detail: "\(error)") }
         return .ioFailure(operation: operation, detail: "\(error) (in \(path))")
     }

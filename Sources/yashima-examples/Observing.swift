@@ -11,10 +11,10 @@ func observe(cache: YCache) async throws {
     switch resolution.source {
     case .memory: print("from this process's memory")
     case .storage: print(resolution.wasSharedGeneration ? "made by another process while we waited" : "from storage")
-    case .generated: print("generated here at \(resolution.metadata.createdAt)")
+    case .generated: print("generated here at", resolution.metadata?.createdAt ?? Date())
     }
     for entry in try await cache.entries(in: "thumbnail") {  // reads headers, not payloads
-        print(entry.key.identity, entry.metadata.payloadByteCount, "bytes,", entry.allocatedByteCount, "on disk")
+        print(entry.key.identity, entry.metadata.byteCount, "bytes,", entry.allocatedByteCount, "on disk")
     }
     let counts = cache.statistics
     print("hits: \(counts.memoryHits) memory, \(counts.storageHits) storage;", terminator: " ")

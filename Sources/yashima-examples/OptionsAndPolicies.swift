@@ -16,7 +16,7 @@ func listThumbnailOptions() -> YCache.Options {
 /// The other ways to ask: never generate, or always generate.
 func otherLookups(cache: YCache, key: CacheKey) async throws {
     let cached = try await cache.valueIfCached(for: key, codec: DataCodec())  // nil on a miss
-    let inMemory = cache.peek(for: key, codec: DataCodec())  // this process's memory only, no I/O
+    let inMemory = try await cache.peek(for: key, codec: DataCodec())  // this process's memory only
     let fresh = try await cache.refresh(for: key, codec: DataCodec()) { Data("re-rendered".utf8) }
     let maybe = try await cache.optionalValue(for: key.variant("page", 99), codec: DataCodec()) {
         nil  // "nothing to render": shared with concurrent callers, never stored

@@ -140,14 +140,15 @@ enum BenchWorker {
 
     /// `worker l1-footprint --items N`: resident-set growth per memory-layer entry of a fresh process
     /// (N one-byte values put in memory only); prints `{"bytesPerEntry": x}`.
-    static func l1Footprint(_ arguments: inout Arguments) throws -> Int32 {
+    static func l1Footprint(_ arguments: inout Arguments) async throws -> Int32 {
         let items = try arguments.int("items", default: 50_000, range: 1...10_000_000)!
         try arguments.rejectUnknown()
         let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("unused-\(getpid())")
         let cache = YCache(storageDirectory: directory, memoryMaximumCost: nil, storageMaximumByteCount: nil)
         let before = ScaleBench.residentBytes()
         for index in 0..<items {
-            cache.putInMemory(Data([1]), for: CacheKey(namespace: "m", identity: "item-\(index)"), codec: DataCodec())
+            try await cache.putInMemory(
+                Data([1]), for: CacheKey(namespace: "m", identity: "item-\(index)"), codec: DataCodec())
         }
         let growth = ScaleBench.residentBytes() - before
         emit(jsonLine(["bytesPerEntry": Double(growth) / Double(items), "items": items]))

@@ -49,10 +49,11 @@ enum StressKey {
 
 /// A value a lookup returned, where it came from, and whether it was the right value.
 struct Fetched: Sendable {
-    let source: CacheSource
+    let source: YCache.Source
     let shared: Bool
     let correct: Bool
-    let metadata: CacheMetadata
+    /// Nil only for a value generated under `writePolicy: .disabled` (the stress runner never uses it).
+    let metadata: YCache.Metadata?
     /// A digest of the value's encoding-independent content (for comparing across processes).
     let digest: UInt64
 }
@@ -175,7 +176,7 @@ final class ExpectedValues: Sendable {
         let make: @Sendable () -> Expected = { [self] in value(key, spec) }
         switch spec.kind {
         case .data, .compressed:
-            let resolution: CacheResolution<Data>
+            let resolution: YCache.Resolved<Data>
             let generate: @Sendable () async throws -> Data = {
                 try await hooks.willGenerate?()
                 guard case .bytes(let data) = make() else { preconditionFailure() }
@@ -183,10 +184,10 @@ final class ExpectedValues: Sendable {
                 return data
             }
             if spec.kind == .data {
-                resolution = try await cache.resolve(for: key, codec: DataCodec(), options: options, generate: generate)
+                resolution = try await cache.resolve(for: key, codec: DataCodec(), options: options, generate)
             } else {
                 resolution = try await cache.resolve(
-                    for: key, codec: CompressedDataCodec(), options: options, generate: generate)
+                    for: key, codec: CompressedDataCodec(), options: options, generate)
             }
             let expected = bytes(key, spec)
             return Fetched(
@@ -229,9 +230,9 @@ final class ExpectedValues: Sendable {
             return try await fetch(
                 cache, key, options: options,
                 hooks: GeneratorHooks(willGenerate: {
-                    throw YCacheError.cacheMiss  // unreachable with .cacheOnly; a generation here would be a bug
+                    throw YCache.Error.cacheMiss  // unreachable with .cacheOnly; a generation here would be a bug
                 }))
-        } catch YCacheError.cacheMiss {
+        } catch YCache.Error.cacheMiss {
             return nil
         }
     }
@@ -251,7 +252,7 @@ extension Date {
 
 /// Calls that need the key's codec but return no value: metadata, contains, remove, store.
 enum KindOperations {
-    static func metadata(_ cache: YCache, _ key: CacheKey) async throws -> CacheMetadata? {
+    static func metadata(_ cache: YCache, _ key: CacheKey) async throws -> YCache.Metadata? {
         switch kind(of: key) {
         case .data: return try await cache.metadata(for: key, codec: DataCodec())
         case .compressed: return try await cache.metadata(for: key, codec: CompressedDataCodec())

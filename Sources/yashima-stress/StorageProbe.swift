@@ -1,6 +1,7 @@
-// The judge's own look at a storage directory, independent of the library: entry files and their
-// allocated bytes (st_blocks × 512), staging files and lock files, found with readdir and lstat. Uses
-// only the documented layout (entries/<xx>/*.entry, tmp/, locks/<xx>/*.lock), never the entry format.
+// The judge's own look at a storage directory, independent of the library: entry files, their allocated
+// bytes (st_blocks × 512) and payload bytes, staging files and lock files, found with readdir, lstat and
+// pread. Uses only the documented layout (entries/<xx>/*.entry, tmp/, locks/<xx>/*.lock) and, of the
+// entry format, only the payload-length field Docs/Format.md documents (8 bytes little-endian at offset 24).
 
 import Foundation
 import Glibc
@@ -36,23 +37,50 @@ enum StorageProbe {
         return files
     }
 
-    /// Allocated bytes of the files under `root/entries` that all existed at one instant, and the largest
-    /// one (for the quota sampler). A scan alone is not a snapshot: while writers publish and trim
+    /// A directory's usage as the judge measures it.
+    struct Usage {
+        /// Allocated bytes of the entry files (st_blocks × 512).
+        let allocated: Int64
+        /// Payload bytes of the entry files (what the storage budget counts).
+        let payload: Int64
+        /// The largest payload of one entry file.
+        let largestPayload: Int64
+        let files: Int
+    }
+
+    /// Allocated and payload bytes of the files under `root/entries` that all existed at one instant, and
+    /// the largest payload (for the quota sampler). A scan alone is not a snapshot: while writers publish and trim
     /// unlinks, it can count an entry unlinked after its folder was read together with one published
     /// later into a folder read after it, files that never existed together, and so overstate the usage.
     /// A second look keeps only the files still there as the same file: all of them existed when the
     /// scan ended, so the sum never overstates the usage at that instant. In a quiet directory both
     /// looks agree.
-    static func usage(_ root: String) -> (allocated: Int64, largestFile: Int64, files: Int) {
-        var total: Int64 = 0
+    static func usage(_ root: String) -> Usage {
+        var allocated: Int64 = 0
+        var payload: Int64 = 0
         var largest: Int64 = 0
         var count = 0
-        for file in entryFiles(root, anyName: true) where file.isStillThere {
-            total += file.allocated
-            largest = max(largest, file.size)
+        for file in entryFiles(root, anyName: true) {
+            let bytes = payloadBytes(file.path) ?? file.size  // not an entry: counts whole, as the library does
+            guard file.isStillThere else { continue }
+            allocated += file.allocated
+            payload += bytes
+            largest = max(largest, bytes)
             count += 1
         }
-        return (total, largest, count)
+        return Usage(allocated: allocated, payload: payload, largestPayload: largest, files: count)
+    }
+
+    /// The payload length in an entry file's header (offset 24, 8 bytes little-endian, Docs/Format.md), or
+    /// nil when the file is too short or has no entry magic.
+    static func payloadBytes(_ path: String) -> Int64? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var header = [UInt8](repeating: 0, count: 32)
+        guard pread(fd, &header, 32, 0) == 32, header.prefix(8).elementsEqual("YSHENTRY".utf8) else { return nil }
+        let length = header[24..<32].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        return length <= UInt64(Int64.max) ? Int64(length) : nil
     }
 
     /// Files in `root/tmp` (staging files and debris).

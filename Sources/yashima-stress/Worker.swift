@@ -71,7 +71,7 @@ enum WorkerCommand {
         case "flock-wait": return try BenchWorker.flockWait(&arguments)
         case "handoff-wait": return try await BenchWorker.handoffWait(&arguments)
         case "mix": return try await BenchWorker.mix(&arguments)
-        case "l1-footprint": return try BenchWorker.l1Footprint(&arguments)
+        case "l1-footprint": return try await BenchWorker.l1Footprint(&arguments)
         default: throw ArgumentError(description: "unknown worker command '\(command)'")
         }
     }
@@ -114,7 +114,7 @@ enum WorkerCommand {
             let key = CacheKey(namespace: namespace, identity: count == 1 ? identity : "\(identity)-\(index)")
             let expected = Payload.bytes(seed, key: key, kind: .data, size: size)
             let start = DispatchTime.now().uptimeNanoseconds
-            let resolution: CacheResolution<Data>
+            let resolution: YCache.Resolved<Data>
             do {
                 resolution = try await cache.resolve(for: key, codec: DataCodec(), options: options) {
                     if announce { emit("GENERATING \(key.identity)") }
@@ -122,7 +122,7 @@ enum WorkerCommand {
                     if generateMilliseconds > 0 { try await Task.sleep(for: .milliseconds(generateMilliseconds)) }
                     return expected
                 }
-            } catch let error as YCacheError {
+            } catch let error as YCache.Error {
                 // A typed error as one JSON line (the case name first), for tests that expect one.
                 let name = Mirror(reflecting: error).children.first?.label ?? error.description
                 emit(jsonLine(["key": key.identity, "error": name, "description": error.description]))

@@ -18,7 +18,7 @@ struct CommandFailure: Error {
     static func failed(_ message: String) -> CommandFailure { CommandFailure(status: 1, message: message) }
 
     /// A library error: a directory that cannot be used is a bad input (2); anything else failed (1).
-    static func from(_ error: YCacheError) -> CommandFailure {
+    static func from(_ error: YCache.Error) -> CommandFailure {
         switch error {
         case .storageUnavailable, .insecureStorageDirectory, .networkFilesystem, .unsupportedLayout:
             return .usage(error.description)
@@ -97,11 +97,14 @@ struct Location {
     }
 
     /// A cache on this directory with no memory layer (one command, one process), opened now.
-    /// - Parameter budget: The storage budget this process enforces when it writes; nil for none.
+    /// - Parameter budget: The disk budget this process enforces when it writes (allocated bytes: what the
+    ///   directory takes on disk, headers and block rounding included); nil for none.
     func openCache(budget: Int64?) throws -> YCache {
         let cache = YCache(
-            storageDirectory: url, memoryMaximumCost: 0,
-            storageMaximumByteCount: budget.map { $0 == Int64.max ? nil : Int($0) } ?? nil, sharing: sharing)
+            configuration: YCache.Configuration(
+                storageDirectory: url, memoryMaximumCost: 0, storageMaximumByteCount: nil,
+                storageMaximumAllocatedByteCount: budget.map { $0 == Int64.max ? nil : Int($0) } ?? nil,
+                sharing: sharing))
         do {
             try cache.openStorage()
         } catch {

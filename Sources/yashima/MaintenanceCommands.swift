@@ -42,18 +42,18 @@ enum TrimCommand {
             if json {
                 Output.json([
                     "directory": location.path, "budget": budget == Int64.max ? NSNull() : budget,
-                    "before": ["entries": before.entryCount, "bytes": before.byteCount],
-                    "after": ["entries": after.entryCount, "bytes": after.byteCount],
+                    "before": ["entries": before.entryCount, "bytes": before.allocatedByteCount],
+                    "after": ["entries": after.entryCount, "bytes": after.allocatedByteCount],
                     "removed": max(0, before.entryCount - after.entryCount),
                 ])
             } else {
                 let target = budget == Int64.max ? "no budget" : "budget \(Format.bytes(budget))"
                 Output.line(
-                    "\(Format.bytes(before.byteCount)) → \(Format.bytes(after.byteCount)) (\(target)); removed "
+                    "\(Format.bytes(before.allocatedByteCount)) → \(Format.bytes(after.allocatedByteCount)) (\(target)); removed "
                         + Format.count(max(0, before.entryCount - after.entryCount), "entry", "entries")
                         + ", \(Format.count(after.entryCount, "entry", "entries")) left")
             }
-        } catch let error as YCacheError {
+        } catch let error as YCache.Error {
             throw CommandFailure.from(error)
         }
         return 0
@@ -80,7 +80,7 @@ enum ClearCommand {
             let storage = try location.storageOperator(try location.openCache(budget: nil))
             do {
                 removed = try await offPool(throwing: { try storage.removeAll(inNamespace: namespace) })
-            } catch let error as YCacheError {
+            } catch let error as YCache.Error {
                 throw CommandFailure.from(error)
             }
         }

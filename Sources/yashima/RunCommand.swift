@@ -105,12 +105,12 @@ enum RunCommand {
         if let expiry { options.expiry = .after(expiry) }
         if arguments.flag("no-wait") { options.crossProcessWaitTimeout = .zero }
         let runner = CommandRunner(argvAddresses: argvAddresses, outputs: outputs, signals: .shared)
-        let resolution: CacheResolution<RunRecord>
+        let resolution: YCache.Resolved<RunRecord>
         do {
             resolution = try await cache.resolve(for: key, codec: codec, options: options) { try await runner.run() }
         } catch let outcome as CommandOutcome {
             return fail(outcome)
-        } catch let error as YCacheError {
+        } catch let error as YCache.Error {
             throw CommandFailure.from(error)
         }
         let record = resolution.value

@@ -76,7 +76,7 @@ enum ValueCommands {
             } else {
                 value = try await cache.valueIfCached(for: key, codec: RawCodec(identifier: codecIdentifier))
             }
-        } catch let error as YCacheError {
+        } catch let error as YCache.Error {
             throw CommandFailure.from(error)
         }
         guard let value else { return 1 }
@@ -110,7 +110,7 @@ enum ValueCommands {
                 try await cache.store(input, for: key, codec: codec, options: options)
                 stored = try await cache.contains(for: key, codec: codec)
             }
-        } catch let error as YCacheError {
+        } catch let error as YCache.Error {
             throw CommandFailure.from(error)
         }
         guard stored else {

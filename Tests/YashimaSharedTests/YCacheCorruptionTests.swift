@@ -81,7 +81,7 @@ struct YCacheCorruptionTests {
         let key = CacheKey("strict", namespace: "corrupt")
         let (_, _, reason) = try await Self.damagedEntry(damage, in: dir, key: key, payloadSize: 100)
         let calls = Counter()
-        await #expect(throws: YCacheError.corruptEntry(reason: reason.description)) {
+        await #expect(throws: YCache.Error.corruptEntry(reason: reason.description)) {
             try await YCache(storageDirectory: dir.url).value(for: key, codec: Self.codec, options: Self.strict) {
                 calls.increment()
                 return Data()
@@ -95,12 +95,12 @@ struct YCacheCorruptionTests {
         let dir = TemporaryDirectory("corrupt-strict-ifcached")
         let key = CacheKey("strict-if-cached", namespace: "corrupt")
         let (_, _, reason) = try await Self.damagedEntry(.flipReserved2, in: dir, key: key, payloadSize: 66_000)
-        await #expect(throws: YCacheError.corruptEntry(reason: reason.description)) {
+        await #expect(throws: YCache.Error.corruptEntry(reason: reason.description)) {
             try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec, options: Self.strict)
         }
     }
 
-    @Test("a payload the codec cannot decode is a miss, or decodingFailed under .throwError")
+    @Test("a payload the codec cannot decode is a miss, or the codec's own error under .throwError")
     func undecodable() async throws {
         let dir = TemporaryDirectory("undecodable")
         let key = CacheKey("undecodable")
@@ -109,7 +109,7 @@ struct YCacheCorruptionTests {
         let url = try YCache(storageDirectory: dir.url).entryURL(key, codec)
         #expect(fileExists(url))
 
-        await #expect(throws: YCacheError.decodingFailed(codec: codec.identifier, reason: "\(CodecFailure())")) {
+        await #expect(throws: CodecFailure()) {
             try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: codec, options: Self.strict)
         }
         _ = try await YCache(storageDirectory: dir.url).value(for: key, codec: codec) { "stored" }

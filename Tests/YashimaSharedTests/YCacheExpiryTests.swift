@@ -22,14 +22,15 @@ struct YCacheExpiryTests {
         ) {
             "v"
         }
-        let expiresAt = try #require(resolution.metadata.expiresAt)
+        let metadata = try #require(resolution.metadata)
+        let expiresAt = try #require(metadata.expiresAt)
         #expect(expiresAt.timeIntervalSince(before) >= 3599)
         #expect(expiresAt.timeIntervalSince(before) <= 3600 + 300)
         #expect(try await cache.resolve(for: key, codec: Self.codec) { "other" }.source == .memory)
         let fresh = YCache(storageDirectory: dir.url)
         #expect(try await fresh.resolve(for: key, codec: Self.codec) { "other" }.source == .storage)
-        #expect(try await fresh.metadata(for: key, codec: Self.codec)?.expiresAt == resolution.metadata.expiresAt)
-        #expect(try await cache.metadata(for: key, codec: Self.codec)?.expiresAt == resolution.metadata.expiresAt)
+        #expect(try await fresh.metadata(for: key, codec: Self.codec)?.expiresAt == metadata.expiresAt)
+        #expect(try await cache.metadata(for: key, codec: Self.codec)?.expiresAt == metadata.expiresAt)
     }
 
     @Test("at: a future date is reported as is")
@@ -59,12 +60,12 @@ struct YCacheExpiryTests {
         let options = YCache.Options(expiry: expiry)
         let calls = Counter()
         let generate: @Sendable () async throws -> String = { "v\(calls.increment())" }
-        #expect(try await cache.value(for: key, codec: Self.codec, options: options, generate: generate) == "v1")
-        #expect(cache.peek(for: key, codec: Self.codec) == nil)
+        #expect(try await cache.value(for: key, codec: Self.codec, options: options, generate) == "v1")
+        #expect(try await cache.peek(for: key, codec: Self.codec) == nil)
         #expect(try await cache.valueIfCached(for: key, codec: Self.codec) == nil)
         #expect(try await cache.contains(for: key, codec: Self.codec) == false)
         #expect(try await cache.metadata(for: key, codec: Self.codec) == nil)
-        #expect(try await cache.value(for: key, codec: Self.codec, options: options, generate: generate) == "v2")
+        #expect(try await cache.value(for: key, codec: Self.codec, options: options, generate) == "v2")
         #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == nil)
         #expect(try await cache.entries().isEmpty)
     }
@@ -101,11 +102,11 @@ struct YCacheExpiryTests {
         let dir = TemporaryDirectory("expiry-memory")
         let cache = YCache(storageDirectory: dir.url)
         let key = CacheKey("memory")
-        cache.putInMemory("old", for: key, codec: Self.codec, expiry: .at(Date(timeIntervalSinceNow: -1)))
-        #expect(cache.peek(for: key, codec: Self.codec) == nil)
+        try await cache.putInMemory("old", for: key, codec: Self.codec, expiry: .at(Date(timeIntervalSinceNow: -1)))
+        #expect(try await cache.peek(for: key, codec: Self.codec) == nil)
         #expect(cache.engine.memory.count == 0)
-        cache.putInMemory("live", for: key, codec: Self.codec, expiry: .after(.seconds(3600)))
-        #expect(cache.peek(for: key, codec: Self.codec) == "live")
+        try await cache.putInMemory("live", for: key, codec: Self.codec, expiry: .after(.seconds(3600)))
+        #expect(try await cache.peek(for: key, codec: Self.codec) == "live")
     }
 
     @Test("removeExpired removes and counts only expired entries")

@@ -25,7 +25,7 @@ struct YCacheFailureTests {
     }
 
     static func isPublishFailure(_ error: any Error) -> Bool {
-        if case YCacheError.ioFailure(let operation, _) = error { return operation == "publishing an entry" }
+        if case YCache.Error.ioFailure(let operation, _) = error { return operation == "publishing an entry" }
         return false
     }
 
@@ -45,7 +45,7 @@ struct YCacheFailureTests {
                 }
             }, throws: Self.isPublishFailure)
         #expect(calls.value == 1)
-        #expect(cache.peek(for: key, codec: Self.codec) == nil)
+        #expect(try await cache.peek(for: key, codec: Self.codec) == nil)
         #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == nil)
         #expect(cache.statistics.writeFailures == 1)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.url.appendingPathComponent("tmp").path).isEmpty)
@@ -56,7 +56,7 @@ struct YCacheFailureTests {
         // An explicit store fails the same way.
         await #expect(
             performing: { try await cache.store("stored", for: key, codec: Self.codec) }, throws: Self.isPublishFailure)
-        #expect(cache.peek(for: key, codec: Self.codec) == nil)
+        #expect(try await cache.peek(for: key, codec: Self.codec) == nil)
     }
 
     @Test("writeFailurePolicy .throwError also drops an older value from memory")
@@ -64,11 +64,11 @@ struct YCacheFailureTests {
         let dir = TemporaryDirectory("fail-write-refresh")
         let key = CacheKey("blocked-refresh")
         let cache = try Self.cacheWithBlockedKey(dir, key)
-        cache.putInMemory("old", for: key, codec: Self.codec)
+        try await cache.putInMemory("old", for: key, codec: Self.codec)
         await #expect(
             performing: { try await cache.refresh(for: key, codec: Self.codec) { "new" } },
             throws: Self.isPublishFailure)
-        #expect(cache.peek(for: key, codec: Self.codec) == nil)
+        #expect(try await cache.peek(for: key, codec: Self.codec) == nil)
     }
 
     @Test("writeFailurePolicy .bestEffort: the value is returned and kept in memory only")
@@ -77,28 +77,34 @@ struct YCacheFailureTests {
         let key = CacheKey("blocked")
         let cache = try Self.cacheWithBlockedKey(dir, key)
         #expect(try await cache.value(for: key, codec: Self.codec, options: Self.bestEffort) { "kept" } == "kept")
-        #expect(cache.peek(for: key, codec: Self.codec) == "kept")
+        #expect(try await cache.peek(for: key, codec: Self.codec) == "kept")
         #expect(try await cache.resolve(for: key, codec: Self.codec) { "other" }.source == .memory)
         #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == nil)
         #expect(cache.statistics.writeFailures == 1)
         try await cache.store("stored", for: key, codec: Self.codec, options: Self.bestEffort)
-        #expect(cache.peek(for: key, codec: Self.codec) == "stored")
+        #expect(try await cache.peek(for: key, codec: Self.codec) == "stored")
     }
 
-    @Test("an encode that throws is encodingFailed; nothing is stored unless best effort keeps it in memory")
+    @Test("an encode that throws gives the codec's own error under every policy; nothing is stored anywhere")
     func encodingFailure() async throws {
         let dir = TemporaryDirectory("fail-encode")
         let cache = YCache(storageDirectory: dir.url)
         let codec = UnencodableCodec()
         let key = CacheKey("unencodable")
-        let expected = YCacheError.encodingFailed(codec: codec.identifier, reason: "\(CodecFailure())")
-        await #expect(throws: expected) { try await cache.value(for: key, codec: codec) { "v" } }
-        await #expect(throws: expected) { try await cache.store("v", for: key, codec: codec) }
-        #expect(cache.peek(for: key, codec: codec) == nil)
+        await #expect(throws: CodecFailure()) { try await cache.value(for: key, codec: codec) { "v" } }
+        await #expect(throws: CodecFailure()) { try await cache.store("v", for: key, codec: codec) }
+        await #expect(throws: CodecFailure()) {
+            try await cache.value(for: key, codec: codec, options: Self.bestEffort) { "memory" }
+        }
+        await #expect(throws: CodecFailure()) {
+            try await cache.store("v", for: key, codec: codec, options: .init(writePolicy: .memoryOnly))
+        }
+        await #expect(throws: CodecFailure()) { try await cache.putInMemory("v", for: key, codec: codec) }
+        #expect(try await cache.peek(for: key, codec: codec) == nil)
         #expect(entryFiles(in: dir.url).isEmpty)
-        #expect(try await cache.value(for: key, codec: codec, options: Self.bestEffort) { "memory" } == "memory")
-        #expect(cache.peek(for: key, codec: codec) == "memory")
-        #expect(entryFiles(in: dir.url).isEmpty)
+        #expect(cache.statistics.writeFailures == 0)  // no storage write was attempted
+        // Writing nothing at all needs no encoding.
+        #expect(try await cache.value(for: key, codec: codec, options: .init(writePolicy: .disabled)) { "v" } == "v")
     }
 
     // MARK: Unusable storage directories
@@ -111,7 +117,7 @@ struct YCacheFailureTests {
         let key = CacheKey("k")
         await #expect(
             performing: { try await cache.value(for: key, codec: Self.codec) { "v" } }, throws: Self.isUnavailable)
-        #expect(throws: YCacheError.self) { try cache.openStorage() }
+        #expect(throws: YCache.Error.self) { try cache.openStorage() }
         #expect(Self.isUnavailable(try Self.error { try cache.openStorage() }))
         // Reads are misses unless asked to throw.
         #expect(try await cache.valueIfCached(for: key, codec: Self.codec) == nil)
@@ -128,12 +134,12 @@ struct YCacheFailureTests {
         #expect(try await cache.metadata(for: key, codec: Self.codec)?.codecIdentifier == Self.codec.identifier)
         // A removal reports the unusable directory (its entry would come back later) but drops memory.
         await #expect(performing: { try await cache.remove(for: key, codec: Self.codec) }, throws: Self.isUnavailable)
-        #expect(cache.peek(for: key, codec: Self.codec) == nil)
+        #expect(try await cache.peek(for: key, codec: Self.codec) == nil)
         // So does emptying a namespace, and emptying everything.
         let other = CacheKey("other", namespace: "emptied")
         #expect(try await cache.value(for: other, codec: Self.codec, options: Self.bestEffort) { "o" } == "o")
         await #expect(performing: { try await cache.removeAll(in: "emptied") }, throws: Self.isUnavailable)
-        #expect(cache.peek(for: other, codec: Self.codec) == nil)
+        #expect(try await cache.peek(for: other, codec: Self.codec) == nil)
         await #expect(performing: { try await cache.removeAll() }, throws: Self.isUnavailable)
         #expect(try Data(contentsOf: dir.url) == Data("a file".utf8))  // never touched
     }
@@ -203,15 +209,15 @@ struct YCacheFailureTests {
     // MARK: Helpers
 
     static func isUnavailable(_ error: any Error) -> Bool {
-        if case YCacheError.storageUnavailable = error { return true }
+        if case YCache.Error.storageUnavailable = error { return true }
         return false
     }
 
-    /// The YCacheError `body` throws (the test fails with another error, or none).
-    static func error(_ body: () throws -> Void) throws -> YCacheError {
+    /// The YCache.Error `body` throws (the test fails with another error, or none).
+    static func error(_ body: () throws -> Void) throws -> YCache.Error {
         do {
             try body()
-        } catch let error as YCacheError {
+        } catch let error as YCache.Error {
             return error
         }
         throw CodecFailure()  // it did not throw

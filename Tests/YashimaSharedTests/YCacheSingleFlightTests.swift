@@ -131,7 +131,7 @@ struct YCacheSingleFlightTests {
         let after = try await cache.resolve(for: key, codec: codec) { "fresh" }
         #expect(after.value == "fresh")
         #expect(after.source == .generated)
-        #expect(cache.peek(for: key, codec: codec) == "fresh")
+        #expect(try await cache.peek(for: key, codec: codec) == "fresh")
         #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: codec) == "fresh")
         #expect(held.calls.value == 1)
     }
@@ -156,7 +156,7 @@ struct YCacheSingleFlightTests {
         let context = try cache.storageContext()
         let lock = dir.url.appendingPathComponent(context.directory.lockPath(forKeyDigest: key.stableDigest).relative)
         #expect(await eventually { !fileExists(lock) })
-        #expect(cache.peek(for: key, codec: codec) == nil)
+        #expect(try await cache.peek(for: key, codec: codec) == nil)
         #expect(entryFiles(in: dir.url).isEmpty)
         #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: codec) == nil)
     }
@@ -225,7 +225,7 @@ struct YCacheSingleFlightTests {
         held.release.open()
         for task in tasks { #expect(try await result(of: task)?.get() == .some(nil)) }
         #expect(held.calls.value == 1)
-        #expect(cache.peek(for: key, codec: codec) == nil)
+        #expect(try await cache.peek(for: key, codec: codec) == nil)
         #expect(entryFiles(in: dir.url).isEmpty)
         // Not a negative entry: the next call generates.
         #expect(try await cache.optionalValue(for: key, codec: codec) { "now" } == "now")
@@ -254,7 +254,7 @@ struct YCacheSingleFlightTests {
             #expect(throws: GeneratorFailure(label: "shared")) { try outcome?.get() }
         }
         #expect(held.calls.value == 1)
-        #expect(cache.peek(for: key, codec: codec) == nil)
+        #expect(try await cache.peek(for: key, codec: codec) == nil)
         #expect(entryFiles(in: dir.url).isEmpty)
         #expect(try await cache.value(for: key, codec: codec) { "recovered" } == "recovered")
     }
@@ -272,7 +272,7 @@ struct YCacheSingleFlightTests {
         #expect(await held.started.wait(within: 30))
         // Neither waits for the generation, nor disturbs it.
         #expect(try await cache.valueIfCached(for: key, codec: codec) == nil)
-        await #expect(throws: YCacheError.cacheMiss) {
+        await #expect(throws: YCache.Error.cacheMiss) {
             try await cache.value(for: key, codec: codec, options: .init(lookupPolicy: .cacheOnly)) { "never" }
         }
         let joinerCalls = Counter()
@@ -323,6 +323,25 @@ struct YCacheSingleFlightTests {
         #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: codec) == "own")
     }
 
+    @Test("a call that joins a flight of another value type under the same codec identifier: valueTypeMismatch")
+    func joinedFlightOfAnotherType() async throws {
+        let dir = TemporaryDirectory("sf-type-mismatch")
+        let cache = YCache(storageDirectory: dir.url)
+        let key = CacheKey("shared-identifier")
+        let text = StringCodec()
+        let bytes = SameIdentifierDataCodec(identifier: text.identifier)
+        let held = HeldGenerator()
+        let producer = Task { try await cache.value(for: key, codec: text) { await held("text") } }
+        #expect(await held.started.wait(within: 30))
+        let joiner = Task { try await cache.value(for: key, codec: bytes) { Data("own".utf8) } }
+        #expect(await eventually { cache.waiters(key, text) == 2 })
+        held.release.open()
+        #expect(try await result(of: producer)?.get() == "text")
+        let joined = await result(of: joiner)
+        #expect(throws: YCache.Error.valueTypeMismatch) { try joined?.get() }
+        #expect(held.calls.value == 1)
+    }
+
     @Test("a refresh never joins a lookup in flight: it returns its own fresh value, which is what stays")
     func refreshDoesNotJoinLookup() async throws {
         let dir = TemporaryDirectory("sf-refresh-stale")
@@ -344,7 +363,7 @@ struct YCacheSingleFlightTests {
         #expect(try await result(of: lookup)?.get() == "older")
         #expect(try await result(of: refreshing)?.get() == "fresh")
         #expect(refreshCalls.value == 1)
-        #expect(cache.peek(for: key, codec: codec) == "fresh")
+        #expect(try await cache.peek(for: key, codec: codec) == "fresh")
         #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: codec) == "fresh")
     }
 
@@ -390,4 +409,11 @@ struct YCacheSingleFlightTests {
         Self.expectCancelled(await result(of: task))
         #expect(calls.value == 0)
     }
+}
+
+/// Raw bytes under an identifier the test chooses (to share it with a codec of another value type).
+private struct SameIdentifierDataCodec: CacheCodec {
+    let identifier: String
+    func encode(_ value: Data) throws -> Data { value }
+    func decode(_ data: Data) throws -> Data { data }
 }

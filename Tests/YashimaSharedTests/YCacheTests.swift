@@ -26,19 +26,20 @@ struct YCacheTests {
         let generated = try await cache.resolve(for: key, codec: Self.codec) { "value" }
         #expect(generated.source == .generated)
         #expect(!generated.wasSharedGeneration)
-        #expect(generated.metadata.keyStableIdentifier == key.stableIdentifier)
-        #expect(generated.metadata.codecIdentifier == "string-utf8-v1")
-        #expect(generated.metadata.payloadByteCount == 5)
-        #expect(generated.metadata.expiresAt == nil)
-        #expect(abs(generated.metadata.createdAt.timeIntervalSince(before)) < 300)
+        let metadata = try #require(generated.metadata)
+        #expect(metadata.keyStableIdentifier == key.stableIdentifier)
+        #expect(metadata.codecIdentifier == "string-utf8-v1")
+        #expect(metadata.byteCount == 5)
+        #expect(metadata.expiresAt == nil)
+        #expect(abs(metadata.createdAt.timeIntervalSince(before)) < 300)
         let memory = try await cache.resolve(for: key, codec: Self.codec) { "other" }
         #expect(memory.source == .memory)
         #expect(memory.metadata == generated.metadata)
         let storage = try await YCache(storageDirectory: dir.url).resolve(for: key, codec: Self.codec) { "other" }
         #expect(storage.source == .storage)
         #expect(storage.value == "value")
-        #expect(storage.metadata.createdAt == generated.metadata.createdAt)
-        #expect(storage.metadata.payloadByteCount == 5)
+        #expect(storage.metadata?.createdAt == metadata.createdAt)
+        #expect(storage.metadata?.byteCount == 5)
     }
 
     @Test("the same key under two codecs is two entries")
@@ -63,7 +64,7 @@ struct YCacheTests {
         let key = CacheKey("k")
         let options = YCache.Options(lookupPolicy: .cacheOnly)
         let calls = Counter()
-        await #expect(throws: YCacheError.cacheMiss) {
+        await #expect(throws: YCache.Error.cacheMiss) {
             try await cache.value(for: key, codec: Self.codec, options: options) {
                 calls.increment()
                 return "v"
@@ -86,7 +87,7 @@ struct YCacheTests {
         _ = try await cache.value(for: key, codec: Self.codec) { "old" }
         #expect(try await other.value(for: key, codec: Self.codec) { "x" } == "old")  // now in other's memory
         #expect(try await cache.refresh(for: key, codec: Self.codec) { "new" } == "new")
-        #expect(cache.peek(for: key, codec: Self.codec) == "new")
+        #expect(try await cache.peek(for: key, codec: Self.codec) == "new")
         #expect(try await other.value(for: key, codec: Self.codec) { "x" } == "new")  // I10: its copy went
         let viaOption = try await cache.resolve(for: key, codec: Self.codec, options: .init(lookupPolicy: .refresh)) {
             "newer"
@@ -101,7 +102,7 @@ struct YCacheTests {
         let cache = YCache(storageDirectory: dir.url)
         let memoryOnly = CacheKey("memory-only")
         _ = try await cache.value(for: memoryOnly, codec: Self.codec, options: .init(writePolicy: .memoryOnly)) { "m" }
-        #expect(cache.peek(for: memoryOnly, codec: Self.codec) == "m")
+        #expect(try await cache.peek(for: memoryOnly, codec: Self.codec) == "m")
         #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: memoryOnly, codec: Self.codec) == nil)
 
         let disabled = CacheKey("disabled")
@@ -112,7 +113,7 @@ struct YCacheTests {
             }
         }
         #expect(calls.value == 2)
-        #expect(cache.peek(for: disabled, codec: Self.codec) == nil)
+        #expect(try await cache.peek(for: disabled, codec: Self.codec) == nil)
         #expect(entryFiles(in: dir.url).isEmpty)
 
         // A storage hit under .disabled is returned but not copied into memory.
@@ -120,20 +121,20 @@ struct YCacheTests {
         let disabledWrites = YCache.Options(writePolicy: .disabled)
         let hit = try await cache.resolve(for: CacheKey("s"), codec: Self.codec, options: disabledWrites) { "x" }
         #expect(hit.source == .storage)
-        #expect(cache.peek(for: CacheKey("s"), codec: Self.codec) == nil)
+        #expect(try await cache.peek(for: CacheKey("s"), codec: Self.codec) == nil)
     }
 
     @Test("an explicit cost decides what fits in memory")
     func explicitCost() async throws {
         let dir = TemporaryDirectory("ycache-cost")
         let cache = YCache(storageDirectory: dir.url, memoryMaximumCost: 100)
-        _ = try await cache.value(for: CacheKey("a"), codec: Self.codec, options: .init(cost: 60)) { "a" }
-        _ = try await cache.value(for: CacheKey("b"), codec: Self.codec, options: .init(cost: 60)) { "b" }
-        #expect(cache.peek(for: CacheKey("a"), codec: Self.codec) == nil)
-        #expect(cache.peek(for: CacheKey("b"), codec: Self.codec) == "b")
-        _ = try await cache.value(for: CacheKey("c"), codec: Self.codec, options: .init(cost: 101)) { "c" }
-        #expect(cache.peek(for: CacheKey("c"), codec: Self.codec) == nil)
-        #expect(cache.peek(for: CacheKey("b"), codec: Self.codec) == "b")
+        _ = try await cache.value(for: CacheKey("a"), codec: Self.codec, options: .init(cost: .units(60))) { "a" }
+        _ = try await cache.value(for: CacheKey("b"), codec: Self.codec, options: .init(cost: .units(60))) { "b" }
+        #expect(try await cache.peek(for: CacheKey("a"), codec: Self.codec) == nil)
+        #expect(try await cache.peek(for: CacheKey("b"), codec: Self.codec) == "b")
+        _ = try await cache.value(for: CacheKey("c"), codec: Self.codec, options: .init(cost: .units(101))) { "c" }
+        #expect(try await cache.peek(for: CacheKey("c"), codec: Self.codec) == nil)
+        #expect(try await cache.peek(for: CacheKey("b"), codec: Self.codec) == "b")
     }
 
     // MARK: Codecs
@@ -147,7 +148,7 @@ struct YCacheTests {
         let point = Point(x: 3, label: "three")
         #expect(try await points.value(for: key) { point } == point)
         #expect(try await points.resolve(for: key) { Point(x: 0, label: "") }.source == .memory)
-        #expect(points.peek(for: key) == point)
+        #expect(try await points.peek(for: key) == point)
         #expect(try await points.valueIfCached(for: key) == point)
         #expect(try await points.contains(for: key))
         #expect(try await points.metadata(for: key)?.codecIdentifier == points.codec.identifier)
@@ -156,8 +157,8 @@ struct YCacheTests {
         #expect(
             try await YCache(storageDirectory: dir.url).using(CodableCodec(Point.self)).valueIfCached(for: key)
                 == Point(x: 5, label: "five"))
-        points.putInMemory(Point(x: 6, label: "six"), for: CacheKey("memory"))
-        #expect(points.peek(for: CacheKey("memory")) == Point(x: 6, label: "six"))
+        try await points.putInMemory(Point(x: 6, label: "six"), for: CacheKey("memory"))
+        #expect(try await points.peek(for: CacheKey("memory")) == Point(x: 6, label: "six"))
         #expect(try await points.optionalValue(for: CacheKey("none")) { nil } == nil)
         try await points.remove(for: key)
         #expect(try await points.valueIfCached(for: key) == nil)
@@ -234,11 +235,12 @@ struct YCacheTests {
         let dir = TemporaryDirectory("ycache-zero-storage")
         let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: budget)
         #expect(try await cache.value(for: CacheKey("k"), codec: Self.codec) { "v" } == "v")
-        #expect(cache.peek(for: CacheKey("k"), codec: Self.codec) == "v")
+        #expect(try await cache.peek(for: CacheKey("k"), codec: Self.codec) == "v")
         #expect(entryFiles(in: dir.url).isEmpty)
         #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: CacheKey("k"), codec: Self.codec) == nil)
         try await cache.trimStorageIfNeeded()
-        #expect(try await cache.storageUsage() == StorageUsage(byteCount: 0, entryCount: 0))
+        #expect(
+            try await cache.storageUsage() == YCache.StorageUsage(byteCount: 0, entryCount: 0, maximumByteCount: 0))
     }
 
     @Test("a memory budget of 0 or less keeps nothing in memory; storage still serves", arguments: [0, -1])
@@ -246,10 +248,12 @@ struct YCacheTests {
         let dir = TemporaryDirectory("ycache-zero-memory")
         let cache = YCache(storageDirectory: dir.url, memoryMaximumCost: budget)
         #expect(try await cache.value(for: CacheKey("k"), codec: Self.codec) { "v" } == "v")
-        #expect(cache.peek(for: CacheKey("k"), codec: Self.codec) == nil)
+        #expect(try await cache.peek(for: CacheKey("k"), codec: Self.codec) == nil)
         #expect(try await cache.resolve(for: CacheKey("k"), codec: Self.codec) { "x" }.source == .storage)
-        cache.putInMemory("m", for: CacheKey("free"), codec: Self.codec, cost: 0)
-        #expect(cache.peek(for: CacheKey("free"), codec: Self.codec) == nil, "a cost-0 value slipped into a 0 budget")
+        try await cache.putInMemory("m", for: CacheKey("free"), codec: Self.codec, cost: .units(0))
+        #expect(
+            try await cache.peek(for: CacheKey("free"), codec: Self.codec) == nil,
+            "a cost-0 value slipped into a 0 budget")
         #expect(cache.engine.memory.count == 0)
     }
 
@@ -258,7 +262,7 @@ struct YCacheTests {
         let dir = TemporaryDirectory("ycache-zero-count")
         let cache = YCache(storageDirectory: dir.url, memoryMaximumEntryCount: 0)
         #expect(try await cache.value(for: CacheKey("k"), codec: Self.codec) { "v" } == "v")
-        #expect(cache.peek(for: CacheKey("k"), codec: Self.codec) == nil)
+        #expect(try await cache.peek(for: CacheKey("k"), codec: Self.codec) == nil)
         #expect(try await cache.resolve(for: CacheKey("k"), codec: Self.codec) { "x" }.source == .storage)
     }
 

@@ -108,6 +108,9 @@ int ysh_fchmod(int fd, uint32_t mode, int *err);
 int ysh_futimens(int fd, int64_t ns, int *err);
 /// utimensat(2) with AT_SYMLINK_NOFOLLOW setting the modification time to now.
 int ysh_touch_at(int dirfd, const char *path, int *err);
+/// utimensat(2) with AT_SYMLINK_NOFOLLOW setting both times to `ns` nanoseconds since the epoch (needs
+/// the file's owner: EPERM otherwise); `path` is resolved as for ysh_touch_at.
+int ysh_set_times_at(int dirfd, const char *path, int64_t ns, int *err);
 /// ftruncate(2). Only ever used on private staging files and the shared-state file before publish.
 int ysh_ftruncate(int fd, int64_t length, int *err);
 /// fsync(2).

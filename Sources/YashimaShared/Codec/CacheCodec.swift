@@ -37,8 +37,8 @@ import Foundation
 /// ``decode(_:)`` must treat its input as untrusted: a cache file may be truncated,
 /// corrupted or written by a different version of the program. It must throw on bad
 /// input, never crash, and never allocate memory in proportion to a length field it has
-/// not validated. The cache treats a throwing decode as a miss and removes the entry (or throws
-/// `YCacheError.decodingFailed` under `readFailurePolicy: .throwError`).
+/// not validated. The cache treats a throwing decode as a miss and removes the entry (or, under
+/// `readFailurePolicy: .throwError`, removes it and throws the codec's error as it is).
 ///
 /// ## Concurrency
 ///
@@ -58,10 +58,10 @@ public protocol CacheCodec: Sendable {
     ///
     /// - Parameter value: The value to encode.
     /// - Returns: The bytes to store; ``decode(_:)`` must turn them back into an equal value.
-    /// - Throws: An error (the standard codecs throw ``CacheCodecError``) when the value
-    ///   cannot be encoded. The cache then stores nothing in storage and reports
-    ///   `YCacheError.encodingFailed` under `writeFailurePolicy: .throwError`; under
-    ///   `.bestEffort` it keeps the value in memory.
+    /// - Throws: An error (`CodableCodec` passes on the encoder's, the other standard codecs
+    ///   throw ``CacheCodecError``) when the value cannot be encoded. The cache then stores
+    ///   nothing, in memory or storage, and the call throws this error as it is, whatever the
+    ///   write-failure policy (as in Yashima).
     func encode(_ value: Value) throws -> Data
 
     /// Decodes bytes produced by ``encode(_:)``.
@@ -72,9 +72,10 @@ public protocol CacheCodec: Sendable {
     ///
     /// - Parameter data: The stored bytes. Treat them as untrusted.
     /// - Returns: The decoded value.
-    /// - Throws: An error (the standard codecs throw ``CacheCodecError``) when the bytes are
-    ///   not a valid encoding. The cache treats that as a miss and removes the entry (or
-    ///   throws `YCacheError.decodingFailed` under `readFailurePolicy: .throwError`).
+    /// - Throws: An error (`CodableCodec` passes on the decoder's, the other standard codecs
+    ///   throw ``CacheCodecError``) when the bytes are not a valid encoding. The cache treats
+    ///   that as a miss and removes the entry (or, under `readFailurePolicy: .throwError`,
+    ///   removes it and throws this error as it is).
     func decode(_ data: Data) throws -> Value
 
     /// The value's cost in the in-memory cache, in bytes, roughly.
@@ -105,11 +106,11 @@ extension CacheCodec {
     }
 }
 
-/// Thrown by the standard codecs.
+/// Thrown by `StringCodec` and `CompressedDataCodec` (`CodableCodec` throws the encoder's and
+/// decoder's own errors, as Yashima's does).
 ///
 /// Carries the identifier of the codec that failed, a coarse ``Reason`` that callers can
-/// switch on, and a human-readable message with the details (for wrapped `Codable`
-/// errors, the underlying error's description).
+/// switch on, and a human-readable message with the details.
 public struct CacheCodecError: Error, Sendable, CustomStringConvertible, Equatable {
     /// Why a codec failed.
     public enum Reason: Sendable, Equatable {
@@ -118,8 +119,7 @@ public struct CacheCodecError: Error, Sendable, CustomStringConvertible, Equatab
         case invalidInput
         /// The value could not be encoded.
         case encodingFailed
-        /// The bytes could not be decoded into a value, for example because a `Codable`
-        /// decoder rejected them.
+        /// The bytes could not be decoded into a value (zlib could not inflate them).
         case decodingFailed
     }
 

@@ -1,5 +1,5 @@
 // Owns `CodableCodec`, which stores any `Codable` value as JSON or as a binary property
-// list, and names both the format and the value's type in its identifier.
+// list, and names both the format and the value's type in its identifier (Yashima's identifiers).
 
 import Foundation
 
@@ -16,9 +16,9 @@ import Foundation
 ///
 /// A fresh encoder or decoder is created for each call, so the codec holds no shared
 /// mutable state. Both formats use the encoders' default strategies (dates, data, keys).
-public struct CodableCodec<V: Codable & Sendable>: CacheCodec {
+public struct CodableCodec<V: Codable & Sendable>: CacheCodec, Equatable {
     /// The serialization format.
-    public enum Format: Sendable {
+    public enum Format: Sendable, Equatable {
         /// JSON via `JSONEncoder` / `JSONDecoder` with default settings.
         /// Top-level scalars (numbers, strings, booleans) are allowed.
         case json
@@ -34,7 +34,9 @@ public struct CodableCodec<V: Codable & Sendable>: CacheCodec {
     /// The serialization format this codec uses.
     public let format: Format
 
-    /// `"codable-json-v1:"` or `"codable-plist-v1:"` followed by `String(reflecting: V.self)`.
+    /// `"codable-json-v1:"` or `"codable-property-list-binary-v1:"` followed by
+    /// `String(reflecting: V.self)`: Yashima's identifiers, so the same key and codec name the same entry
+    /// identity in both.
     public let identifier: String
 
     /// Creates a codec for values of type `V`.
@@ -47,7 +49,7 @@ public struct CodableCodec<V: Codable & Sendable>: CacheCodec {
         let prefix: String
         switch format {
         case .json: prefix = "codable-json-v1:"
-        case .propertyList: prefix = "codable-plist-v1:"
+        case .propertyList: prefix = "codable-property-list-binary-v1:"
         }
         self.identifier = prefix + String(reflecting: V.self)
     }
@@ -56,22 +58,15 @@ public struct CodableCodec<V: Codable & Sendable>: CacheCodec {
     ///
     /// - Parameter value: The value to store.
     /// - Returns: The JSON or binary property-list bytes.
-    /// - Throws: ``CacheCodecError`` with reason ``CacheCodecError/Reason/encodingFailed``
-    ///   when the encoder rejects the value; the message describes the underlying error.
+    /// - Throws: The encoder's own error (usually `EncodingError`) when it rejects the value.
     public func encode(_ value: V) throws -> Data {
-        do {
-            switch format {
-            case .json:
-                return try JSONEncoder().encode(value)
-            case .propertyList:
-                let encoder = PropertyListEncoder()
-                encoder.outputFormat = .binary
-                return try encoder.encode(value)
-            }
-        } catch {
-            throw CacheCodecError(
-                codecIdentifier: identifier, reason: .encodingFailed,
-                message: String(describing: error))
+        switch format {
+        case .json:
+            return try JSONEncoder().encode(value)
+        case .propertyList:
+            let encoder = PropertyListEncoder()
+            encoder.outputFormat = .binary
+            return try encoder.encode(value)
         }
     }
 
@@ -79,21 +74,14 @@ public struct CodableCodec<V: Codable & Sendable>: CacheCodec {
     ///
     /// - Parameter data: The stored bytes.
     /// - Returns: The decoded value.
-    /// - Throws: ``CacheCodecError`` with reason ``CacheCodecError/Reason/decodingFailed``
-    ///   when the bytes are not a valid encoding of `V` in this format; the message
-    ///   describes the underlying error.
+    /// - Throws: The decoder's own error (usually `DecodingError`) when the bytes are not a valid
+    ///   encoding of `V` in this format.
     public func decode(_ data: Data) throws -> V {
-        do {
-            switch format {
-            case .json:
-                return try JSONDecoder().decode(V.self, from: data)
-            case .propertyList:
-                return try PropertyListDecoder().decode(V.self, from: data)
-            }
-        } catch {
-            throw CacheCodecError(
-                codecIdentifier: identifier, reason: .decodingFailed,
-                message: String(describing: error))
+        switch format {
+        case .json:
+            return try JSONDecoder().decode(V.self, from: data)
+        case .propertyList:
+            return try PropertyListDecoder().decode(V.self, from: data)
         }
     }
 }

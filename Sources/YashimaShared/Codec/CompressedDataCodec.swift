@@ -31,7 +31,7 @@ import Foundation
 /// when the inflated size differs from the declared one. Output memory grows with the
 /// bytes actually inflated (starting at no more than 64 MiB), so a forged length field
 /// cannot make it commit absurd amounts of memory.
-public struct CompressedDataCodec: CacheCodec {
+public struct CompressedDataCodec: CacheCodec, Equatable {
     /// The values are raw (uncompressed) bytes.
     public typealias Value = Data
 

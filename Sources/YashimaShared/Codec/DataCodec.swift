@@ -9,7 +9,7 @@ import Foundation
 /// mapping of the cache file (see ``CacheCodec``); no bytes are copied in either direction.
 /// The decoded value stays valid after the entry is evicted or replaced, and mutating it
 /// only ever changes this process's copy.
-public struct DataCodec: CacheCodec {
+public struct DataCodec: CacheCodec, Equatable {
     /// The values are raw bytes.
     public typealias Value = Data
 

@@ -8,7 +8,7 @@ import Foundation
 /// Decoding validates the bytes strictly: invalid UTF-8 throws instead of being repaired
 /// with replacement characters, so a corrupted entry is a miss rather than a silently
 /// different string. Embedded NUL characters round-trip.
-public struct StringCodec: CacheCodec {
+public struct StringCodec: CacheCodec, Equatable {
     /// The values are strings.
     public typealias Value = String
 

@@ -10,98 +10,131 @@
     import Darwin
 #endif
 
+/// One named variant or version of a key, such as `size=320x180`.
+///
+/// Components order by name, then value, comparing their UTF-8 bytes; equality compares the same bytes
+/// (not Unicode canonical equivalence).
+public struct CacheKeyComponent: Hashable, Sendable, Comparable, Codable {
+    /// The component's name, such as `size`.
+    public var name: String
+    /// The component's value as text, such as `320x180`.
+    public var value: String
+
+    /// Creates a component.
+    ///
+    /// - Parameters:
+    ///   - name: The component's name.
+    ///   - value: The component's value as text.
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+
+    /// Creates a component.
+    ///
+    /// - Parameters:
+    ///   - name: The component's name.
+    ///   - value: The component's value as text.
+    public init(_ name: String, _ value: String) {
+        self.init(name: name, value: value)
+    }
+
+    /// Whether two components have byte-for-byte identical names and values.
+    ///
+    /// - Parameters:
+    ///   - lhs: A component.
+    ///   - rhs: Another component.
+    /// - Returns: `true` when both the names' and the values' UTF-8 bytes are equal.
+    public static func == (lhs: CacheKeyComponent, rhs: CacheKeyComponent) -> Bool {
+        compareUTF8(lhs.name, rhs.name) == 0 && compareUTF8(lhs.value, rhs.value) == 0
+    }
+
+    /// Whether `lhs` sorts before `rhs`: by name, then by value, comparing UTF-8 bytes.
+    ///
+    /// - Parameters:
+    ///   - lhs: A component.
+    ///   - rhs: Another component.
+    /// - Returns: `true` when `lhs` orders strictly before `rhs`.
+    public static func < (lhs: CacheKeyComponent, rhs: CacheKeyComponent) -> Bool {
+        order(lhs, rhs) < 0
+    }
+
+    /// Feeds the component's UTF-8 bytes into `hasher`.
+    ///
+    /// - Parameter hasher: The hasher to feed.
+    public func hash(into hasher: inout Hasher) {
+        hashUTF8(name, into: &hasher)
+        hashUTF8(value, into: &hasher)
+    }
+
+    /// Three-way comparison by (name, value) over UTF-8 bytes: negative, zero or positive.
+    static func order(_ lhs: CacheKeyComponent, _ rhs: CacheKeyComponent) -> Int {
+        let byName = compareUTF8(lhs.name, rhs.name)
+        return byName != 0 ? byName : compareUTF8(lhs.value, rhs.value)
+    }
+}
+
 /// Identifies one cached value: a namespace, an identity, and any number of variant and version components.
 ///
 /// Every part is opaque data. Slashes, `..`, NUL bytes, empty strings and emoji are all fine and never
 /// reach a file name directly: the cache stores entries under ``stableIdentifier``, a SHA-256 of the
 /// key's canonical byte form, which is compatible byte for byte with the Yashima cache engine.
 ///
-/// Components are kept sorted by name then value (comparing UTF-8 bytes), so the order in which they
-/// are added does not matter. Adding the same component twice keeps both copies. Equality and hashing
-/// follow the canonical form: two keys are equal exactly when their UTF-8 bytes are, so strings that
-/// are merely canonically equivalent in Unicode (such as a precomposed and a decomposed "é") make
-/// different keys.
+/// `variants` and `versions` keep the order in which components were added (duplicates included); the
+/// canonical form sorts them by name then value (comparing UTF-8 bytes), so the order does not matter to
+/// equality, hashing or the entry a key names. Equality and hashing follow the canonical form: two keys
+/// are equal exactly when their UTF-8 bytes are, so strings that are merely canonically equivalent in
+/// Unicode (such as a precomposed and a decomposed "é") make different keys. `Codable` uses Yashima's
+/// shape: `namespace`, `identity`, `variants` and `versions` (arrays of `name`/`value` objects).
 ///
 /// ```swift
 /// let key = CacheKey(namespace: "thumbnail", identity: "video-42")
 ///     .variant("size", "320x180")
 ///     .version("renderer", 3)
 /// ```
-public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
-    /// One named variant or version of a key, such as `size=320x180`.
-    ///
-    /// Components order by name, then value, comparing their UTF-8 bytes; equality compares the same
-    /// bytes (not Unicode canonical equivalence).
-    public struct Component: Hashable, Sendable, Comparable {
-        /// The component's name, such as `size`.
-        public let name: String
-        /// The component's value as text, such as `320x180`.
-        public let value: String
-
-        /// Creates a component.
-        ///
-        /// - Parameters:
-        ///   - name: The component's name.
-        ///   - value: The component's value as text.
-        init(name: String, value: String) {
-            self.name = name
-            self.value = value
+public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
+    /// The namespace the key belongs to, such as `thumbnail`.
+    public var namespace: String
+    /// The identity of the cached thing within its namespace, such as `video-42`.
+    public var identity: String
+    /// The key's variant components, in the order they were added; duplicates are kept.
+    public var variants: [CacheKeyComponent] {
+        get { addedVariants }
+        set {
+            addedVariants = newValue
+            sortedVariants = newValue.sorted()
         }
-
-        /// Whether two components have byte-for-byte identical names and values.
-        ///
-        /// - Parameters:
-        ///   - lhs: A component.
-        ///   - rhs: Another component.
-        /// - Returns: `true` when both the names' and the values' UTF-8 bytes are equal.
-        public static func == (lhs: Component, rhs: Component) -> Bool {
-            compareUTF8(lhs.name, rhs.name) == 0 && compareUTF8(lhs.value, rhs.value) == 0
-        }
-
-        /// Whether `lhs` sorts before `rhs`: by name, then by value, comparing UTF-8 bytes.
-        ///
-        /// - Parameters:
-        ///   - lhs: A component.
-        ///   - rhs: Another component.
-        /// - Returns: `true` when `lhs` orders strictly before `rhs`.
-        public static func < (lhs: Component, rhs: Component) -> Bool {
-            order(lhs, rhs) < 0
-        }
-
-        /// Feeds the component's UTF-8 bytes into `hasher`.
-        ///
-        /// - Parameter hasher: The hasher to feed.
-        public func hash(into hasher: inout Hasher) {
-            hashUTF8(name, into: &hasher)
-            hashUTF8(value, into: &hasher)
-        }
-
-        /// Three-way comparison by (name, value) over UTF-8 bytes: negative, zero or positive.
-        static func order(_ lhs: Component, _ rhs: Component) -> Int {
-            let byName = compareUTF8(lhs.name, rhs.name)
-            return byName != 0 ? byName : compareUTF8(lhs.value, rhs.value)
+    }
+    /// The key's version components, in the order they were added; duplicates are kept.
+    public var versions: [CacheKeyComponent] {
+        get { addedVersions }
+        set {
+            addedVersions = newValue
+            sortedVersions = newValue.sorted()
         }
     }
 
-    /// The namespace the key belongs to, such as `thumbnail`.
-    public let namespace: String
-    /// The identity of the cached thing within its namespace, such as `video-42`.
-    public let identity: String
-    /// The key's variant components, sorted by name then value (UTF-8 bytes); duplicates are kept.
-    public private(set) var variants: [Component]
-    /// The key's version components, sorted by name then value (UTF-8 bytes); duplicates are kept.
-    public private(set) var versions: [Component]
+    // The components as added (what `variants`/`versions` show) and sorted (what the canonical form,
+    // equality and hashing use, kept up to date here so that hashing a key never sorts).
+    private var addedVariants: [CacheKeyComponent] = []
+    private var addedVersions: [CacheKeyComponent] = []
+    private(set) var sortedVariants: [CacheKeyComponent] = []
+    private(set) var sortedVersions: [CacheKeyComponent] = []
 
-    /// Creates a key with no variants or versions.
+    /// Creates a key.
     ///
     /// - Parameters:
     ///   - namespace: The namespace the key belongs to; any text, including the empty string.
     ///   - identity: The identity within the namespace; any text, including the empty string.
-    public init(namespace: String, identity: String) {
+    ///   - variants: Variant components, in any order.
+    ///   - versions: Version components, in any order.
+    public init(
+        namespace: String, identity: String, variants: [CacheKeyComponent] = [], versions: [CacheKeyComponent] = []
+    ) {
         self.namespace = namespace
         self.identity = identity
-        self.variants = []
-        self.versions = []
+        self.variants = variants
+        self.versions = versions
     }
 
     /// Creates a key with no variants or versions, in the `default` namespace unless told otherwise.
@@ -111,6 +144,35 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
     ///   - namespace: The namespace the key belongs to; `"default"` when omitted.
     public init(_ identity: String, namespace: String = "default") {
         self.init(namespace: namespace, identity: identity)
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case namespace, identity, variants, versions
+    }
+
+    /// Decodes a key from Yashima's `Codable` shape.
+    ///
+    /// - Parameter decoder: The decoder to read from.
+    /// - Throws: The decoder's errors when a field is missing or has the wrong type.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            namespace: try container.decode(String.self, forKey: .namespace),
+            identity: try container.decode(String.self, forKey: .identity),
+            variants: try container.decode([CacheKeyComponent].self, forKey: .variants),
+            versions: try container.decode([CacheKeyComponent].self, forKey: .versions))
+    }
+
+    /// Encodes the key in Yashima's `Codable` shape (components in the order they were added).
+    ///
+    /// - Parameter encoder: The encoder to write to.
+    /// - Throws: The encoder's errors.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(namespace, forKey: .namespace)
+        try container.encode(identity, forKey: .identity)
+        try container.encode(addedVariants, forKey: .variants)
+        try container.encode(addedVersions, forKey: .versions)
     }
 
     /// Returns a copy of this key with one more variant component.
@@ -123,7 +185,9 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
     /// - Returns: The extended key. Adding an existing component again keeps both copies.
     public func variant(_ name: String, _ value: some CustomStringConvertible) -> CacheKey {
         var copy = self
-        Self.insertSorted(Component(name: name, value: String(describing: value)), into: &copy.variants)
+        let component = CacheKeyComponent(name: name, value: String(describing: value))
+        copy.addedVariants.append(component)
+        Self.insertSorted(component, into: &copy.sortedVariants)
         return copy
     }
 
@@ -138,7 +202,9 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
     /// - Returns: The extended key. Adding an existing component again keeps both copies.
     public func version(_ name: String, _ value: some CustomStringConvertible) -> CacheKey {
         var copy = self
-        Self.insertSorted(Component(name: name, value: String(describing: value)), into: &copy.versions)
+        let component = CacheKeyComponent(name: name, value: String(describing: value))
+        copy.addedVersions.append(component)
+        Self.insertSorted(component, into: &copy.sortedVersions)
         return copy
     }
 
@@ -163,12 +229,13 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
     /// - Parameters:
     ///   - lhs: A key.
     ///   - rhs: Another key.
-    /// - Returns: `true` when namespace, identity and every component are byte-for-byte equal.
+    /// - Returns: `true` when namespace, identity and every component (in sorted order) are byte-for-byte
+    ///   equal.
     public static func == (lhs: CacheKey, rhs: CacheKey) -> Bool {
         compareUTF8(lhs.namespace, rhs.namespace) == 0
             && compareUTF8(lhs.identity, rhs.identity) == 0
-            && lhs.variants == rhs.variants
-            && lhs.versions == rhs.versions
+            && lhs.sortedVariants == rhs.sortedVariants
+            && lhs.sortedVersions == rhs.sortedVersions
     }
 
     /// Feeds the key's canonical content into `hasher`.
@@ -177,10 +244,10 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
     public func hash(into hasher: inout Hasher) {
         hashUTF8(namespace, into: &hasher)
         hashUTF8(identity, into: &hasher)
-        hasher.combine(variants.count)
-        for component in variants { component.hash(into: &hasher) }
-        hasher.combine(versions.count)
-        for component in versions { component.hash(into: &hasher) }
+        hasher.combine(sortedVariants.count)
+        for component in sortedVariants { component.hash(into: &hasher) }
+        hasher.combine(sortedVersions.count)
+        for component in sortedVersions { component.hash(into: &hasher) }
     }
 
     // MARK: Canonical form
@@ -218,13 +285,13 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
             + CanonicalFieldWriter.fieldSize(namespace)
             + CanonicalFieldWriter.fieldSize(CanonicalLabel.identity)
             + CanonicalFieldWriter.fieldSize(identity)
-        total += Self.componentsByteCount(variants, label: CanonicalLabel.variants)
-        total += Self.componentsByteCount(versions, label: CanonicalLabel.versions)
+        total += Self.componentsByteCount(sortedVariants, label: CanonicalLabel.variants)
+        total += Self.componentsByteCount(sortedVersions, label: CanonicalLabel.versions)
         return total
     }
 
     /// The encoded size of a labelled component list.
-    private static func componentsByteCount(_ components: [Component], label: StaticString) -> Int {
+    private static func componentsByteCount(_ components: [CacheKeyComponent], label: StaticString) -> Int {
         var total =
             CanonicalFieldWriter.fieldSize(label)
             + CanonicalFieldWriter.fieldSize(length: CanonicalFieldWriter.decimalDigitCount(components.count))
@@ -263,13 +330,13 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
         writer.field(namespace)
         writer.field(CanonicalLabel.identity)
         writer.field(identity)
-        Self.writeComponents(variants, label: CanonicalLabel.variants, to: &writer)
-        Self.writeComponents(versions, label: CanonicalLabel.versions, to: &writer)
+        Self.writeComponents(sortedVariants, label: CanonicalLabel.variants, to: &writer)
+        Self.writeComponents(sortedVersions, label: CanonicalLabel.versions, to: &writer)
     }
 
     /// Writes a component list: its label, its count, then `component`, name, value for each.
     private static func writeComponents(
-        _ components: [Component], label: StaticString, to writer: inout CanonicalFieldWriter
+        _ components: [CacheKeyComponent], label: StaticString, to writer: inout CanonicalFieldWriter
     ) {
         writer.field(label)
         writer.decimalField(components.count)
@@ -293,15 +360,19 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
             reader.isAtEnd
         else { return nil }
         var key = CacheKey(namespace: namespace, identity: identity)
-        key.variants = variants
-        key.versions = versions
+        key.addedVariants = variants  // sorted already (checked while parsing)
+        key.sortedVariants = variants
+        key.addedVersions = versions
+        key.sortedVersions = versions
         return key
     }
 
     /// Parses a labelled component list, requiring sorted order.
-    private static func parseComponents(_ reader: inout CanonicalFieldReader, label: StaticString) -> [Component]? {
+    private static func parseComponents(_ reader: inout CanonicalFieldReader, label: StaticString)
+        -> [CacheKeyComponent]?
+    {
         guard reader.expect(label), let count = reader.decimal() else { return nil }
-        var components: [Component] = []
+        var components: [CacheKeyComponent] = []
         // Every component takes at least 18 bytes, which bounds any up-front reservation.
         components.reserveCapacity(min(count, reader.remaining / 18))
         for _ in 0..<count {
@@ -309,20 +380,20 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible {
                 let name = reader.string(),
                 let value = reader.string()
             else { return nil }
-            let component = Component(name: name, value: value)
-            if let last = components.last, Component.order(last, component) > 0 { return nil }
+            let component = CacheKeyComponent(name: name, value: value)
+            if let last = components.last, CacheKeyComponent.order(last, component) > 0 { return nil }
             components.append(component)
         }
         return components
     }
 
     /// Inserts `component` after any equal ones, keeping `components` sorted.
-    private static func insertSorted(_ component: Component, into components: inout [Component]) {
+    private static func insertSorted(_ component: CacheKeyComponent, into components: inout [CacheKeyComponent]) {
         var low = 0
         var high = components.count
         while low < high {
             let middle = (low + high) / 2
-            if Component.order(components[middle], component) <= 0 {
+            if CacheKeyComponent.order(components[middle], component) <= 0 {
                 low = middle + 1
             } else {
                 high = middle

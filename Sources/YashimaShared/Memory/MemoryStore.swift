@@ -1,6 +1,8 @@
 // The per-process in-memory layer (L1): a cost- and count-bounded LRU of decoded values. Each item
-// remembers the removal epochs it was stored under (I10) and its expiry; a lookup that finds either
-// stale drops the item. Synchronous and short: safe to call from any task.
+// remembers the removal epochs it was stored under (I10) and its expiry; a lookup that finds it expired
+// drops it, and one that finds its epochs moved either drops it (a value kept only in memory) or hands it
+// back unconfirmed, for the engine to check against storage (a value that names a stored entry). No I/O
+// here. Synchronous and short: safe to call from any task.
 
 import Synchronization
 
@@ -14,12 +16,41 @@ struct MemoryKey: Hashable, Sendable {
 struct MemoryItem: Sendable {
     let value: any Sendable
     let cost: Int
-    let metadata: CacheMetadata
-    /// Epoch slots and the epochs at store time (nil when storage is unavailable).
+    let metadata: YCache.Metadata
+    /// Epoch slots and the epochs at store time (nil when storage is unavailable); a confirmed item gets
+    /// newer ones (see `MemoryLookup.unconfirmed`).
     let slots: SharedState.Slots?
-    let stamp: SharedState.Stamp?
+    var stamp: SharedState.Stamp?
     /// Entry path in storage, for the LRU touch of memory hits (P15); nil if not stored.
     let entryPath: EntryPath?
+    /// Which publish of that entry the value was read from or written as; nil if not stored.
+    let entryVersion: EntryVersion?
+    /// Set by `MemoryStore.insert`: tells this item from a later one under the same key.
+    fileprivate(set) var serial: UInt64 = 0
+
+    init(
+        value: any Sendable, cost: Int, metadata: YCache.Metadata, slots: SharedState.Slots?,
+        stamp: SharedState.Stamp?, entryPath: EntryPath?, entryVersion: EntryVersion? = nil
+    ) {
+        self.value = value
+        self.cost = cost
+        self.metadata = metadata
+        self.slots = slots
+        self.stamp = stamp
+        self.entryPath = entryPath
+        self.entryVersion = entryVersion
+    }
+}
+
+/// What a memory lookup found.
+enum MemoryLookup {
+    case miss
+    case hit(MemoryItem)
+    /// The item's epochs moved (I10) but it names a stored entry: another key sharing its epoch slot may
+    /// have been removed or replaced, not this one. The caller checks that storage still holds the same
+    /// publish of the entry, then `confirm`s the item with `current` (the epochs read here, before that
+    /// check) or `drop`s it.
+    case unconfirmed(MemoryItem, current: SharedState.Stamp)
 }
 
 /// A plain, non-thread-safe LRU with a cost bound and an optional count bound.
@@ -47,6 +78,19 @@ struct CostLRU<Key: Hashable, Value> {
     }
 
     var count: Int { slots.count }
+
+    /// Changes the value of `key` in place (its LRU position and cost stay); false when there is none.
+    @discardableResult
+    mutating func update(_ key: Key, _ body: (inout Value) -> Void) -> Bool {
+        guard let slot = slots[key] else { return false }
+        body(&nodes[slot].value)
+        return true
+    }
+
+    /// The value without marking it used.
+    func peekValue(for key: Key) -> Value? {
+        slots[key].map { nodes[$0].value }
+    }
 
     /// The value, marked most recently used.
     mutating func value(for key: Key) -> Value? {
@@ -142,41 +186,82 @@ struct CostLRU<Key: Hashable, Value> {
 /// The L1 of one `YCache`.
 final class MemoryStore: Sendable {
     private let lru: Mutex<CostLRU<MemoryKey, MemoryItem>>
-    /// Last time a memory hit touched the entry's file, per key (P15), kept with the item.
+    /// When each key's entry file was last marked used, as far as this process knows (I11, P15).
     private let touches = Mutex<[MemoryKey: Int64]>([:])
+    /// The next item's serial.
+    private let nextSerial = Atomic<UInt64>(1)
 
     init(maximumCost: Int?, maximumCount: Int?) {
         lru = Mutex(CostLRU(maximumCost: maximumCost, maximumCount: maximumCount))
     }
 
-    /// A live item: not expired, and stored under the current epochs (I10); stale items are dropped.
-    func item(for key: MemoryKey, state: SharedState?, now: Int64) -> MemoryItem? {
-        lru.withLock { lru -> MemoryItem? in
-            guard let item = lru.value(for: key) else { return nil }
+    /// The item for `key`: a hit when it is not expired and was stored under the current epochs (I10);
+    /// unconfirmed when its epochs moved but it names a stored entry (the caller checks storage); a miss
+    /// otherwise (an expired item, or one kept only in memory whose epochs moved, is dropped).
+    func lookup(_ key: MemoryKey, state: SharedState?, now: Int64) -> MemoryLookup {
+        lru.withLock { lru -> MemoryLookup in
+            guard let item = lru.value(for: key) else { return .miss }
             if let expiresAt = item.metadata.expiresAtNanoseconds, now >= expiresAt {
                 lru.removeValue(for: key)
-                return nil
+                return .miss
             }
-            if let slots = item.slots, let stamp = item.stamp, let state, state.stamp(slots) != stamp {
-                lru.removeValue(for: key)
-                return nil
+            if let slots = item.slots, let stamp = item.stamp, let state {
+                let current = state.stamp(slots)
+                if current != stamp {
+                    if item.entryPath != nil && item.entryVersion != nil {
+                        return .unconfirmed(item, current: current)
+                    }
+                    lru.removeValue(for: key)
+                    return .miss
+                }
             }
-            return item
+            return .hit(item)
+        }
+    }
+
+    /// A live item, or nil: `lookup` with an unconfirmed item treated as a miss and dropped.
+    func item(for key: MemoryKey, state: SharedState?, now: Int64) -> MemoryItem? {
+        switch lookup(key, state: state, now: now) {
+        case .miss: return nil
+        case .hit(let item): return item
+        case .unconfirmed(let item, _):
+            drop(key, serial: item.serial)
+            return nil
+        }
+    }
+
+    /// Keeps an unconfirmed item, valid from now on under `stamp`, if `key` still holds that item.
+    func confirm(_ key: MemoryKey, serial: UInt64, stamp: SharedState.Stamp) {
+        lru.withLock { lru in
+            _ = lru.update(key) { item in
+                if item.serial == serial { item.stamp = stamp }
+            }
+        }
+    }
+
+    /// Drops the item of `key` if it is still the one with `serial` (a newer one may have replaced it).
+    func drop(_ key: MemoryKey, serial: UInt64) {
+        lru.withLock { lru in
+            if lru.peekValue(for: key)?.serial == serial { lru.removeValue(for: key) }
         }
     }
 
     /// Inserts `item`; returns false when it was not kept (its cost alone exceeds the budget).
     @discardableResult
     func insert(_ item: MemoryItem, for key: MemoryKey) -> Bool {
-        lru.withLock { lru in
+        var item = item
+        item.serial = nextSerial.wrappingAdd(1, ordering: .relaxed).oldValue
+        return lru.withLock { lru in
             guard lru.maximumCost.map({ item.cost <= $0 }) ?? true, lru.maximumCount != 0 else { return false }
             lru.insert(item, for: key, cost: item.cost)
             return true
         }
     }
 
-    func remove(_ key: MemoryKey) {
-        _ = lru.withLock { $0.removeValue(for: key) }
+    /// Removes the value of `key`; true when there was one.
+    @discardableResult
+    func remove(_ key: MemoryKey) -> Bool {
+        lru.withLock { $0.removeValue(for: key) } != nil
     }
 
     /// Removes every codec's value for `key`.
@@ -196,13 +281,17 @@ final class MemoryStore: Sendable {
     var totalCost: Int { lru.withLock { $0.totalCost } }
     var count: Int { lru.withLock { $0.count } }
 
-    /// True at most once per touch interval per key: time for a memory hit to touch the entry's file.
-    func shouldTouch(_ key: MemoryKey, now: Int64) -> Bool {
+    /// When the entry file of `key` was last marked used (its mtime as this process set or saw it), for
+    /// the touch rule of memory hits (I11, P15); nil when unknown.
+    func lastUse(_ key: MemoryKey) -> Int64? {
+        touches.withLock { $0[key] }
+    }
+
+    /// Records that the entry file of `key` was marked used at `nanoseconds`.
+    func noteUse(_ key: MemoryKey, at nanoseconds: Int64) {
         touches.withLock { touches in
-            if let last = touches[key], now - last < Policy.touchInterval { return false }
             if touches.count > 100_000 { touches.removeAll(keepingCapacity: true) }
-            touches[key] = now
-            return true
+            touches[key] = nanoseconds
         }
     }
 }

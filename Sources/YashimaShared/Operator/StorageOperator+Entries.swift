@@ -160,7 +160,7 @@ extension StorageOperator {
             case .success(let status) = Syscall.status(of: entry.relativePath, in: directory.descriptor),
             status.device == entry.device, status.inode == entry.inode
         else { return false }
-        if case .success(true) = files.remove(entry.relativePath) { return true }
+        if case .success(true) = files.remove(entry.relativePath, payload: .readHeader) { return true }
         return false
     }
 

@@ -10,10 +10,10 @@ extension YCache {
     /// An operator's view of this cache's storage directory, opening it if needed.
     ///
     /// - Returns: A `StorageOperator` bound to the directory this cache uses.
-    /// - Throws: A storage-open error (`YCacheError.storageUnavailable`, `.insecureStorageDirectory`,
+    /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`).
     @_spi(Operator)
-    public func storageOperator() throws(YCacheError) -> StorageOperator {
+    public func storageOperator() throws(YCache.Error) -> StorageOperator {
         StorageOperator(engine: engine, context: try engine.storage(verifyingRoot: true).get())
     }
 }
@@ -87,7 +87,7 @@ public final class StorageOperator: Sendable {
     /// - Parameter namespace: Only entries of this namespace; nil for all.
     /// - Returns: The number of entry files unlinked.
     /// - Throws: A storage-open error when the directory cannot be used.
-    public func removeAll(inNamespace namespace: String?) throws(YCacheError) -> Int {
+    public func removeAll(inNamespace namespace: String?) throws(YCache.Error) -> Int {
         try engine.removeAll(inNamespace: namespace)
     }
 }

@@ -11,7 +11,7 @@ import Synchronization
 /// Modes are set explicitly with `fchmod` on every folder and file the cache creates (entries, staging
 /// files, lock files, the state and layout files), so the process umask never matters. At open, the root
 /// must be owned by this user (in `.groupShared`: or by a user of its group, when this process is in
-/// that group) and must not be writable by others; otherwise `YCacheError.insecureStorageDirectory`
+/// that group) and must not be writable by others; otherwise `YCache.Error.insecureStorageDirectory`
 /// names the problem.
 ///
 /// An app (user `app`) and its helper (user `helper`), both in group `thumbs`, sharing one cache:
@@ -79,12 +79,12 @@ final class Directory: Sendable {
 
     /// Opens (creating when missing) the storage root at `path`.
     /// - Parameter ownerProcessID: The process the handles belong to (I7); only tests pass another one.
-    /// - Throws: `YCacheError` naming the problem: a file where the folder should be, no permission,
+    /// - Throws: `YCache.Error` naming the problem: a file where the folder should be, no permission,
     ///   an insecure owner or mode, a network filesystem (unless allowed), an unknown newer layout.
     init(
         path: String, sharing: StorageSharingMode, allowNetworkFilesystem: Bool,
         ownerProcessID: Int32 = Syscall.processID
-    ) throws(YCacheError) {
+    ) throws(YCache.Error) {
         self.path = path
         self.sharing = sharing
         self.ownerProcessID = ownerProcessID
@@ -313,7 +313,7 @@ final class Directory: Sendable {
 
     // MARK: Opening
 
-    private static func openOrCreateRoot(_ path: String, mode: UInt32) throws(YCacheError) -> Int32 {
+    private static func openOrCreateRoot(_ path: String, mode: UInt32) throws(YCache.Error) -> Int32 {
         switch Syscall.openRoot(path) {
         case .success(let fd): return fd
         case .failure(let error) where error.errno == .noSuchFile:
@@ -335,7 +335,7 @@ final class Directory: Sendable {
     /// (02750 under umask 022) could not write into it. Measured with the stress runner's `--users` mode:
     /// a worker failed to open the directory ("cannot create entries: EACCES") while another was between
     /// its mkdir and chmod. Concurrent creators are fine (someone else's folder is used).
-    private static func createDirectoryChain(_ path: String, mode: UInt32) throws(YCacheError) {
+    private static func createDirectoryChain(_ path: String, mode: UInt32) throws(YCache.Error) {
         var parent = path.hasPrefix("/") ? "/" : "."
         for component in path.split(separator: "/", omittingEmptySubsequences: true) {
             let name = String(component)
@@ -368,7 +368,7 @@ final class Directory: Sendable {
     /// a file or anything else there is an error naming it.
     private static func ensureFolder(
         _ name: String, in root: Int32, mode: UInt32, rootPath: String
-    ) throws(YCacheError) {
+    ) throws(YCache.Error) {
         switch ensureDirectory(name, in: root, mode: mode, replacingFiles: false) {
         case .success:
             return
@@ -386,7 +386,7 @@ final class Directory: Sendable {
         0x4750_4653: "GPFS", 0x0133_7021: "OCFS2",
     ]
 
-    private static func checkFilesystem(_ fd: Int32, path: String, allowNetwork: Bool) throws(YCacheError)
+    private static func checkFilesystem(_ fd: Int32, path: String, allowNetwork: Bool) throws(YCache.Error)
         -> String?
     {
         guard case .success(let type) = Syscall.filesystemType(fd) else { return nil }
@@ -398,7 +398,7 @@ final class Directory: Sendable {
     /// Checks the root (P12): a directory, not writable by other users, owned by this user (in the
     /// group-shared mode: or by a user of its group, when this process is in that group). Root gets no
     /// exemption: a root-run process must not use a directory another user controls. Returns its status.
-    private static func checkOwnership(_ fd: Int32, path: String, sharing: StorageSharingMode) throws(YCacheError)
+    private static func checkOwnership(_ fd: Int32, path: String, sharing: StorageSharingMode) throws(YCache.Error)
         -> FileStatus
     {
         let status: FileStatus
@@ -436,7 +436,7 @@ final class Directory: Sendable {
     }
 
     /// Writes `layout` once (first creator wins, I12) and checks the version found.
-    private static func ensureLayout(_ root: Int32, path: String, fileMode: UInt32) throws(YCacheError) {
+    private static func ensureLayout(_ root: Int32, path: String, fileMode: UInt32) throws(YCache.Error) {
         for _ in 0..<3 {
             switch readSmallFile(layoutFile, in: root) {
             case .success(let text?):
@@ -453,7 +453,7 @@ final class Directory: Sendable {
     }
 
     /// Throws unless `text` is a layout file of the version this code implements.
-    private static func requireSupportedLayout(_ text: [UInt8], path: String) throws(YCacheError) {
+    private static func requireSupportedLayout(_ text: [UInt8], path: String) throws(YCache.Error) {
         guard let version = parseLayoutVersion(text) else {
             throw .storageUnavailable(path: path, reason: "unreadable layout file")
         }
@@ -464,7 +464,7 @@ final class Directory: Sendable {
 
     /// Refuses a directory whose existing layout file this code cannot use, before anything is created
     /// in it. A missing layout file is fine: `ensureLayout` writes one.
-    private static func refuseUnsupportedLayout(_ root: Int32, path: String) throws(YCacheError) {
+    private static func refuseUnsupportedLayout(_ root: Int32, path: String) throws(YCache.Error) {
         if case .success(let text?) = readSmallFile(layoutFile, in: root) {
             try requireSupportedLayout(text, path: path)
         }
@@ -481,7 +481,7 @@ final class Directory: Sendable {
     /// whether this call created it.
     static func createOnce(
         _ name: String, in root: Int32, bytes: [UInt8], mode: UInt32, rootPath: String, size: Int = 0
-    ) throws(YCacheError) -> Bool {
+    ) throws(YCache.Error) -> Bool {
         let staging = stagingFolder + "/" + name + "-" + randomHex(byteCount: 8) + stagingSuffix
         let fd: Int32
         switch Syscall.open(staging, in: root, flags: [.writeOnly, .create, .exclusive], mode: mode) {

@@ -12,12 +12,31 @@ struct EntryExpectation: Sendable {
     let codecBytes: [UInt8]
     let keyDigest: SHA256Digest
 
+    /// The size of the entry's header (fixed part, key and codec identifier): its file size minus the payload.
+    var headerSize: Int { EntryFormat.fixedHeaderSize + keyBytes.count + codecBytes.count }
+
     init(key: CacheKey, codecIdentifier: String) {
         let keyBytes = key.canonicalBytes
         self.keyBytes = keyBytes
         self.codecBytes = Array(codecIdentifier.utf8)
         self.identity = EntryIdentity(key: key, codecIdentifier: codecIdentifier)
         self.keyDigest = key.stableDigest
+    }
+}
+
+/// Which publish of an entry a file is: the header fields every publish sets anew. The created time is
+/// the writer's clock in nanoseconds, so two publishes of one entry share all three only if they were made
+/// in the same nanosecond with the same payload length and CRC32C, that is with the same bytes (and then
+/// either is the right value).
+struct EntryVersion: Sendable, Equatable {
+    let createdAtNanoseconds: Int64
+    let payloadByteCount: Int64
+    let payloadChecksum: UInt32
+
+    init(_ header: EntryFormat.Header) {
+        createdAtNanoseconds = header.createdAtNanoseconds
+        payloadByteCount = header.payloadByteCount
+        payloadChecksum = header.payloadChecksum
     }
 }
 
@@ -45,6 +64,19 @@ struct PublishOutcome: Sendable {
     let header: EntryFormat.Header
     let allocatedBytes: Int64
     let replacedAllocatedBytes: Int64
+    let replacedPayloadBytes: Int64
+    /// The mtime the publish gave the entry (its first use, I11).
+    let modifiedNanoseconds: Int64
+}
+
+/// How `EntryFile.remove` learns the payload bytes it takes off the payload counter (I9).
+enum PayloadCharge: Sendable {
+    /// Known from a header read just before (a scan, a namespace removal).
+    case known(Int64)
+    /// The file's size minus this header size: the entry's key and codec are known, so its header size is.
+    case headerSize(Int)
+    /// Unknown: read the entry's fixed header first.
+    case readHeader
 }
 
 /// Entry-file operations relative to one storage root.
@@ -208,6 +240,21 @@ struct EntryFile {
         return .success((header, Array(buffer[0..<header.payloadOffset]), status))
     }
 
+    /// Which publish the entry file at `path` is, from its fixed header (one open, fstat and 128-byte
+    /// read); nil when there is no file or it is not a sound entry. For revalidating memory items (I10).
+    func publishedVersion(_ path: EntryPath) -> EntryVersion? {
+        guard case .success(let (fd, status)) = openEntry(path.relative) else { return nil }
+        defer { Syscall.close(fd) }
+        var prefix = [UInt8](repeating: 0, count: EntryFormat.fixedHeaderSize)
+        guard case .success(let count) = prefix.withUnsafeMutableBytes({ Syscall.read(fd, into: $0, at: 0) }),
+            count == prefix.count,
+            case .success(let header) = prefix.withUnsafeBytes({
+                EntryFormat.parseFixedHeader($0, fileSize: status.size)
+            })
+        else { return nil }
+        return EntryVersion(header)
+    }
+
     /// Opens an entry file for reading: its descriptor and status, or why it is not a readable entry
     /// (missing; a planted symlink, never followed; not a regular file). The caller closes the descriptor.
     private func openEntry(_ relative: String) -> Result<(Int32, FileStatus), EntryReadFailure> {
@@ -278,6 +325,12 @@ struct EntryFile {
                 payload.withUnsafeBytes { Syscall.write(fd, header, $0) }
             }
         }
+        // The entry's first use, to the nanosecond (I11): the kernel's own mtime comes from a coarse clock, so
+        // entries published within one tick would tie in trim's order, and a hit's touch could land before
+        // it. Best effort: a lock file another user made (a takeover in group-shared mode) keeps the
+        // kernel's time.
+        let publishedAt = Syscall.realtimeNanoseconds
+        if case .success = result { _ = Syscall.setTimes(fd, nanoseconds: publishedAt) }
         if lock == nil { Syscall.close(fd) }
         if case .failure(let error) = result {
             if lock == nil {
@@ -287,10 +340,13 @@ struct EntryFile {
             }
             return .failure(error)
         }
-        // A coordinated generation (holding the lock) just saw no entry; others may replace one.
+        // A coordinated generation (holding the lock) just saw no entry; others may replace one. The entry
+        // it replaces has the same key and codec, so the same header size.
         var replaced: Int64 = 0
+        var replacedPayload: Int64 = 0
         if !knownAbsent, case .success(let old) = Syscall.status(of: path.relative, in: root), old.isRegularFile {
             replaced = old.allocatedBytes
+            replacedPayload = Self.payloadBytes(fileSize: old.size, headerSize: headerBytes.count)
         }
         var renamed = Syscall.rename(staging, in: root, to: path.relative, in: root)
         if case .failure(let error) = renamed, error.errno.isFolderMissingOrReplaced {
@@ -305,15 +361,45 @@ struct EntryFile {
             if lock == nil { _ = Syscall.unlink(staging, in: root) }
             return .failure(error)
         }
-        // The charge: the file size in 4 KiB blocks (what ext4 allocates; trim recounts st_blocks, I9).
+        // The charges (I9): the payload bytes, which the budget counts, and the file size in 4 KiB blocks
+        // (what ext4 allocates; trim recounts st_blocks).
         let allocated = roundUpToBlock(Int64(headerBytes.count + payload.count))
         directory.state.adjustUsage(by: allocated - replaced)
+        directory.state.adjustPayloadBytes(by: Int64(payload.count) - replacedPayload)
+        directory.state.notePublish(atNanoseconds: publishedAt)
         let header = EntryFormat.Header(
             keyByteCount: expectation.keyBytes.count, codecByteCount: expectation.codecBytes.count,
             payloadByteCount: Int64(payload.count), createdAtNanoseconds: createdAt, expiresAtNanoseconds: expiresAt,
             payloadChecksum: checksum, entryIdentity: expectation.identity.digest,
             keyStableDigest: expectation.keyDigest)
-        return .success(PublishOutcome(header: header, allocatedBytes: allocated, replacedAllocatedBytes: replaced))
+        return .success(
+            PublishOutcome(
+                header: header, allocatedBytes: allocated, replacedAllocatedBytes: replaced,
+                replacedPayloadBytes: replacedPayload, modifiedNanoseconds: publishedAt))
+    }
+
+    /// The payload bytes a file of `fileSize` bytes with a header of `headerSize` bytes holds. A file too
+    /// short for its header is not an entry and is charged its whole size, as a scan charges it.
+    static func payloadBytes(fileSize: Int64, headerSize: Int) -> Int64 {
+        fileSize >= Int64(headerSize) ? fileSize - Int64(headerSize) : max(0, fileSize)
+    }
+
+    /// The payload bytes the payload counter holds for the file at `relative` (status `status`): its
+    /// header's payload count when the fixed header is sound, else its whole size (debris in `entries/`
+    /// counts against the budget until trim removes it). One open and one 128-byte read.
+    func chargedPayloadBytes(_ relative: String, status: FileStatus) -> Int64 {
+        guard case .success(let fd) = Syscall.open(relative, in: directory.descriptor, flags: [.readOnly]) else {
+            return max(0, status.size)
+        }
+        defer { Syscall.close(fd) }
+        var prefix = [UInt8](repeating: 0, count: EntryFormat.fixedHeaderSize)
+        guard case .success(let count) = prefix.withUnsafeMutableBytes({ Syscall.read(fd, into: $0, at: 0) }),
+            count == prefix.count,
+            case .success(let header) = prefix.withUnsafeBytes({
+                EntryFormat.parseFixedHeader($0, fileSize: status.size)
+            })
+        else { return max(0, status.size) }
+        return header.payloadByteCount
     }
 
     /// The bytes an entry with this payload will be charged: its file size rounded up to 4 KiB blocks.
@@ -323,31 +409,77 @@ struct EntryFile {
 
     // MARK: Remove (I4)
 
-    /// Unlinks `relative` and subtracts its allocated bytes from usage. A missing file is fine.
+    /// Unlinks `relative` and subtracts its allocated and payload bytes from the counters (I9). A missing
+    /// file is fine.
     @discardableResult
-    func remove(_ relative: String) -> Result<Bool, SystemCallError> {
+    func remove(_ relative: String, payload charge: PayloadCharge) -> Result<Bool, SystemCallError> {
         let root = directory.descriptor
         let allocated: Int64
+        var payload: Int64 = 0
         switch Syscall.status(of: relative, in: root) {
-        case .success(let status): allocated = status.isRegularFile ? status.allocatedBytes : 0
+        case .success(let status):
+            allocated = status.isRegularFile ? status.allocatedBytes : 0
+            if status.isRegularFile {
+                switch charge {
+                case .known(let bytes): payload = bytes
+                case .headerSize(let size): payload = Self.payloadBytes(fileSize: status.size, headerSize: size)
+                case .readHeader: payload = chargedPayloadBytes(relative, status: status)
+                }
+            }
         case .failure(let error) where error.errno == .noSuchFile: return .success(false)
         case .failure(let error): return .failure(error)
         }
         switch Syscall.unlink(relative, in: root) {
         case .success:
             directory.state.adjustUsage(by: -allocated)
+            directory.state.adjustPayloadBytes(by: -payload)
             return .success(true)
         case .failure(let error) where error.errno == .noSuchFile: return .success(false)
         case .failure(let error): return .failure(error)
         }
     }
 
-    /// Marks an entry used (I11): sets its mtime to now when older than the touch interval, or when it
-    /// lies more than that interval in the future (a clock that jumped back), so LRU order recovers.
-    func touchIfStale(_ path: EntryPath, modifiedAt: Int64, now: Int64) {
-        guard now - modifiedAt >= Policy.touchInterval || modifiedAt - now >= Policy.touchInterval else { return }
+    /// `nanoseconds`, or the next value after it that carries the touch mark (`Policy.touchMark`).
+    static func marked(_ nanoseconds: Int64) -> Int64 {
+        let modulus = Policy.touchMark.modulus
+        let marked = nanoseconds - nanoseconds % modulus + Policy.touchMark.remainder
+        return marked >= nanoseconds ? marked : marked + modulus
+    }
+
+    /// Whether an mtime was set by a cache touch (its nanoseconds carry the touch mark).
+    static func isTouchMark(_ nanoseconds: Int64) -> Bool {
+        nanoseconds % Policy.touchMark.modulus == Policy.touchMark.remainder
+    }
+
+    /// Whether a hit on an entry last used at `lastUse` touches it (I11): when anything was published
+    /// after that use (or trim would take it for older than what was published since), when the use is
+    /// at least the touch interval old, or when it lies that far in the future (a clock that jumped back).
+    /// Otherwise nothing is written: a read-only workload does not write.
+    static func shouldTouch(lastUse: Int64, now: Int64, lastPublish: Int64) -> Bool {
+        lastPublish > lastUse || now - lastUse >= Policy.touchInterval || lastUse - now >= Policy.touchInterval
+    }
+
+    /// Marks an entry used (I11) if `shouldTouch` says so, and returns its new last use (nil when it was
+    /// not touched). The mtime becomes now, and at least one nanosecond after the last publish, so the
+    /// entry is newer than everything published before the hit; a file of another user (group-shared
+    /// mode) only allows the kernel's now, exact to within a clock tick.
+    @discardableResult
+    func touchIfStale(_ path: EntryPath, lastUse: Int64, now: Int64) -> Int64? {
+        // A last publish far ahead of now was left by a clock that jumped back: it says nothing about order.
+        let recorded = directory.state.lastPublishNanoseconds
+        let lastPublish = recorded - now >= Policy.touchInterval ? 0 : recorded
+        guard Self.shouldTouch(lastUse: lastUse, now: now, lastPublish: lastPublish) else { return nil }
+        let target = Self.marked(max(now, lastPublish &+ 1))
         // Best effort: a failed touch only makes LRU order a little less exact.
-        _ = Syscall.touch(path.relative, in: directory.descriptor)
+        switch Syscall.setTimes(path.relative, in: directory.descriptor, nanoseconds: target) {
+        case .success:
+            return target
+        case .failure(let error) where error.errno == .operationNotPermitted:
+            _ = Syscall.touch(path.relative, in: directory.descriptor)
+            return now
+        case .failure:
+            return nil
+        }
     }
 }
 
@@ -356,6 +488,16 @@ private func roundUpToBlock(_ size: Int64) -> Int64 { (size + 4095) / 4096 * 409
 /// The (inode, ctime, size) of mapped files whose payload checksum this process already verified.
 /// Any write to a file changes its ctime, so a match proves the bytes are the verified ones; only ctimes
 /// older than `Policy.verifiedCtimeMinimumAge` are remembered (coarse timestamps, see Policy).
+///
+/// A touch (I11) changes the ctime too, without changing a byte, and touches follow publishes: were every
+/// changed ctime a new file version, a large entry touched after each write somewhere in the directory
+/// would have its payload checksummed on every hit. So a ctime that moved on since the verification still
+/// counts as the verified version when the file's last change was a cache touch: its mtime carries the
+/// touch mark (`Policy.touchMark`) and differs from its ctime, which a write never leaves (a write sets
+/// both to the kernel's one "now"; a touch sets an explicit mtime). The record keeps the verified ctime,
+/// so a write after the touch, even within one coarse clock tick, is caught again. What this cannot see,
+/// like any check of metadata, is a foreign process rewriting an entry in place (which I1 rules out for
+/// every conforming writer) and a cache touch after it.
 final class VerifiedInodes: Sendable {
     static let shared = VerifiedInodes()
 
@@ -372,8 +514,12 @@ final class VerifiedInodes: Sendable {
     private let table = Mutex<[Identity: Seen]>([:])
 
     func contains(_ status: FileStatus) -> Bool {
-        let seen = table.withLock { $0[Identity(device: status.device, inode: status.inode)] }
-        return seen == Seen(changed: status.changedNanoseconds, size: status.size)
+        guard let seen = table.withLock({ $0[Identity(device: status.device, inode: status.inode)] }),
+            seen.size == status.size
+        else { return false }
+        if seen.changed == status.changedNanoseconds { return true }
+        return status.changedNanoseconds > seen.changed && EntryFile.isTouchMark(status.modifiedNanoseconds)
+            && status.modifiedNanoseconds != status.changedNanoseconds
     }
 
     func insert(_ status: FileStatus, now: Int64) {

@@ -1,6 +1,7 @@
-// Trimming and directory scans: keeping usage under the budget in LRU order (I9, I11), sweeping debris
-// (old staging files, unlocked lock files), and the whole-directory walks behind removeAll, listing and
-// usage. Everything here may take long: callers run it off the cooperative pool (BlockingWork).
+// Trimming and directory scans: keeping usage (payload bytes, optionally allocated bytes) under the budget
+// in LRU order (I9, I11), sweeping debris (old staging files, unlocked lock files), and the whole-directory
+// walks behind removeAll, listing and usage. Everything here may take long: callers run it off the
+// cooperative pool (BlockingWork).
 
 import Synchronization
 
@@ -9,6 +10,34 @@ struct ScannedEntry: Sendable {
     let relative: String
     let modified: Int64
     let allocatedBytes: Int64
+    /// The file's size (to notice, before unlinking, that it was replaced since the scan).
+    let size: Int64
+    /// Payload bytes from its header (`EntryFile.chargedPayloadBytes`); 0 when the scan did not read them.
+    let payloadBytes: Int64
+}
+
+/// What trim keeps usage under (I9): the payload bytes of all entries (the storage budget, as Yashima
+/// counts it) and, optionally, their allocated bytes (a disk cap). Nil bounds nothing.
+struct StorageBudget: Sendable, Equatable {
+    var payloadBytes: Int64?
+    var allocatedBytes: Int64?
+
+    var isBounded: Bool { payloadBytes != nil || allocatedBytes != nil }
+
+    /// Whether `state`'s counters are over this budget, or cannot be trusted yet (a payload counter that
+    /// no scan has counted, in a state file made by 0.1 or just now).
+    func isExceeded(by state: SharedState) -> Bool {
+        if let payloadBytes, state.payloadBytes > payloadBytes || !state.isPayloadCounted { return true }
+        if let allocatedBytes, state.usage > allocatedBytes { return true }
+        return false
+    }
+}
+
+/// A directory's usage, counted by a scan.
+struct CountedUsage: Sendable, Equatable {
+    var payloadBytes: Int64
+    var allocatedBytes: Int64
+    var entries: Int
 }
 
 /// Budget enforcement and scans for one storage root.
@@ -29,7 +58,9 @@ final class Trimmer: Sendable {
     // MARK: Scans
 
     /// Every entry file (regular files ending in `.entry` under the fan-out folders). Blocking.
-    func scanEntries() -> [ScannedEntry] {
+    /// - Parameter readingPayloads: Also read each file's fixed header for its payload bytes (one open
+    ///   and one 128-byte read per file, on top of the listing's fstatat).
+    func scanEntries(readingPayloads: Bool = false) -> [ScannedEntry] {
         let root = directory.descriptor
         var found: [ScannedEntry] = []
         guard case .success(let folders) = Syscall.listDirectory(Directory.entriesFolder, in: root) else {
@@ -45,8 +76,9 @@ final class Trimmer: Sendable {
                 guard let status = name.status, status.isRegularFile else { continue }
                 found.append(
                     ScannedEntry(
-                        relative: relative, modified: status.modifiedNanoseconds, allocatedBytes: status.allocatedBytes)
-                )
+                        relative: relative, modified: status.modifiedNanoseconds, allocatedBytes: status.allocatedBytes,
+                        size: status.size,
+                        payloadBytes: readingPayloads ? files.chargedPayloadBytes(relative, status: status) : 0))
             }
         }
         return found
@@ -54,12 +86,16 @@ final class Trimmer: Sendable {
 
     // MARK: Trim (I9)
 
-    /// Brings usage to at most `budget` if it is over: takes `trim.lock` (waiting for another trimmer, so
+    /// Brings usage within `budget` if it is over: takes `trim.lock` (waiting for another trimmer, so
     /// that the bound holds when this returns), then unlinks least-recently-used entries down to the low
-    /// water mark. Blocking.
-    func trimIfNeeded(budget: Int64, force: Bool = false) -> Result<Void, SystemCallError> {
+    /// water mark of each bound. A payload counter no scan has counted yet is counted first. Blocking.
+    /// - Parameter force: Recount first and trim down to the budget itself with no per-pass limit (an
+    ///   explicit `trimStorageIfNeeded()`).
+    /// - Returns: With `force`, the usage left: the scan's count minus what this pass unlinked.
+    @discardableResult
+    func trimIfNeeded(budget: StorageBudget, force: Bool = false) -> Result<CountedUsage?, SystemCallError> {
         let state = directory.state
-        guard force || state.usage > budget else { return .success(()) }
+        guard budget.isBounded, force || budget.isExceeded(by: state) else { return .success(nil) }
         let lock: Int32
         switch openTrimLock() {
         case .success(let fd): lock = fd
@@ -70,26 +106,46 @@ final class Trimmer: Sendable {
             Syscall.close(lock)
         }
         if case .failure(let error) = Syscall.lock(lock, exclusive: true, wait: true) { return .failure(error) }
-        // Another process may have trimmed while we waited.
-        guard force || state.usage > budget else { return .success(()) }
+        // Another process may have trimmed (or counted) while we waited.
+        guard force || budget.isExceeded(by: state) else { return .success(nil) }
         var rescanned = false
-        if force {
-            rebuildIndex()  // an explicit trim recounts usage first (I9)
+        var left: CountedUsage?
+        if force || !state.isPayloadCounted {
+            left = rebuildIndex()  // an explicit trim, or a payload counter never counted, recounts first (I9)
             rescanned = true
+            // Counted, the directory may be within the budget after all: then the low-water mark is not due.
+            if !force && !budget.isExceeded(by: state) {
+                sweepDebris()
+                return .success(nil)
+            }
         }
-        let target = force ? budget : Int64(Double(budget) * Policy.trimLowWaterFraction)
+        func target(_ bound: Int64?) -> Int64? {
+            bound.map { force ? $0 : Int64(Double($0) * Policy.trimLowWaterFraction) }
+        }
+        let payloadTarget = target(budget.payloadBytes)
+        let allocatedTarget = target(budget.allocatedBytes)
+        func isOver() -> Bool {
+            (payloadTarget.map { state.payloadBytes > $0 } ?? false)
+                || (allocatedTarget.map { state.usage > $0 } ?? false)
+        }
         var unlinked = 0
-        while state.usage > target {
+        while isOver() {
             guard let victim = nextVictim(rescanIfEmpty: !rescanned, rescanned: &rescanned) else { break }
-            // Re-check right before unlinking: an entry used since the scan has a newer mtime (I9, P7).
+            // Re-check right before unlinking: an entry used since the scan has a newer mtime, a replaced one
+            // a newer mtime or another size (I9, P7).
             guard case .success(let status) = Syscall.status(of: victim.relative, in: directory.descriptor),
-                status.isRegularFile, status.modifiedNanoseconds == victim.modified
+                status.isRegularFile, status.modifiedNanoseconds == victim.modified, status.size == victim.size
             else { continue }
-            if case .success(true) = files.remove(victim.relative) { unlinked += 1 }
+            if case .success(true) = files.remove(victim.relative, payload: .known(victim.payloadBytes)) {
+                unlinked += 1
+                left?.payloadBytes -= victim.payloadBytes
+                left?.allocatedBytes -= victim.allocatedBytes
+                left?.entries -= 1
+            }
             if unlinked >= Policy.trimMaximumUnlinksPerPass && !force { break }
         }
         if rescanned { sweepDebris() }
-        return .success(())
+        return .success(force ? left : nil)
     }
 
     private func nextVictim(rescanIfEmpty: Bool, rescanned: inout Bool) -> ScannedEntry? {
@@ -100,13 +156,21 @@ final class Trimmer: Sendable {
         return popIndex()
     }
 
-    private func rebuildIndex() {
-        let before = directory.state.usage
-        let entries = scanEntries().sorted { $0.modified < $1.modified }
-        // Reconcile the usage hint with the scan (I9); concurrent publishes during the scan keep their delta.
-        let total = entries.reduce(Int64(0)) { $0 + $1.allocatedBytes }
-        directory.state.adjustUsage(by: total - before)
+    /// Scans (reading payload sizes), reconciles both counters and replaces the victim index; returns the count.
+    @discardableResult
+    private func rebuildIndex() -> CountedUsage {
+        let state = directory.state
+        let (allocatedBefore, payloadBefore) = (state.usage, state.payloadBytes)
+        let entries = scanEntries(readingPayloads: true).sorted { $0.modified < $1.modified }
+        let counted = CountedUsage(
+            payloadBytes: entries.reduce(Int64(0)) { $0 + $1.payloadBytes },
+            allocatedBytes: entries.reduce(Int64(0)) { $0 + $1.allocatedBytes }, entries: entries.count)
+        // Reconcile both counters with the scan (I9); concurrent publishes during the scan keep their delta.
+        state.adjustUsage(by: counted.allocatedBytes - allocatedBefore)
+        state.adjustPayloadBytes(by: counted.payloadBytes - payloadBefore)
+        state.markPayloadCounted()
         index.withLock { $0 = (entries, 0) }
+        return counted
     }
 
     private func popIndex() -> ScannedEntry? {
@@ -134,13 +198,19 @@ final class Trimmer: Sendable {
         return result
     }
 
-    /// Recounts usage from a scan and stores it (I9). Blocking.
-    func reconcileUsage() -> (bytes: Int64, entries: Int) {
-        let before = directory.state.usage
-        let entries = scanEntries()
-        let total = entries.reduce(Int64(0)) { $0 + $1.allocatedBytes }
-        directory.state.adjustUsage(by: total - before)
-        return (total, entries.count)
+    /// Recounts usage from a scan (reading every entry's fixed header) and stores it in both counters (I9).
+    /// Blocking.
+    func reconcileUsage() -> CountedUsage {
+        let state = directory.state
+        let (allocatedBefore, payloadBefore) = (state.usage, state.payloadBytes)
+        let entries = scanEntries(readingPayloads: true)
+        let counted = CountedUsage(
+            payloadBytes: entries.reduce(Int64(0)) { $0 + $1.payloadBytes },
+            allocatedBytes: entries.reduce(Int64(0)) { $0 + $1.allocatedBytes }, entries: entries.count)
+        state.adjustUsage(by: counted.allocatedBytes - allocatedBefore)
+        state.adjustPayloadBytes(by: counted.payloadBytes - payloadBefore)
+        state.markPayloadCounted()
+        return counted
     }
 
     // MARK: Debris

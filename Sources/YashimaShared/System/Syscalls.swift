@@ -312,6 +312,14 @@ enum Syscall {
         return check(ysh_touch_at(directory, path, &err), err, "utimensat")
     }
 
+    /// `utimensat(2)` with explicit times, AT_SYMLINK_NOFOLLOW: sets the access and modification times to
+    /// `nanoseconds` since the epoch. Only the file's owner may (EPERM otherwise); no symlink is followed in
+    /// any component of `path`.
+    static func setTimes(_ path: String, in directory: Int32, nanoseconds: Int64) -> Result<Void, SystemCallError> {
+        var err: Int32 = 0
+        return check(ysh_set_times_at(directory, path, nanoseconds, &err), err, "utimensat")
+    }
+
     /// `ftruncate(2)`. Only for files nobody else can see yet (staging files).
     static func truncate(_ fd: Int32, length: Int64) -> Result<Void, SystemCallError> {
         var err: Int32 = 0

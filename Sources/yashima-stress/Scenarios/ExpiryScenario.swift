@@ -77,9 +77,13 @@ enum ExpiryScenario: Scenario {
     }
 
     private static func check(
-        _ worker: WorkerContext, _ label: String, _ metadata: CacheMetadata, _ callStart: Int64, _ expiry: Int,
+        _ worker: WorkerContext, _ label: String, _ metadata: YCache.Metadata?, _ callStart: Int64, _ expiry: Int,
         _ how: String
     ) {
+        guard let metadata else {
+            worker.tally.wrong("\(label) (\(how)) has no metadata")
+            return
+        }
         guard let expiresAt = metadata.expiresAt?.nanosecondsSince1970 else {
             worker.tally.wrong("\(label) (\(how)) has no expiry")
             return

@@ -69,8 +69,11 @@ enum LifecycleScenario: Scenario {
                 if let fetched = try await worker.expected.cached(cache, key) {
                     worker.tally.record(
                         fetched, nanoseconds: monotonicNanoseconds() - start, describe: "\(label) cache-only")
-                    worker.event(
-                        "read \(label) \(wallStart) \(fetched.metadata.createdAt.nanosecondsSince1970) cacheOnly")
+                    if let created = fetched.metadata?.createdAt.nanosecondsSince1970 {
+                        worker.event("read \(label) \(wallStart) \(created) cacheOnly")
+                    } else {
+                        worker.tally.wrong("\(label) (cache-only) has no metadata")
+                    }
                 } else {
                     worker.tally.operation(nanoseconds: monotonicNanoseconds() - start, miss: true)
                 }
@@ -130,7 +133,10 @@ enum LifecycleScenario: Scenario {
     private static func logResult(
         _ worker: WorkerContext, _ label: String, _ fetched: Fetched, _ wallStart: Int64, _ how: String
     ) {
-        let created = fetched.metadata.createdAt.nanosecondsSince1970
+        guard let created = fetched.metadata?.createdAt.nanosecondsSince1970 else {
+            worker.tally.wrong("\(label) (\(how)) has no metadata")
+            return
+        }
         if fetched.source == .generated && !fetched.shared {
             worker.event("made \(label) \(created) \(wallNanoseconds())")
         } else {

@@ -1,7 +1,8 @@
 // Scenario 4, quota pressure: every worker writes (get-or-generate and store) under one small budget while
-// the orchestrator samples the real usage (st_blocks × 512 of the entry files) throughout. The bound is the
-// budget plus the documented slack: one in-flight entry per writer. Also: an entry whose charge equals the
-// budget is kept, and entries larger than the budget are returned but never stored.
+// the orchestrator samples the real usage (payload bytes of the entry files, what the budget counts)
+// throughout. The bound is the budget plus the documented slack: one in-flight entry per writer. Also: an
+// entry whose payload equals the budget is kept, and entries larger than the budget are returned but never
+// stored.
 
 import Foundation
 import YashimaShared
@@ -84,27 +85,17 @@ enum QuotaScenario: Scenario {
         run.setting("poolKeys", smoke: 80, standard: 300)
         run.setting("operations", smoke: 400, standard: 1_000)
 
-        // An entry's charge, found by writing one and measuring it (4 KiB blocks of header + key + codec +
-        // payload): the exact-capacity budget, and the slack per writer.
-        let probeDirectory = run.directory + "/probe"
-        let probe = YCache(
-            storageDirectory: URL(fileURLWithPath: probeDirectory), storageMaximumByteCount: nil,
-            sharing: run.plan.sharing)
-        _ = try await run.expected.fetch(probe, exactKey)
-        guard let probeFile = StorageProbe.entryFiles(probeDirectory).first else {
-            run.fail("the probe entry was not stored")
-            return
-        }
-        let overhead = Int(probeFile.size) - exactSize
-        let exactCharge = roundUpToBlock(Int(probeFile.size))
-        let largestCharge = roundUpToBlock(poolSizes.max()! + overhead + 64)  // + 64: longer key identities
+        // The budget counts payload bytes: an entry is charged its payload, so the exact-capacity budget is
+        // the exact key's payload, and the slack per writer the largest payload.
+        let exactCharge = exactSize
+        let largestCharge = poolSizes.max()!
         let bound = Int64(budget + run.workerCount * largestCharge)
         run.setting("exactBudget", exactCharge)
 
         // Many writers; the orchestrator samples real usage all along.
         let fleet = try run.startPhase("pressure", workers: run.workerCount)
         var peak: Int64 = 0
-        var largestFile: Int64 = 0
+        var largestPayload: Int64 = 0
         var samples = 0
         var lastSample: UInt64 = 0
         run.finishPhase(
@@ -114,22 +105,22 @@ enum QuotaScenario: Scenario {
                 guard now - lastSample >= 2_000_000 else { return }
                 lastSample = now
                 let usage = StorageProbe.usage(run.cacheDirectory)
-                peak = max(peak, usage.allocated)
-                largestFile = max(largestFile, usage.largestFile)
+                peak = max(peak, usage.payload)
+                largestPayload = max(largestPayload, usage.largestPayload)
                 samples += 1
             })
         let final = StorageProbe.usage(run.cacheDirectory)
-        peak = max(peak, final.allocated)
+        peak = max(peak, final.payload)
         run.expect(
             peak <= bound,
             "usage reached \(describeBytes(peak)), over the bound \(describeBytes(bound)) (budget \(describeBytes(Int64(budget))) + \(run.workerCount) × \(describeBytes(Int64(largestCharge))))"
         )
         run.expect(
-            final.allocated <= Int64(budget),
-            "usage is \(describeBytes(final.allocated)) after the writers finished, over the budget")
+            final.payload <= Int64(budget),
+            "usage is \(describeBytes(final.payload)) after the writers finished, over the budget")
         run.expect(
-            largestFile <= Int64(budget),
-            "an entry file of \(describeBytes(largestFile)) (larger than the budget) was stored")
+            largestPayload <= Int64(budget),
+            "an entry of \(describeBytes(largestPayload)) (larger than the budget) was stored")
 
         let check = await run.verifyStorage()
         run.require(check, "storage")
@@ -139,19 +130,20 @@ enum QuotaScenario: Scenario {
         )
         let judge = run.judgeCache()
         let reported = try await judge.storageUsage()
+        let probed = StorageProbe.usage(run.cacheDirectory)
         run.expect(
-            reported.byteCount == StorageProbe.usage(run.cacheDirectory).allocated,
-            "storageUsage() says \(reported.byteCount) bytes, the directory holds \(StorageProbe.usage(run.cacheDirectory).allocated)"
-        )
+            reported.byteCount == probed.payload && reported.allocatedByteCount == probed.allocated,
+            "storageUsage() says \(reported.byteCount) payload bytes in \(reported.allocatedByteCount) allocated, the "
+                + "directory holds \(probed.payload) in \(probed.allocated)")
 
-        // Exact capacity: budget == one entry's charge; the entry is kept, a bigger one is not stored.
+        // Exact capacity: budget == one entry's payload; the entry is kept, a bigger one is not stored.
         try run.runPhase("exact", workers: 1)
         let exactDirectory = run.cacheDirectory + "-exact"
         let exactJudge = YCache(
             storageDirectory: URL(fileURLWithPath: exactDirectory), memoryMaximumCost: 0, storageMaximumByteCount: nil,
             sharing: run.plan.sharing)
         let kept = try await run.expected.cached(exactJudge, exactKey)
-        run.expect(kept?.correct == true, "an entry whose charge (\(exactCharge) B) equals the budget was not kept")
+        run.expect(kept?.correct == true, "an entry whose payload (\(exactCharge) B) equals the budget was not kept")
         let over = try await run.expected.cached(exactJudge, overExactKey)
         run.expect(over == nil, "an entry larger than the budget was stored")
         let exactFiles = StorageProbe.entryFiles(exactDirectory)
@@ -165,11 +157,10 @@ enum QuotaScenario: Scenario {
         run.note(
             "budget \(describeBytes(Int64(budget))); \(samples) usage samples: peak \(describeBytes(peak)) ≤ bound "
                 + "\(describeBytes(bound)) (budget + \(run.workerCount) writers × \(describeBytes(Int64(largestCharge)))); "
-                + "final \(describeBytes(final.allocated)) in \(final.files) entries")
+                + "final \(describeBytes(final.payload)) in \(final.files) entries "
+                + "(\(describeBytes(final.allocated)) allocated)")
         run.note(
             "\(stores) stores, \(oversized) oversized requests (returned, never stored); exact-capacity entry "
-                + "(charge \(exactCharge) B = budget) kept")
+                + "(payload \(exactCharge) B = budget) kept")
     }
-
-    private static func roundUpToBlock(_ size: Int) -> Int { (size + 4095) / 4096 * 4096 }
 }

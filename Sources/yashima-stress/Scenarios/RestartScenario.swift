@@ -183,7 +183,10 @@ enum RestartScenario: Scenario {
         run.expect(
             check.listed == keys + crashFound, "storage lists \(check.listed) entries, expected \(keys + crashFound)")
         let usage = try await run.judgeCache().storageUsage()
-        run.expect(usage.byteCount == StorageProbe.usage(root).allocated, "storageUsage() disagrees with the directory")
+        let probed = StorageProbe.usage(root)
+        run.expect(
+            usage.byteCount == probed.payload && usage.allocatedByteCount == probed.allocated,
+            "storageUsage() disagrees with the directory")
         run.note(
             "\(keys) entries written by \(run.workerCount) workers, \(goneCount) removed, \(expiringCount) expired; "
                 + "a fresh process found all \(found) valid ones and none of the others")

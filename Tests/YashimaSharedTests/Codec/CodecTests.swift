@@ -245,19 +245,13 @@ struct CodecRoundTripTests {
         #expect(try string.decode(string.encode("\"quoted\" \\ 🌍")) == "\"quoted\" \\ 🌍")
     }
 
-    @Test("CodableCodec reports encoding failures")
+    @Test("CodableCodec reports encoding failures with the encoder's own error, as Yashima's does")
     func codableEncodingFailures() throws {
         // Property lists cannot hold a top-level scalar; JSON cannot hold NaN by default.
         let plistScalar = CodableCodec(Int.self, format: .propertyList)
         let jsonNaN = CodableCodec(Double.self)
         for attempt in [{ _ = try plistScalar.encode(1) }, { _ = try jsonNaN.encode(.nan) }] {
-            do {
-                try attempt()
-                Issue.record("encoding unexpectedly succeeded")
-            } catch let error as CacheCodecError {
-                #expect(error.reason == .encodingFailed)
-                #expect(!error.message.isEmpty)
-            }
+            #expect(throws: EncodingError.self) { try attempt() }
         }
     }
 
@@ -300,7 +294,9 @@ struct CodecIdentifierTests {
         #expect(StringCodec().identifier == "string-utf8-v1")
         #expect(CompressedDataCodec(level: 9).identifier == "zlib-data-v1")
         #expect(CodableCodec([Int].self).identifier == "codable-json-v1:Swift.Array<Swift.Int>")
-        #expect(CodableCodec([Int].self, format: .propertyList).identifier == "codable-plist-v1:Swift.Array<Swift.Int>")
+        #expect(
+            CodableCodec([Int].self, format: .propertyList).identifier
+                == "codable-property-list-binary-v1:Swift.Array<Swift.Int>")
         #expect(CodableCodec(Outer.self).identifier == "codable-json-v1:" + String(reflecting: Outer.self))
         #expect(CodableCodec(Outer.self).format == .json)
     }
@@ -431,8 +427,14 @@ struct CodecInvalidInputTests {
         expectDecodeFailure(StringCodec(), Data(bytes), .invalidInput)
     }
 
-    @Test("CodableCodec rejects garbage in both formats")
+    @Test("CodableCodec rejects garbage in both formats with the decoder's own error")
     func codableGarbage() throws {
+        func expectDecodeFailure<V>(
+            _ codec: CodableCodec<V>, _ data: Data, _: CacheCodecError.Reason,
+            sourceLocation: SourceLocation = #_sourceLocation
+        ) {
+            #expect(throws: DecodingError.self, sourceLocation: sourceLocation) { _ = try codec.decode(data) }
+        }
         let json = CodableCodec(Outer.self)
         let plist = CodableCodec(Outer.self, format: .propertyList)
         let garbage: [Data] = [

@@ -75,7 +75,7 @@ extension Hardening {
             let cache = YCache(storageDirectory: dir.url)
             let key = CacheKey("long-codec")
             #expect(try await cache.value(for: key, codec: LongNamedCodec()) { Data("v".utf8) } == Data("v".utf8))
-            #expect(cache.peek(for: key, codec: LongNamedCodec()) == Data("v".utf8))
+            #expect(try await cache.peek(for: key, codec: LongNamedCodec()) == Data("v".utf8))
             #expect(Hardening.entryBytes(dir.path) == 0)
             let other = YCache(storageDirectory: dir.url)
             #expect(try await other.valueIfCached(for: key, codec: LongNamedCodec()) == nil)
@@ -111,10 +111,10 @@ extension Hardening {
         func unknownLayoutVersion() throws {
             try YCache(storageDirectory: dir.url).openStorage()
             try "yashima-shared layout 2\n".write(toFile: dir.path + "/layout", atomically: false, encoding: .utf8)
-            let error = #expect(throws: YCacheError.self) { try YCache(storageDirectory: dir.url).openStorage() }
+            let error = #expect(throws: YCache.Error.self) { try YCache(storageDirectory: dir.url).openStorage() }
             #expect(error == .unsupportedLayout(path: dir.url.standardizedFileURL.path, found: 2, supported: 1))
             try "not a layout".write(toFile: dir.path + "/layout", atomically: false, encoding: .utf8)
-            let garbled = #expect(throws: YCacheError.self) { try YCache(storageDirectory: dir.url).openStorage() }
+            let garbled = #expect(throws: YCache.Error.self) { try YCache(storageDirectory: dir.url).openStorage() }
             #expect(garbled?.description.contains("unreadable layout file") == true)
 
             // A directory holding only a newer layout file: refused before anything is created in it.
@@ -122,7 +122,7 @@ extension Hardening {
             try FileManager.default.createDirectory(at: newer.url, withIntermediateDirectories: false)
             chmod(newer.path, 0o700)
             try "yashima-shared layout 2\n".write(toFile: newer.path + "/layout", atomically: false, encoding: .utf8)
-            #expect(throws: YCacheError.self) { try YCache(storageDirectory: newer.url).openStorage() }
+            #expect(throws: YCache.Error.self) { try YCache(storageDirectory: newer.url).openStorage() }
             #expect(try FileManager.default.contentsOfDirectory(atPath: newer.path) == ["layout"])
         }
 
@@ -163,13 +163,13 @@ extension Hardening {
         func fileWhereAFolderShouldBe() async throws {
             // The root itself.
             _ = FileManager.default.createFile(atPath: dir.path, contents: Data("file".utf8))
-            let rootError = #expect(throws: YCacheError.self) { try YCache(storageDirectory: dir.url).openStorage() }
+            let rootError = #expect(throws: YCache.Error.self) { try YCache(storageDirectory: dir.url).openStorage() }
             #expect(rootError?.description.contains("not a directory") == true)
             try FileManager.default.removeItem(atPath: dir.path)
             // A top-level folder.
             Hardening.makePrivateFolder(dir.path)
             _ = FileManager.default.createFile(atPath: dir.path + "/entries", contents: Data("file".utf8))
-            let folderError = #expect(throws: YCacheError.self) { try YCache(storageDirectory: dir.url).openStorage() }
+            let folderError = #expect(throws: YCache.Error.self) { try YCache(storageDirectory: dir.url).openStorage() }
             guard case .storageUnavailable(_, let reason) = folderError else {
                 Issue.record("expected storageUnavailable, got \(String(describing: folderError))")
                 return
@@ -199,7 +199,7 @@ extension Hardening {
         }
 
         struct ThrowingCodec: CacheCodec {
-            struct Failure: Error {}
+            struct Failure: Error, Equatable {}
             let failEncode: Bool
             let failDecode: Bool
             var identifier: String { "throwing-v1" }
@@ -213,26 +213,23 @@ extension Hardening {
             }
         }
 
-        @Test("a codec that throws on encode: encodingFailed under .throwError, the value under .bestEffort")
+        @Test("a codec that throws on encode: its own error under every write-failure policy, nothing stored")
         func codecThrowsOnEncode() async throws {
             let cache = YCache(storageDirectory: dir.url)
             let codec = ThrowingCodec(failEncode: true, failDecode: false)
-            let error = await #expect(throws: YCacheError.self) {
+            await #expect(throws: ThrowingCodec.Failure()) {
                 try await cache.value(for: CacheKey("e"), codec: codec) { Data("v".utf8) }
             }
-            if case .encodingFailed(let id, _) = error {
-                #expect(id == "throwing-v1")
-            } else {
-                Issue.record("expected encodingFailed, got \(String(describing: error))")
+            await #expect(throws: ThrowingCodec.Failure()) {
+                try await cache.value(
+                    for: CacheKey("e"), codec: codec, options: .init(writeFailurePolicy: .bestEffort)
+                ) { Data("v".utf8) }
             }
-            let value = try await cache.value(
-                for: CacheKey("e"), codec: codec, options: .init(writeFailurePolicy: .bestEffort)
-            ) { Data("v".utf8) }
-            #expect(value == Data("v".utf8))
+            #expect(try await cache.peek(for: CacheKey("e"), codec: codec) == nil)
             #expect(Hardening.entryBytes(dir.path) == 0)
         }
 
-        @Test("a codec that throws on decode: a miss (entry removed, regenerated), decodingFailed under .throwError")
+        @Test("a codec that throws on decode: a miss (entry removed, regenerated), its own error under .throwError")
         func codecThrowsOnDecode() async throws {
             let key = CacheKey("d")
             _ = try await YCache(storageDirectory: dir.url).value(
@@ -240,14 +237,10 @@ extension Hardening {
             ) { Data("v".utf8) }
             let failing = ThrowingCodec(failEncode: false, failDecode: true)
             let strict = YCache(storageDirectory: dir.url)
-            let error = await #expect(throws: YCacheError.self) {
+            await #expect(throws: ThrowingCodec.Failure()) {
                 try await strict.value(for: key, codec: failing, options: .init(readFailurePolicy: .throwError)) {
                     Data()
                 }
-            }
-            if case .decodingFailed = error {
-            } else {
-                Issue.record("expected decodingFailed, got \(String(describing: error))")
             }
             _ = try await YCache(storageDirectory: dir.url).value(
                 for: key, codec: ThrowingCodec(failEncode: false, failDecode: false)

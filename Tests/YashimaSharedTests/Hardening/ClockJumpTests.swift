@@ -98,7 +98,7 @@ extension Hardening {
             let cache = YCache(storageDirectory: dir.url)
             let hit = try await cache.resolve(for: fresh, codec: DataCodec()) { Data("generated".utf8) }
             #expect(hit.value == Data("stored".utf8))
-            #expect(hit.metadata.createdAt > Date())
+            #expect(try #require(hit.metadata).createdAt > Date())
             let miss = try await cache.resolve(for: expired, codec: DataCodec()) { Data("generated".utf8) }
             #expect(miss.value == Data("generated".utf8))
             #expect(miss.source == .generated)

@@ -63,8 +63,8 @@ extension Hardening {
             #expect(try Hardening.usageHint(cache) == usageBefore, "a failed publish charges nothing")
             let counted = try await cache.storageUsage()
             #expect(counted == countedBefore)
-            #expect(counted.byteCount == Hardening.entryBytes(dir.path))
-            #expect(try Hardening.usageHint(cache) == counted.byteCount)
+            #expect(counted.allocatedByteCount == Hardening.entryBytes(dir.path))
+            #expect(try Hardening.usageHint(cache) == counted.allocatedByteCount)
             // The directory still works for a writer without the limit.
             let ok = try ChildProcess([
                 "worker", "get", "--directory", dir.path, "--key", "big", "--size", "\(1 << 20)",
@@ -114,7 +114,7 @@ extension Hardening {
             let usageBefore = try Hardening.usageHint(cache)
             let big = Data(repeating: 7, count: 2 << 20)
 
-            let error = await #expect(throws: YCacheError.self) {
+            let error = await #expect(throws: YCache.Error.self) {
                 try await cache.data(for: CacheKey("big")) { big }
             }
             if case .storageFull = error {
@@ -129,7 +129,7 @@ extension Hardening {
             #expect(Hardening.allNames(under: root.path + "/tmp").isEmpty)
             #expect(Hardening.linkStatus(KeyFiles(root: root.path, key: CacheKey("big")).entry) == nil)
             #expect(try Hardening.usageHint(cache) == usageBefore)
-            #expect(try await cache.storageUsage().byteCount == Hardening.entryBytes(root.path))
+            #expect(try await cache.storageUsage().allocatedByteCount == Hardening.entryBytes(root.path))
             // Space is back for a value that fits.
             _ = try await cache.data(for: CacheKey("fits")) { Data(count: 10_000) }
         }

@@ -31,7 +31,7 @@ extension Hardening {
         func acquire(_ directory: Directory) throws -> (HeldLock, LockPath) {
             let path = directory.lockPath(forKeyDigest: Self.key.stableDigest)
             guard case .success(.acquired(let held)) = LockFile.tryAcquire(path, in: directory) else {
-                throw YCacheError.ioFailure(operation: "lock", detail: "not acquired")
+                throw YCache.Error.ioFailure(operation: "lock", detail: "not acquired")
             }
             return (held, path)
         }

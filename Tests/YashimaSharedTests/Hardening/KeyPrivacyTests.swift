@@ -59,7 +59,7 @@ extension Hardening {
             handle.write(Data([1]))
             try handle.close()
             let fresh = YCache(storageDirectory: dir.url)
-            let error = await #expect(throws: YCacheError.self) {
+            let error = await #expect(throws: YCache.Error.self) {
                 try await fresh.value(
                     for: key, codec: DataCodec(), options: .init(readFailurePolicy: .throwError)
                 ) { Data() }

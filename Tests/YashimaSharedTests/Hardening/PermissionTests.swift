@@ -280,7 +280,7 @@ extension Hardening {
                 }
                 #expect(await child.exitStatus() == 0)
             }
-            #expect(allocatedEntryBytes(URL(fileURLWithPath: users.root)) <= Int64(budget))
+            #expect(payloadEntryBytes(URL(fileURLWithPath: users.root)) <= Int64(budget))
             for name in Hardening.allNames(under: users.root) {
                 var info = stat()
                 try #require(lstat(users.root + "/" + name, &info) == 0)
@@ -297,7 +297,7 @@ extension Hardening {
             let dir = TemporaryDirectory("owner")
             Hardening.makePrivateFolder(dir.path)
             try #require(chown(dir.path, 12345, 12345) == 0, "the test runs as root")
-            let error = #expect(throws: YCacheError.self) {
+            let error = #expect(throws: YCache.Error.self) {
                 try YCache(storageDirectory: dir.url).openStorage()
             }
             guard case .insecureStorageDirectory(_, let reason) = error else {
@@ -316,7 +316,7 @@ extension Hardening {
             chmod(dir.path, 0o2770)
             // Owned by uid 12345 in group 12345, which this process is not in: refused.
             try #require(chown(dir.path, 12345, 12345) == 0)
-            #expect(throws: YCacheError.self) {
+            #expect(throws: YCache.Error.self) {
                 try YCache(storageDirectory: dir.url, sharing: .groupShared).openStorage()
             }
             // Same owner, but the group is this process's group: accepted.
@@ -324,7 +324,7 @@ extension Hardening {
             chmod(dir.path, 0o2770)  // chown clears setgid
             try YCache(storageDirectory: dir.url, sharing: .groupShared).openStorage()
             // And still refused in private mode (group-writable, and not ours).
-            #expect(throws: YCacheError.self) { try YCache(storageDirectory: dir.url).openStorage() }
+            #expect(throws: YCache.Error.self) { try YCache(storageDirectory: dir.url).openStorage() }
         }
 
         @Test("a world-writable root is refused with an error naming the problem", arguments: [0o777, 0o1777, 0o703])
@@ -333,7 +333,7 @@ extension Hardening {
             Hardening.makePrivateFolder(dir.path)
             chmod(dir.path, mode_t(mode))
             for sharing in [StorageSharingMode.privateToUser, .groupShared] {
-                let error = #expect(throws: YCacheError.self) {
+                let error = #expect(throws: YCache.Error.self) {
                     try YCache(storageDirectory: dir.url, sharing: sharing).openStorage()
                 }
                 guard case .insecureStorageDirectory(let path, let reason) = error else {
@@ -351,7 +351,7 @@ extension Hardening {
             let dir = TemporaryDirectory("groupw")
             Hardening.makePrivateFolder(dir.path)
             chmod(dir.path, 0o770)
-            let error = #expect(throws: YCacheError.self) { try YCache(storageDirectory: dir.url).openStorage() }
+            let error = #expect(throws: YCache.Error.self) { try YCache(storageDirectory: dir.url).openStorage() }
             if case .insecureStorageDirectory(_, let reason) = error {
                 #expect(reason.contains("group-writable"))
             } else {

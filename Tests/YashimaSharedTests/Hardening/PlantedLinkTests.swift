@@ -242,7 +242,7 @@ extension Hardening {
             try #require(unlink(dir.path + "/" + name) == 0)
             try #require(symlink(target, dir.path + "/" + name) == 0)
             let before = Snapshot(target)
-            let error = #expect(throws: YCacheError.self) { try YCache(storageDirectory: dir.url).openStorage() }
+            let error = #expect(throws: YCache.Error.self) { try YCache(storageDirectory: dir.url).openStorage() }
             guard case .storageUnavailable(_, let reason) = error else {
                 Issue.record("expected storageUnavailable, got \(String(describing: error))")
                 return

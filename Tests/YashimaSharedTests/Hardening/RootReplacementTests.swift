@@ -64,7 +64,7 @@ extension Hardening {
             _ = FileManager.default.createFile(atPath: dir.path, contents: Data("a file now".utf8))
             let movedBefore = Snapshot(moved)
 
-            let error = await #expect(throws: YCacheError.self) {
+            let error = await #expect(throws: YCache.Error.self) {
                 try await cache.data(for: CacheKey("after")) { Data("2".utf8) }
             }
             guard case .storageUnavailable(_, let reason) = error else {
@@ -77,7 +77,7 @@ extension Hardening {
             }
             #expect(value == Data("3".utf8))
             // Removing with no usable storage reports it (memory is dropped); the moved directory keeps its entry.
-            await #expect(throws: YCacheError.self) {
+            await #expect(throws: YCache.Error.self) {
                 try await cache.remove(for: CacheKey("before"), codec: DataCodec())
             }
             #expect(Snapshot(moved) == movedBefore)

@@ -139,9 +139,10 @@ struct MemoryStoreTests {
     ) -> MemoryItem {
         MemoryItem(
             value: value, cost: cost,
-            metadata: CacheMetadata(
-                keyDigest: nil, codecIdentifier: "c", createdAtNanoseconds: 0,
-                expiresAtNanoseconds: expiresAt, payloadByteCount: 0),
+            metadata: YCache.Metadata(
+                byteCount: 0, cost: cost, createdAt: Date(nanosecondsSince1970: 0),
+                lastAccessedAt: Date(nanosecondsSince1970: 0), codecIdentifier: "c", keyDigest: nil,
+                expiresAtNanoseconds: expiresAt),
             slots: slots, stamp: stamp, entryPath: nil)
     }
 
@@ -205,13 +206,17 @@ struct MemoryStoreTests {
         #expect(store.totalCost == 0)
     }
 
-    @Test("a key is due for a touch at most once per touch interval")
-    func touchDebounce() {
+    @Test("the last use of each key's entry file is remembered for the touch rule")
+    func lastUse() {
         let store = MemoryStore(maximumCost: nil, maximumCount: nil)
         let key = Self.key("t")
-        #expect(store.shouldTouch(key, now: 0))
-        #expect(!store.shouldTouch(key, now: Policy.touchInterval - 1))
-        #expect(store.shouldTouch(key, now: Policy.touchInterval))
-        #expect(store.shouldTouch(Self.key("other"), now: 1))
+        #expect(store.lastUse(key) == nil)
+        store.noteUse(key, at: 5)
+        store.noteUse(Self.key("other"), at: 7)
+        #expect(store.lastUse(key) == 5)
+        store.noteUse(key, at: 9)
+        #expect(store.lastUse(key) == 9)
+        store.removeAll()
+        #expect(store.lastUse(key) == nil)
     }
 }

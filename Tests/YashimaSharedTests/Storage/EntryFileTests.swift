@@ -1,6 +1,7 @@
 // EntryFile on real files: publish (staging file + rename, usage accounting), read (buffered and
 // mapped), header-only reads, each kind of damage rejected with its reason, touch and remove.
 
+import CFileLock
 import Foundation
 import Testing
 
@@ -69,6 +70,7 @@ struct EntryFileTests {
         #expect(outcome.allocatedBytes == charged)
         #expect(outcome.replacedAllocatedBytes == 0)
         #expect(fixture.directory.state.usage == charged)
+        #expect(fixture.directory.state.payloadBytes == Int64(size))
         let entry = try fixture.read(key).get()
         #expect(entry.payload == payload)
         #expect(entry.payload.startIndex == 0)
@@ -100,7 +102,9 @@ struct EntryFileTests {
         let new = Self.payload(5_000, seed: 2)
         let outcome = try fixture.publish(key, new)
         #expect(outcome.replacedAllocatedBytes > 0)
+        #expect(outcome.replacedPayloadBytes == 200_000)
         #expect(fixture.directory.state.usage == outcome.allocatedBytes)
+        #expect(fixture.directory.state.payloadBytes == 5_000)
         #expect(mapped == old)  // I1/I4: the old inode's pages stay valid
         mapped[0] ^= 0xFF  // private mapping: writable, never written through
         #expect(try fixture.read(key).get().payload == new)
@@ -218,32 +222,113 @@ struct EntryFileTests {
 
     // MARK: Touch and remove
 
-    @Test("touch rewrites mtime only when it is older than the touch interval")
-    func touch() throws {
-        let fixture = try Fixture()
-        let key = CacheKey("touch")
-        try fixture.publish(key, Data("v".utf8))
-        let url = fixture.url(fixture.path(key))
-        try setModificationTime(url, secondsAgo: 3600)
-        let old = try modificationTime(url)
-        let now = Syscall.realtimeNanoseconds
-        let recent = now - Policy.touchInterval + 1_000_000_000
-        fixture.files.touchIfStale(fixture.path(key), modifiedAt: recent, now: now)
-        #expect(try modificationTime(url) == old)
-        fixture.files.touchIfStale(fixture.path(key), modifiedAt: now - Policy.touchInterval, now: now)
-        #expect(try modificationTime(url).timeIntervalSinceNow > -600)
+    @Test("the touch rule: after a later publish, or a minute old, or a minute ahead; otherwise no write")
+    func touchRule() {
+        let minute = Policy.touchInterval
+        #expect(!EntryFile.shouldTouch(lastUse: 100, now: 100, lastPublish: 100))
+        #expect(!EntryFile.shouldTouch(lastUse: 100, now: 100 + minute - 1, lastPublish: 50))
+        #expect(EntryFile.shouldTouch(lastUse: 100, now: 101, lastPublish: 101))
+        #expect(EntryFile.shouldTouch(lastUse: 100, now: 100 + minute, lastPublish: 0))
+        #expect(EntryFile.shouldTouch(lastUse: 100 + minute, now: 100, lastPublish: 0))
     }
 
-    @Test("remove unlinks and gives the bytes back; removing a missing entry is fine")
+    @Test("publish stamps mtime and the last publish; a later publish makes a hit touch past it, else no write")
+    func touch() throws {
+        let fixture = try Fixture()
+        let state = fixture.directory.state
+        let first = CacheKey("touch-first")
+        let published = try fixture.publish(first, Data("v".utf8)).modifiedNanoseconds
+        let firstPath = fixture.path(first)
+        #expect(
+            try Syscall.status(of: firstPath.relative, in: fixture.directory.descriptor).get().modifiedNanoseconds
+                == published)
+        #expect(state.lastPublishNanoseconds == published)
+        let now = Syscall.realtimeNanoseconds
+        #expect(fixture.files.touchIfStale(firstPath, lastUse: published, now: now) == nil)
+        #expect(
+            try Syscall.status(of: firstPath.relative, in: fixture.directory.descriptor).get().modifiedNanoseconds
+                == published)
+
+        let second = try fixture.publish(CacheKey("touch-second"), Data("w".utf8)).modifiedNanoseconds
+        #expect(second > published && state.lastPublishNanoseconds == second)
+        let touched = try #require(
+            fixture.files.touchIfStale(firstPath, lastUse: published, now: Syscall.realtimeNanoseconds))
+        #expect(touched > second)
+        #expect(
+            try Syscall.status(of: firstPath.relative, in: fixture.directory.descriptor).get().modifiedNanoseconds
+                == touched)
+        #expect(fixture.files.touchIfStale(firstPath, lastUse: touched, now: Syscall.realtimeNanoseconds) == nil)
+
+        // A last publish far ahead (a clock that jumped back) is ignored, and the next publish lowers it.
+        state.notePublish(atNanoseconds: Syscall.realtimeNanoseconds + 3600 * 1_000_000_000)
+        #expect(fixture.files.touchIfStale(firstPath, lastUse: touched, now: Syscall.realtimeNanoseconds) == nil)
+        let afterJump = try fixture.publish(CacheKey("touch-third"), Data("x".utf8)).modifiedNanoseconds
+        #expect(state.lastPublishNanoseconds == afterJump)
+    }
+
+    @Test("verified inodes: a ctime moved by a cache touch is still the verified version; a write's is not")
+    func verifiedInodesAndTouches() {
+        let inodes = VerifiedInodes()
+        var status = FileStatus(ysh_stat())
+        status.device = 1
+        status.inode = 2
+        status.size = 100_000
+        status.modifiedNanoseconds = 9_000_000_000
+        status.changedNanoseconds = 10_000_000_000
+        inodes.insert(status, now: status.changedNanoseconds + Policy.verifiedCtimeMinimumAge)
+        #expect(inodes.contains(status))
+        var touched = status
+        touched.modifiedNanoseconds = EntryFile.marked(20_000_000_001)
+        touched.changedNanoseconds = 20_000_000_004
+        #expect(inodes.contains(touched))
+        // A write after the touch, even within one clock tick, sets mtime and ctime to one kernel time.
+        var written = touched
+        written.modifiedNanoseconds = 20_000_000_004
+        #expect(!inodes.contains(written))
+        var resized = touched
+        resized.size += 1
+        #expect(!inodes.contains(resized))
+        var unmarked = touched
+        unmarked.modifiedNanoseconds = 20_000_000_001
+        #expect(!inodes.contains(unmarked))
+        var earlier = touched
+        earlier.changedNanoseconds = 5_000_000_000
+        #expect(!inodes.contains(earlier))
+        #expect(EntryFile.marked(777) == 777 && EntryFile.marked(778) == 1777 && EntryFile.marked(1000) == 1777)
+        #expect(EntryFile.isTouchMark(EntryFile.marked(123_456_789)) && !EntryFile.isTouchMark(123_456_789))
+    }
+
+    @Test("remove unlinks and gives both counts back, however it learns the payload; a missing entry is fine")
     func remove() throws {
         let fixture = try Fixture()
-        let key = CacheKey("gone")
-        try fixture.publish(key, Self.payload(10_000))
+        let keys = (0..<3).map { CacheKey("gone-\($0)") }
+        for key in keys { try fixture.publish(key, Self.payload(10_000)) }
         #expect(fixture.directory.state.usage > 0)
-        #expect(try fixture.files.remove(fixture.path(key).relative).get() == true)
+        #expect(fixture.directory.state.payloadBytes == 30_000)
+        let headerSize = EntryExpectation(key: keys[0], codecIdentifier: "data-v1").headerSize
+        let charges: [PayloadCharge] = [.readHeader, .headerSize(headerSize), .known(10_000)]
+        for (key, charge) in zip(keys, charges) {
+            #expect(try fixture.files.remove(fixture.path(key).relative, payload: charge).get() == true)
+            #expect(!fileExists(fixture.url(fixture.path(key))))
+        }
         #expect(fixture.directory.state.usage == 0)
-        #expect(!fileExists(fixture.url(fixture.path(key))))
-        #expect(try fixture.files.remove(fixture.path(key).relative).get() == false)
+        #expect(fixture.directory.state.payloadBytes == 0)
+        #expect(try fixture.files.remove(fixture.path(keys[0]).relative, payload: .readHeader).get() == false)
+    }
+
+    @Test("a file that is not a sound entry is charged its whole size")
+    func chargedPayloadOfDebris() throws {
+        let fixture = try Fixture()
+        let key = CacheKey("debris")
+        try fixture.publish(key, Self.payload(100))
+        let url = fixture.url(fixture.path(key))
+        let status = try Syscall.status(of: fixture.path(key).relative, in: fixture.directory.descriptor).get()
+        #expect(fixture.files.chargedPayloadBytes(fixture.path(key).relative, status: status) == 100)
+        try Data(repeating: 0x41, count: 300).write(to: url)
+        let garbage = try Syscall.status(of: fixture.path(key).relative, in: fixture.directory.descriptor).get()
+        #expect(fixture.files.chargedPayloadBytes(fixture.path(key).relative, status: garbage) == 300)
+        #expect(EntryFile.payloadBytes(fileSize: 300, headerSize: 200) == 100)
+        #expect(EntryFile.payloadBytes(fileSize: 100, headerSize: 200) == 100)
     }
 
     @Test("the charge is the file size rounded up to 4 KiB")

@@ -1,6 +1,7 @@
-// Trimming through YCache and the Trimmer: LRU order (mtimes set explicitly, since a hit touches at
-// most once per `Policy.touchInterval`), the budget after every write and after an explicit trim, the
-// exact fit, oversized values, staging and lock debris, and reconciling the usage counter.
+// Trimming through YCache and the Trimmer: LRU order (mtimes set explicitly), the budget (payload bytes,
+// and the optional cap on allocated bytes) after every write and after an explicit trim, the exact fit,
+// oversized values, staging and lock debris, reconciling both usage counters, and a state file whose
+// payload counter was never counted (made by 0.1).
 
 import Foundation
 import Testing
@@ -12,12 +13,15 @@ struct TrimTests {
     static let codec = StringCodec()
     static let block = 4096
 
+    /// The payload of the entry `writeEntries` makes for `name`.
+    static func payload(_ name: String) -> String { "value of \(name)" }
+
     /// Writes one small entry (charged one block) per name with an unbounded cache.
     static func writeEntries(_ names: [String], in dir: TemporaryDirectory) async throws -> [String: URL] {
         let writer = YCache(storageDirectory: dir.url, storageMaximumByteCount: nil)
         var urls: [String: URL] = [:]
         for name in names {
-            _ = try await writer.value(for: CacheKey(name), codec: codec) { "value of \(name)" }
+            _ = try await writer.value(for: CacheKey(name), codec: codec) { payload(name) }
             urls[name] = try writer.entryURL(CacheKey(name), codec)
         }
         return urls
@@ -44,15 +48,21 @@ struct TrimTests {
         let oldestFirst = [3, 7, 1, 9, 0, 5, 2, 8, 4, 6].map { names[$0] }
         try Self.age(oldestFirst, urls)
 
-        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: 10 * Self.block)
+        let each = Self.payload(names[0]).utf8.count  // every entry's payload has this size
+        let budget = 10 * each
+        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: budget)
         _ = try await cache.value(for: CacheKey("newest"), codec: Self.codec) { "n" }
         urls["newest"] = try cache.entryURL(CacheKey("newest"), Self.codec)
-        // Over budget by one block: trimmed down to the low-water mark, oldest first (two entries at 90 %).
-        let kept = Int(Double(10 * Self.block) * Policy.trimLowWaterFraction) / Self.block
-        let removed = urls.count - kept
-        #expect(removed >= 1)
+        // Over budget by one byte: trimmed down to the low-water mark, oldest first.
+        var total = budget + 1
+        var removed = 0
+        while total > Int(Double(budget) * Policy.trimLowWaterFraction) {
+            total -= each
+            removed += 1
+        }
+        #expect(removed == 2)
         #expect(Self.present(urls) == Set(urls.keys).subtracting(oldestFirst.prefix(removed)))
-        #expect(try await cache.storageUsage().byteCount <= Int64(10 * Self.block))
+        #expect(try await cache.storageUsage().byteCount == total)
     }
 
     @Test("a storage hit counts as a use; metadata and contains do not")
@@ -70,14 +80,14 @@ struct TrimTests {
         #expect(try await reader.resolve(for: CacheKey("b"), codec: Self.codec) { "x" }.source == .storage)
         #expect(try modificationTime(urls["b"]!).timeIntervalSinceNow > -600)
 
-        let trimmer = YCache(storageDirectory: dir.url, storageMaximumByteCount: 2 * Self.block)
+        let trimmer = YCache(storageDirectory: dir.url, storageMaximumByteCount: 2 * Self.payload("a").utf8.count)
         try await trimmer.trimStorageIfNeeded()
         #expect(Self.present(urls) == ["b", "d"])
     }
 
     // MARK: Budget
 
-    @Test("the budget holds after every write")
+    @Test("the budget (payload bytes) holds after every write")
     func budgetAfterEveryWrite() async throws {
         let dir = TemporaryDirectory("trim-every")
         let budget = 5 * Self.block
@@ -89,9 +99,46 @@ struct TrimTests {
             }
             #expect(value.utf8.count == size)
             let usage = try await cache.storageUsage()
-            #expect(usage.byteCount <= Int64(budget), "after write \(index)")
+            #expect(usage.byteCount <= budget, "after write \(index)")
             #expect(usage.entryCount > 0)
         }
+    }
+
+    @Test("a budget of a few bytes holds small values (payload bytes, not allocated blocks)")
+    func tinyBudget() async throws {
+        let dir = TemporaryDirectory("trim-tiny")
+        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: 7)
+        try await cache.store("12345", for: CacheKey("first"), codec: Self.codec)
+        #expect(try await cache.storageUsage().entryCount == 1)
+        try await cache.store("abcde", for: CacheKey("second"), codec: Self.codec)
+        let usage = try await cache.storageUsage()
+        #expect(usage.entryCount == 1)
+        #expect(usage.byteCount == 5)
+        #expect(usage.allocatedByteCount == Int64(Self.block))
+        #expect(
+            try await YCache(storageDirectory: dir.url).valueIfCached(for: CacheKey("second"), codec: Self.codec)
+                == "abcde")
+    }
+
+    @Test("the optional disk cap bounds allocated bytes too, alongside the payload budget")
+    func allocatedCap() async throws {
+        let dir = TemporaryDirectory("trim-disk-cap")
+        let cache = YCache(
+            configuration: .init(
+                storageDirectory: dir.url, storageMaximumByteCount: 1 << 20,
+                storageMaximumAllocatedByteCount: 4 * Self.block))
+        for index in 0..<12 {
+            try await cache.store("tiny \(index)", for: CacheKey("t\(index)"), codec: Self.codec)
+            let usage = try await cache.storageUsage()
+            #expect(usage.allocatedByteCount <= Int64(4 * Self.block), "after write \(index)")
+            #expect(usage.maximumAllocatedByteCount == 4 * Self.block)
+        }
+        // Payload alone would keep all twelve (a few bytes each); the cap keeps at most four files.
+        #expect(try await cache.storageUsage().entryCount <= 4)
+        let big = String(repeating: "b", count: 4 * Self.block)  // its file takes five blocks: never stored
+        try await cache.store(big, for: CacheKey("big"), codec: Self.codec)
+        #expect(
+            try await YCache(storageDirectory: dir.url).valueIfCached(for: CacheKey("big"), codec: Self.codec) == nil)
     }
 
     @Test("trimStorageIfNeeded brings a directory filled by others within this budget, oldest first")
@@ -101,35 +148,50 @@ struct TrimTests {
         let urls = try await Self.writeEntries(names, in: dir)
         let oldestFirst = [5, 2, 7, 0, 4, 1, 6, 3].map { names[$0] }
         try Self.age(oldestFirst, urls)
-        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: 3 * Self.block)
-        try await cache.trimStorageIfNeeded()
+        let budget = 3 * Self.payload(names[0]).utf8.count
+        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: budget)
+        let trimmed = try await cache.trimStorageIfNeeded()
         #expect(Self.present(urls) == Set(oldestFirst.suffix(3)))
-        let usage = try await cache.storageUsage()
-        #expect(usage.entryCount == 3)
-        #expect(usage.byteCount <= Int64(3 * Self.block))
+        #expect(trimmed.entryCount == 3)
+        #expect(trimmed.byteCount == budget)  // down to the budget itself
+        #expect(trimmed.maximumByteCount == budget)
+        #expect(try await cache.storageUsage() == trimmed)
     }
 
-    @Test("an entry whose charge equals the budget is kept")
+    @Test("an entry whose payload equals the budget (or whose file equals the disk cap) is kept")
     func exactFit() async throws {
-        let dir = TemporaryDirectory("trim-exact")
         let key = CacheKey("exact")
         let value = String(repeating: "e", count: 5000)
         let charged = EntryFile.chargedBytes(
             payloadByteCount: 5000, keyByteCount: key.canonicalBytes.count,
             codecByteCount: Self.codec.identifier.utf8.count)
         #expect(charged == 8192)
-        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: Int(charged))
-        _ = try await cache.value(for: key, codec: Self.codec) { value }
-        try await cache.trimStorageIfNeeded()
-        #expect(try await cache.storageUsage().byteCount == charged)
-        let fresh = YCache(storageDirectory: dir.url, storageMaximumByteCount: Int(charged))
-        #expect(try await fresh.resolve(for: key, codec: Self.codec) { "" }.source == .storage)
+        let fits = [
+            YCache.Configuration(storageDirectory: URL(fileURLWithPath: "/"), storageMaximumByteCount: 5000),
+            .init(storageDirectory: URL(fileURLWithPath: "/"), storageMaximumAllocatedByteCount: Int(charged)),
+        ]
+        for configuration in fits {
+            let dir = TemporaryDirectory("trim-exact")
+            var configuration = configuration
+            configuration.storageDirectory = dir.url
+            let cache = YCache(configuration: configuration)
+            _ = try await cache.value(for: key, codec: Self.codec) { value }
+            let usage = try await cache.trimStorageIfNeeded()
+            #expect(usage.byteCount == 5000)
+            #expect(usage.allocatedByteCount == charged)
+            let fresh = YCache(configuration: configuration)
+            #expect(try await fresh.resolve(for: key, codec: Self.codec) { "" }.source == .storage)
 
-        // One byte less and the same value no longer fits.
-        let tight = TemporaryDirectory("trim-exact-minus")
-        _ = try await YCache(storageDirectory: tight.url, storageMaximumByteCount: Int(charged) - 1)
-            .value(for: key, codec: Self.codec) { value }
-        #expect(entryFiles(in: tight.url).isEmpty)
+            // One byte less and the same value no longer fits.
+            let tight = TemporaryDirectory("trim-exact-minus")
+            configuration.storageDirectory = tight.url
+            configuration.storageMaximumByteCount = configuration.storageMaximumByteCount.map { $0 - 1 }
+            configuration.storageMaximumAllocatedByteCount = configuration.storageMaximumAllocatedByteCount.map {
+                $0 - 1
+            }
+            _ = try await YCache(configuration: configuration).value(for: key, codec: Self.codec) { value }
+            #expect(entryFiles(in: tight.url).isEmpty)
+        }
     }
 
     @Test("a value larger than the whole budget is returned and kept in memory, not stored, evicting nothing")
@@ -137,11 +199,11 @@ struct TrimTests {
         let dir = TemporaryDirectory("trim-oversized")
         let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: 2 * Self.block)
         _ = try await cache.value(for: CacheKey("small"), codec: Self.codec) { "small" }
-        let big = String(repeating: "B", count: 3 * Self.block)
+        let big = String(repeating: "B", count: 2 * Self.block + 1)
         let resolution = try await cache.resolve(for: CacheKey("big"), codec: Self.codec) { big }
         #expect(resolution.value == big)
         #expect(resolution.source == .generated)
-        #expect(cache.peek(for: CacheKey("big"), codec: Self.codec) == big)
+        #expect(try await cache.peek(for: CacheKey("big"), codec: Self.codec) == big)
         let fresh = YCache(storageDirectory: dir.url)
         #expect(try await fresh.valueIfCached(for: CacheKey("big"), codec: Self.codec) == nil)
         #expect(try await fresh.valueIfCached(for: CacheKey("small"), codec: Self.codec) == "small")
@@ -164,7 +226,7 @@ struct TrimTests {
         } else {
             #expect(try await cache.refresh(for: key, codec: Self.codec) { big } == big)
         }
-        #expect(cache.peek(for: key, codec: Self.codec) == big)
+        #expect(try await cache.peek(for: key, codec: Self.codec) == big)
         // Neither another process's memory nor storage may still give the replaced value.
         #expect(try await other.valueIfCached(for: key, codec: Self.codec) == nil)
         #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == nil)
@@ -221,20 +283,46 @@ struct TrimTests {
 
     // MARK: Usage
 
-    @Test("storageUsage recounts from the directory and reconciles the shared counter")
+    @Test("storageUsage recounts from the directory and reconciles both shared counters")
     func usageReconciles() async throws {
         let dir = TemporaryDirectory("trim-usage")
         let urls = try await Self.writeEntries(["u1", "u2", "u3"], in: dir)
         let cache = YCache(storageDirectory: dir.url)
         let state = try cache.storageContext().directory.state
+        let each = Self.payload("u1").utf8.count
         #expect(state.usage == Int64(3 * Self.block))
+        #expect(state.payloadBytes == Int64(3 * each))
         // Another party removes an entry behind our back, and leaves a file that is not an entry.
         try FileManager.default.removeItem(at: urls["u2"]!)
         try writeFile(Data("note".utf8), to: urls["u1"]!.deletingLastPathComponent().appendingPathComponent("README"))
-        state.adjustUsage(by: 1_000_000)  // and the hint drifted
+        state.adjustUsage(by: 1_000_000)  // and the hints drifted
+        state.adjustPayloadBytes(by: -1)
         let usage = try await cache.storageUsage()
-        #expect(usage == StorageUsage(byteCount: Int64(2 * Self.block), entryCount: 2))
-        #expect(state.usage == usage.byteCount)
+        #expect(
+            usage
+                == YCache.StorageUsage(
+                    byteCount: 2 * each, entryCount: 2, maximumByteCount: 128 << 20,
+                    allocatedByteCount: Int64(2 * Self.block)))
+        #expect(state.usage == usage.allocatedByteCount)
+        #expect(state.payloadBytes == Int64(usage.byteCount))
+    }
+
+    @Test("a payload counter no scan has counted (a 0.1 state file) is counted by the first budgeted write")
+    func uncountedPayloadCounter() async throws {
+        let dir = TemporaryDirectory("trim-uncounted")
+        _ = try await Self.writeEntries(["p1", "p2", "p3"], in: dir)
+        let state = try YCache(storageDirectory: dir.url).storageContext().directory.state
+        // What 0.1 leaves: no payload counter (the word is 0) and no flag saying it was counted.
+        state.adjustPayloadBytes(by: -state.payloadBytes)
+        state.clearAccountingFlagsForTesting()
+        #expect(!state.isPayloadCounted)
+        let each = Self.payload("p1").utf8.count
+        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: 3 * each)
+        try await cache.store(Self.payload("p4"), for: CacheKey("p4"), codec: Self.codec)
+        #expect(state.isPayloadCounted)
+        // Counted, the four entries were over the budget: the oldest went.
+        #expect(state.payloadBytes <= Int64(3 * each))
+        #expect(try await cache.storageUsage().entryCount == 2)
     }
 
     @Test("a scan lists only entry files in fan-out folders")
