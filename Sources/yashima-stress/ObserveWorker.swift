@@ -1,0 +1,224 @@
+// Worker commands for observation: `worker observe` (a process observing a key, a namespace or the whole
+// directory, printing one JSON line per change) and `worker cycle` (stores keys, then removes them). Used
+// by the observation tests and the latency bench. Lines on stdin steer an observer: DRAIN starts reading
+// (with --pause), STOP (or the end of stdin) cancels the observation.
+
+import CFileLock
+import Foundation
+import Glibc
+import Synchronization
+import YashimaShared
+
+enum ObserveWorker {
+    /// `worker observe --directory D (--key K [--namespace N] | --namespace N | --all) [--current]
+    /// [--buffer-limit N] [--read --seed S --size Z] [--pause] [--exhaust-inotify-instances]`.
+    ///
+    /// Prints READY once `observe` returned (every later change is reported), then one JSON object per
+    /// change: `event` (published, removed, removedAll, missed), `namespace`, `identity`, `codec`,
+    /// `entry`, `keyKnown`, `monotonicNs` (when the change was received); with `--read`, a published
+    /// entry's value is read (`valueIfCached`) and `correct` says whether it has the bytes a worker with
+    /// that seed and size generates. On STOP it cancels and prints `{"ended": true}`. An error from
+    /// `observe` or from the sequence is printed as `{"error": case, "description": text}`, status 3.
+    static func observe(_ arguments: inout Arguments) async throws -> Int32 {
+        let setup = try WorkerSetup(&arguments)
+        let namespace = arguments.string("namespace")
+        let identity = arguments.string("key")
+        let everything = arguments.flag("all")
+        let start: YCache.ObservationStart = arguments.flag("current") ? .currentState : .now
+        let bufferLimit = try arguments.int(
+            "buffer-limit", default: YCache.defaultObservationBufferLimit, range: 2...10_000_000)!
+        let read = arguments.flag("read")
+        let size = try arguments.int("size", default: 4096, range: 0...(1 << 30))!
+        let pause = arguments.flag("pause")
+        let exhaust = arguments.flag("exhaust-inotify-instances")
+        try arguments.rejectUnknown()
+        guard everything || namespace != nil || identity != nil else {
+            throw ArgumentError(description: "worker observe needs --key, --namespace or --all")
+        }
+        if exhaust {
+            // Takes every inotify instance this user may have, so that observe meets the real limit.
+            var taken = 0
+            var err: Int32 = 0
+            while ysh_inotify_init(&err) >= 0 { taken += 1 }
+            emit(jsonLine(["exhausted": taken, "errno": Int(err)]))
+        }
+        let cache = setup.makeCache()
+        let changes: YCache.Changes
+        do {
+            if let identity {
+                let key = CacheKey(namespace: namespace ?? "stress", identity: identity)
+                changes = try await cache.observe(
+                    for: key, codec: DataCodec(), startingWith: start, bufferLimit: bufferLimit)
+            } else if let namespace {
+                changes = try await cache.observe(in: namespace, startingWith: start, bufferLimit: bufferLimit)
+            } else {
+                changes = try await cache.observe(startingWith: start, bufferLimit: bufferLimit)
+            }
+        } catch {
+            emitError(error)
+            return 3
+        }
+        let control = StandardInputControl()
+        emit("READY")
+        let seed = setup.seed
+        let consumer = Task { () -> Int32 in
+            if pause { await control.drained() }
+            do {
+                for try await change in changes {
+                    emit(jsonLine(try await describe(change, cache: cache, read: read, seed: seed, size: size)))
+                }
+                return 0
+            } catch let error as YCacheError {
+                emitError(error)
+                return 3
+            } catch {
+                emit(jsonLine(["error": "other", "description": "\(error)"]))
+                return 3
+            }
+        }
+        control.onStop { consumer.cancel() }
+        let status = await consumer.value
+        emit(jsonLine(["ended": true]))
+        return status
+    }
+
+    private static func describe(
+        _ change: YCache.Change, cache: YCache, read: Bool, seed: UInt64, size: Int
+    ) async throws -> [String: Any] {
+        var line: [String: Any] = ["monotonicNs": Int(DispatchTime.now().uptimeNanoseconds)]
+        switch change {
+        case .published(let entry):
+            line["event"] = "published"
+            line["namespace"] = entry.key.namespace
+            line["identity"] = entry.key.identity
+            line["codec"] = entry.metadata.codecIdentifier
+            line["entry"] = entry.entryIdentifier
+            line["payloadByteCount"] = entry.metadata.payloadByteCount
+            line["keyKnown"] = true
+            if read {
+                let value = try await cache.valueIfCached(for: entry.key, codec: DataCodec())
+                line["correct"] = value == Payload.bytes(seed, key: entry.key, kind: .data, size: size)
+                line["found"] = value != nil
+            }
+        case .removed(let entry):
+            line["event"] = "removed"
+            line["entry"] = entry.entryIdentifier
+            line["keyKnown"] = entry.key != nil
+            if let key = entry.key {
+                line["namespace"] = key.namespace
+                line["identity"] = key.identity
+            }
+            if let codec = entry.codecIdentifier { line["codec"] = codec }
+        case .removedAll(let namespace):
+            line["event"] = "removedAll"
+            line["namespace"] = namespace ?? NSNull()
+        case .missedEvents:
+            line["event"] = "missed"
+        }
+        return line
+    }
+
+    private static func emitError(_ error: YCacheError) {
+        let name = Mirror(reflecting: error).children.first?.label ?? error.description
+        emit(jsonLine(["error": name, "description": error.description]))
+    }
+
+    /// `worker cycle --namespace N --prefix P --count C [--go]`: stores keys P-0 … P-(C-1) (4 KiB each),
+    /// then removes them in the same order; prints `{"stored": C, "removed": C}`.
+    static func cycle(_ arguments: inout Arguments) async throws -> Int32 {
+        let setup = try WorkerSetup(&arguments)
+        let namespace = arguments.string("namespace") ?? "stress"
+        let prefix = arguments.string("prefix") ?? "k"
+        let count = try arguments.int("count", default: 10, range: 1...1_000_000)!
+        let go = arguments.flag("go")
+        try arguments.rejectUnknown()
+        let cache = setup.makeCache()
+        try cache.openStorage()
+        if go { awaitGo() }
+        let keys = (0..<count).map { CacheKey(namespace: namespace, identity: "\(prefix)-\($0)") }
+        for key in keys {
+            try await cache.store(
+                Payload.bytes(setup.seed, key: key, kind: .data, size: 4096), for: key, codec: DataCodec())
+        }
+        for key in keys { try await cache.remove(for: key, codec: DataCodec()) }
+        emit(jsonLine(["stored": count, "removed": count]))
+        return 0
+    }
+}
+
+/// Lines on stdin, read by a thread of their own: DRAIN opens the drain gate; STOP or the end of input
+/// calls the stop handler.
+final class StandardInputControl: Sendable {
+    private struct State {
+        var drained = false
+        var drainWaiters: [CheckedContinuation<Void, Never>] = []
+        var stopped = false
+        var onStop: (@Sendable () -> Void)?
+    }
+
+    private let state = Mutex(State())
+
+    init() {
+        let thread = Thread { [self] in
+            // read(2), not readLine(): readLine blocks holding stdin's FILE lock, and `emit`'s
+            // fflush(nil) takes every FILE's lock, so printing would wait for the next input line.
+            var pending: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 256)
+            reading: while true {
+                let count = chunk.withUnsafeMutableBytes { Glibc.read(0, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { break }
+                pending += chunk[0..<count]
+                while let newline = pending.firstIndex(of: 0x0A) {
+                    let line = String(decoding: pending[..<newline], as: UTF8.self)
+                    pending.removeSubrange(...newline)
+                    if line == "DRAIN" { self.openDrain() }
+                    if line == "STOP" { break reading }
+                }
+            }
+            self.openDrain()
+            self.stop()
+        }
+        thread.start()
+    }
+
+    /// Returns once DRAIN (or STOP, or the end of input) was read.
+    func drained() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                if state.drained { return true }
+                state.drainWaiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    /// Calls `body` once STOP (or the end of input) is read, or now if it was.
+    func onStop(_ body: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            if state.stopped { return true }
+            state.onStop = body
+            return false
+        }
+        if now { body() }
+    }
+
+    private func openDrain() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.drained = true
+            defer { state.drainWaiters = [] }
+            return state.drainWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    private func stop() {
+        let body = state.withLock { state -> (@Sendable () -> Void)? in
+            state.stopped = true
+            defer { state.onStop = nil }
+            return state.onStop
+        }
+        body?()
+    }
+}
