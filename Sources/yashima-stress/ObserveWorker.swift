@@ -123,14 +123,16 @@ enum ObserveWorker {
         emit(jsonLine(["error": name, "description": error.description]))
     }
 
-    /// `worker cycle --namespace N --prefix P --count C [--go]`: stores keys P-0 … P-(C-1) (4 KiB each),
-    /// then removes them in the same order; prints `{"stored": C, "removed": C}`.
+    /// `worker cycle --namespace N --prefix P --count C [--go] [--pause]`: stores keys P-0 … P-(C-1)
+    /// (4 KiB each), then removes them in the same order; prints `{"stored": C, "removed": C}`. With
+    /// `--pause` it prints STORED between the two and waits for a line on stdin.
     static func cycle(_ arguments: inout Arguments) async throws -> Int32 {
         let setup = try WorkerSetup(&arguments)
         let namespace = arguments.string("namespace") ?? "stress"
         let prefix = arguments.string("prefix") ?? "k"
         let count = try arguments.int("count", default: 10, range: 1...1_000_000)!
         let go = arguments.flag("go")
+        let pause = arguments.flag("pause")
         try arguments.rejectUnknown()
         let cache = setup.makeCache()
         try cache.openStorage()
@@ -139,6 +141,10 @@ enum ObserveWorker {
         for key in keys {
             try await cache.store(
                 Payload.bytes(setup.seed, key: key, kind: .data, size: 4096), for: key, codec: DataCodec())
+        }
+        if pause {
+            emit("STORED")
+            _ = readLine()
         }
         for key in keys { try await cache.remove(for: key, codec: DataCodec()) }
         emit(jsonLine(["stored": count, "removed": count]))

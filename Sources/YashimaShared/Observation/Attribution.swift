@@ -33,6 +33,8 @@ struct SummaryTable {
     var isComplete: Bool { scanned && !dropped }
     var isFull: Bool { table.count >= capacity || byteCount >= byteCapacity }
     var count: Int { table.count }
+    /// Slots of the insertion order kept (live and stale): stays proportional to `count`.
+    var orderSlots: Int { order.count - head }
 
     mutating func insert(_ identity: SHA256Digest, key: CacheKey, codec: String) {
         let bytes = key.canonicalByteCount + codec.utf8.count

@@ -32,6 +32,8 @@ final class DirectoryWatch {
     private var rootWatch: Int32?
     private var entriesWatch: Int32?
     private var signalsWatch: Int32?
+    /// `signals/` open with `flock(LOCK_SH)` while broad observers exist: tells removers to make markers (I14).
+    private var signalsLock: Int32?
     private var fanOutWatches: [UInt8: Int32] = [:]
     /// Key observers per fan-out folder: the folder stays watched while one needs it.
     private var keyFolderUse: [UInt8: Int] = [:]
@@ -56,6 +58,9 @@ final class DirectoryWatch {
     /// queued before the watch existed or just after, is then not a second report (a publication is
     /// always a new inode, I1).
     private var reportedByFolderScan: [SHA256Digest: UInt64] = [:]
+    /// Entries of key observers whose file was already gone when its rename was read: their unlink is not
+    /// reported (the observer never heard of them, and they are absent, as it believes).
+    private var knownAbsent: Set<SHA256Digest> = []
     /// Registrations of broad observers waiting for the directory's first scan (attribution is complete
     /// only after it).
     private var waitingForSummaryScan: [@Sendable (Result<Void, YCacheError>) -> Void] = []
@@ -119,25 +124,23 @@ final class DirectoryWatch {
                 unregister(observer)
                 throw error
             }
+            // Two scans: the directory's first, which attribution needs before `observe` returns (never
+            // paced: it feeds no observer), and this observer's `.currentState`, paced to its reading
+            // (which starts only once `observe` has returned).
             if !summaryScanStarted {
                 summaryScanStarted = true
                 scans.append(
+                    ScanJob(targets: [], recordsSummaries: true, isSummaryScan: true, folders: existingFanOuts()))
+            }
+            if observer.start == .currentState {
+                scans.append(
                     ScanJob(
-                        targets: observer.start == .currentState ? [observer] : [], recordsSummaries: true,
-                        isSummaryScan: true, folders: existingFanOuts()))
+                        targets: [observer], recordsSummaries: true, isSummaryScan: false, folders: existingFanOuts()))
+            }
+            if scans.contains(where: { $0.isSummaryScan }) {
                 waitingForSummaryScan.append(completion)
             } else {
-                if observer.start == .currentState {
-                    scans.append(
-                        ScanJob(
-                            targets: [observer], recordsSummaries: true, isSummaryScan: false,
-                            folders: existingFanOuts()))
-                }
-                if scans.contains(where: { $0.isSummaryScan }) {
-                    waitingForSummaryScan.append(completion)
-                } else {
-                    completion(.success(()))
-                }
+                completion(.success(()))
             }
         } catch {
             completion(.failure(error))
@@ -171,11 +174,38 @@ final class DirectoryWatch {
     private func watchForBroadObservers() throws(YCacheError) {
         // Made like every folder of the cache (exact mode, never through a link); a failure only means
         // removals are seen entry by entry.
+        try watchSignals()
+        for byte in existingFanOuts() { try watchFanOut(byte) }
+    }
+
+    /// Makes `signals/` when missing, takes its shared lock (from then on every remover makes a marker),
+    /// watches it and opens windows for removals already running.
+    private func watchSignals() throws(YCacheError) {
+        let root = directory.descriptor
         _ = Directory.ensureDirectory(
-            RemovalSignal.folder, in: directory.descriptor, mode: directory.directoryMode, replacingFiles: false)
+            RemovalSignal.folder, in: root, mode: directory.directoryMode, replacingFiles: false)
+        if signalsLock == nil,
+            case .success(let fd) = Syscall.open(RemovalSignal.folder, in: root, flags: [.readOnly, .directory])
+        {
+            // A remover holds LOCK_EX only between two syscalls: a few tries suffice. Without the lock a
+            // remover may skip its marker, and the removal is then seen entry by entry.
+            for _ in 0..<64 {
+                if case .success = Syscall.lock(fd, exclusive: false, wait: false) {
+                    signalsLock = fd
+                    break
+                }
+            }
+            if signalsLock == nil { Syscall.close(fd) }
+        }
         try watch(&signalsWatch, RemovalSignal.folder, mask: WatchMask.signals, as: .signals, required: false)
         if signalsWatch != nil { openWindowsForLiveMarkers() }
-        for byte in existingFanOuts() { try watchFanOut(byte) }
+    }
+
+    private func releaseSignalsLock() {
+        guard let fd = signalsLock else { return }
+        if directory.isOwnedByThisProcess { Syscall.unlock(fd) }  // I7: never unlock an inherited description
+        Syscall.close(fd)
+        signalsLock = nil
     }
 
     /// Removes the watches nobody needs any more (all of them once the last observer is gone).
@@ -191,6 +221,7 @@ final class DirectoryWatch {
                 folders[wd] = nil
                 signalsWatch = nil
             }
+            releaseSignalsLock()
             for window in windows.values { window.close() }
             windows = [:]
             abandoned = []
@@ -212,9 +243,14 @@ final class DirectoryWatch {
         entriesWatch = nil
         signalsWatch = nil
         fanOutWatches = [:]
+        releaseSignalsLock()
         for window in windows.values { window.close() }
         windows = [:]
     }
+
+    /// Whether the watcher may forget this directory: nobody observes it, or it was removed or replaced
+    /// (its observers got their error; observing the path again starts afresh).
+    var isRetired: Bool { all.isEmpty || terminated }
 
     /// Ends every observation of this directory with `error`.
     func failAll(_ error: YCacheError) {
@@ -285,7 +321,8 @@ final class DirectoryWatch {
                 for window in windows.values { window.close() }
                 windows = [:]
                 if broadCount > 0, signalsWatch == nil, !event.mask.contains(.movedSelf) {
-                    try? watchForBroadObserversAgain()
+                    releaseSignalsLock()
+                    try? watchSignals()
                 }
                 return
             }
@@ -310,12 +347,6 @@ final class DirectoryWatch {
                 removed(identity)
             }
         }
-    }
-
-    private func watchForBroadObserversAgain() throws(YCacheError) {
-        _ = Directory.ensureDirectory(
-            RemovalSignal.folder, in: directory.descriptor, mode: directory.directoryMode, replacingFiles: false)
-        try watch(&signalsWatch, RemovalSignal.folder, mask: WatchMask.signals, as: .signals, required: false)
     }
 
     /// A fan-out folder appeared (made on first use, after observation began): watch it, then read what
@@ -362,7 +393,18 @@ final class DirectoryWatch {
     private func published(_ identity: SHA256Digest, relative: String) -> UInt64? {
         let keyTargets = keyObservers[identity] ?? []
         guard !keyTargets.isEmpty || broadCount > 0 else { return nil }
-        guard let entry = readEntry(relative, identity: identity) else { return nil }  // gone again, or not an entry
+        guard let entry = readEntry(relative, identity: identity) else {
+            // Gone again (unlinked before its header could be read: neither change is reported), or not an
+            // entry any reader accepts.
+            if !keyTargets.isEmpty, case .failure(let error) = Syscall.status(of: relative, in: directory.descriptor),
+                error.errno == .noSuchFile
+            {
+                if knownAbsent.count > 4096 { knownAbsent = [] }
+                knownAbsent.insert(identity)
+            }
+            return nil
+        }
+        knownAbsent.remove(identity)
         if let inode = reportedByFolderScan.removeValue(forKey: identity), inode == entry.inode { return nil }
         deliverToKeyObservers(.published(entry.observed), entry: entry, identity: identity)
         guard broadCount > 0 else { return entry.inode }
@@ -381,7 +423,8 @@ final class DirectoryWatch {
     /// An entry file was unlinked (or renamed away).
     private func removed(_ identity: SHA256Digest) {
         let hex = identity.hex
-        for observer in keyObservers[identity] ?? [] {
+        let neverReported = knownAbsent.remove(identity) != nil
+        for observer in keyObservers[identity] ?? [] where !neverReported {
             guard case .key(_, let key, let codec) = observer.filter else { continue }
             observer.channel.push(.removed(YCache.RemovedEntry(entryIdentifier: hex, key: key, codecIdentifier: codec)))
         }
@@ -449,8 +492,11 @@ final class DirectoryWatch {
             guard let scope = RemovalSignal.scope(ofMarker: name) else { continue }
             openWindow(name, scope: scope)
             if let window = windows[name], window.probe(in: directory) != .running {
+                // Over (or abandoned) before this observation saw it begin: its unlinks were reported one
+                // by one, or before observation began; its marker's later unlink or rename is not news.
                 window.close()
                 windows[name] = nil
+                abandoned.insert(name)
             }
         }
     }
@@ -572,6 +618,11 @@ final class DirectoryWatch {
                 }
                 for observer in scans[index].targets where observer.filter.matches(entry.observed.key) {
                     observer.channel.push(.published(entry.observed))
+                }
+                if let full = scans[index].targets.first(where: { $0.channel.isHalfFull }) {
+                    scans[index].paused = true
+                    full.channel.whenDrained(wake)
+                    break
                 }
             }
             if scans[index].files.isEmpty && scans[index].folders.isEmpty {

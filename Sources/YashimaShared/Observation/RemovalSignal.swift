@@ -1,10 +1,10 @@
 // The removal signal (I14): `removeAll(in:)` and `removeAll()` bracket their unlinks with a marker file in
 // `signals/`, so observers in every process report one event for the whole removal instead of one per
 // entry. This file owns the remover's side (begin, end, sweeping markers of killed removers), the marker's
-// name and its small record; the observers' side is in DirectoryWatch.swift. It costs a directory
-// removal one `fstatat` when nobody ever observed the directory (no `signals/` folder), and a few
-// syscalls on top of the scan otherwise. Best effort: a marker that cannot be made only means observers
-// see the removal entry by entry.
+// name and its small record; the observers' side is in DirectoryWatch.swift. When nobody observes it
+// costs a removal an open, a flock and a close of `signals/` (one failed open when nobody ever observed
+// the directory), and creates nothing; otherwise a few syscalls on top of the scan. Best effort: a marker
+// that cannot be made only means observers see the removal entry by entry.
 
 /// A removal in progress, announced to observers by a marker file held locked by its remover.
 struct RemovalSignal: Sendable {
@@ -115,7 +115,7 @@ struct RemovalSignal: Sendable {
     /// marker cannot be made. Called before the first unlink; `end()` after the last.
     static func begin(namespace: String?, in directory: Directory) -> RemovalSignal? {
         let root = directory.descriptor
-        guard case .success(let status) = Syscall.status(of: folder, in: root), status.isDirectory else { return nil }
+        guard isObserved(directory) else { return nil }
         let staging = directory.newStagingPath()
         let fd: Int32
         switch Syscall.open(staging, in: root, flags: [.readWrite, .create, .exclusive], mode: directory.fileMode) {
@@ -134,6 +134,18 @@ struct RemovalSignal: Sendable {
             return nil
         }
         return RemovalSignal(descriptor: fd, relative: relative, directory: directory)
+    }
+
+    /// Whether any process observes the directory broadly now: each holds `flock(LOCK_SH)` on `signals/`
+    /// while it does, so a remover that can take `LOCK_EX | LOCK_NB` on it (released at once) knows nobody
+    /// would read a marker. No `signals/` folder: nobody ever observed. Two syscalls and a close.
+    static func isObserved(_ directory: Directory) -> Bool {
+        guard case .success(let fd) = Syscall.open(folder, in: directory.descriptor, flags: [.readOnly, .directory])
+        else { return false }
+        defer { Syscall.close(fd) }
+        guard case .success = Syscall.lock(fd, exclusive: true, wait: false) else { return true }
+        Syscall.unlock(fd)  // I7: LOCK_UN before close
+        return false
     }
 
     /// Ends the removal: unlinks the marker (observers then report the removal), releases it, and sweeps

@@ -5,6 +5,7 @@
 // else it owns (the watches, the directories' state) is touched by that thread alone.
 
 import Foundation
+import Glibc
 import Synchronization
 
 /// Constants of observation, each with its reason.
@@ -37,6 +38,8 @@ enum WatcherCommand: Sendable {
     case resumeScans
     /// Removes every watch, closes the descriptors, ends the thread.
     case stop
+    /// Calls back once every command sent before it was handled (tests order their checks with it).
+    case barrier(@Sendable (_ watches: Int) -> Void)
 }
 
 /// The process's watcher: an inotify descriptor, an eventfd, and the thread serving both.
@@ -78,10 +81,13 @@ final class Watcher: @unchecked Sendable {
             throw .observationUnavailable(path: path, reason: "cannot make the watcher's wake-up descriptor: \(error)")
         }
         let watcher = Watcher(inotify: inotify, wake: wake)
-        ObservationHub.shared.threadStarted()
-        let thread = Thread { watcher.run() }
-        thread.stackSize = 512 * 1024
-        thread.start()
+        do throws(YCacheError) {
+            try WatcherThread.start(watcher, path: path)
+        } catch {
+            Syscall.close(inotify)
+            Syscall.close(wake)
+            throw error
+        }
         return watcher
     }
 
@@ -102,12 +108,14 @@ final class Watcher: @unchecked Sendable {
 
     // MARK: The thread
 
-    private func run() {
+    /// The thread's body (WatcherThread runs it); nothing else calls it.
+    fileprivate func run() {
         Syscall.nameThread("yashima-observe")
         let buffer = UnsafeMutableRawBufferPointer.allocate(
             byteCount: ObservationPolicy.readBufferSize, alignment: 8)
         defer { buffer.deallocate() }
         var failure: YCacheError?
+        var unhandled: [WatcherCommand] = []
         var nextProbe: Int64 = 0
         loop: while true {
             let scanning = directories.values.contains { $0.hasRunnableScan }
@@ -135,8 +143,11 @@ final class Watcher: @unchecked Sendable {
                     defer { inbox.commands.removeAll() }
                     return inbox.commands
                 }
-                for command in commands {
-                    if case .stop = command { break loop }
+                for (index, command) in commands.enumerated() {
+                    if case .stop = command {
+                        unhandled = Array(commands[(index + 1)...])
+                        break loop
+                    }
                     handle(command)
                 }
             }
@@ -166,7 +177,7 @@ final class Watcher: @unchecked Sendable {
             }
             retireUnobservedDirectories()
         }
-        shutDown(failure: failure)
+        shutDown(failure: failure, unhandled: unhandled)
     }
 
     private func handle(_ command: WatcherCommand) {
@@ -191,6 +202,8 @@ final class Watcher: @unchecked Sendable {
             }
         case .resumeScans:
             for directory in directories.values { directory.resumePausedScans() }
+        case .barrier(let done):
+            done(router.watchCount)
         case .stop:
             break
         }
@@ -206,13 +219,13 @@ final class Watcher: @unchecked Sendable {
     }
 
     private func retireUnobservedDirectories() {
-        for (identity, directory) in directories where directory.observerCount == 0 {
+        for (identity, directory) in directories where directory.isRetired {
             directory.removeAllWatches()
             directories[identity] = nil
         }
     }
 
-    private func shutDown(failure: YCacheError?) {
+    private func shutDown(failure: YCacheError?, unhandled: [WatcherCommand]) {
         for directory in directories.values {
             if let failure { directory.failAll(failure) }
             directory.removeAllWatches()
@@ -223,12 +236,50 @@ final class Watcher: @unchecked Sendable {
             defer { inbox.commands.removeAll() }
             return inbox.commands
         }
-        for case .register(_, _, let completion) in leftover {
-            completion(.failure(failure ?? .observationUnavailable(path: "", reason: "the watcher stopped")))
+        for command in unhandled + leftover {
+            switch command {
+            case .register(_, _, let completion):
+                completion(.failure(failure ?? .observationUnavailable(path: "", reason: "the watcher stopped")))
+            case .barrier(let done): done(0)
+            default: break
+            }
         }
         Syscall.close(inotify)
         Syscall.close(wake)
-        ObservationHub.shared.threadEnded()
+        ObservationHub.shared.threadEnded(ObjectIdentifier(self))
+    }
+}
+
+/// The watcher's thread: a joinable pthread (512 KiB of stack), so that a stopped watcher's thread can
+/// be joined and is provably gone, not merely finishing.
+enum WatcherThread {
+    private final class Body {
+        let watcher: Watcher
+        init(_ watcher: Watcher) { self.watcher = watcher }
+    }
+
+    static func start(_ watcher: Watcher, path: String) throws(YCacheError) {
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setstacksize(&attributes, 512 * 1024)
+        let body = Unmanaged.passRetained(Body(watcher)).toOpaque()
+        // Recorded while it is made, so that its end is never reported before its start.
+        let started = ObservationHub.shared.threadStarted(ObjectIdentifier(watcher)) { () -> pthread_t? in
+            var thread = pthread_t()
+            let created = pthread_create(
+                &thread, &attributes,
+                { raw in
+                    guard let raw else { return nil }
+                    Unmanaged<Body>.fromOpaque(raw).takeRetainedValue().watcher.run()
+                    return nil
+                }, body)
+            return created == 0 ? thread : nil
+        }
+        if !started {
+            Unmanaged<Body>.fromOpaque(body).release()
+            throw .observationUnavailable(path: path, reason: "cannot start the watcher thread (pthread_create)")
+        }
     }
 }
 
@@ -286,7 +337,6 @@ final class ObservationHub: Sendable {
     }
 
     private let state = Mutex(State())
-    private let threads = Mutex<(running: Int, waiters: [CheckedContinuation<Void, Never>])>((0, []))
 
     /// Registers `observer` for `directory`: starts the watcher with the process's first observation,
     /// then has it add the observer's watches. Returns once they are in place.
@@ -297,6 +347,7 @@ final class ObservationHub: Sendable {
                 return watcher
             }
             // None yet, or it stopped, or this is a forked child (the parent's thread is not here).
+            joinEndedThreads()
             let watcher = try Watcher.start(path: directory.path)
             state.watcher = watcher
             state.observers = 1
@@ -333,35 +384,72 @@ final class ObservationHub: Sendable {
         }
     }
 
-    // MARK: Thread accounting (for tests: "no thread left behind")
-
-    func threadStarted() {
-        threads.withLock { $0.running += 1 }
+    /// The number of inotify watches once the watcher handled everything sent before this call (0 when
+    /// no watcher runs). For tests.
+    func settledWatchCount() async -> Int {
+        guard let watcher = state.withLock({ $0.watcher }) else { return 0 }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Int, Never>) in
+            if !watcher.send(.barrier({ continuation.resume(returning: $0) })) { continuation.resume(returning: 0) }
+        }
     }
 
-    func threadEnded() {
+    // MARK: Threads: every watcher thread is joined once it has ended
+
+    private struct Threads {
+        var running: [ObjectIdentifier: pthread_t] = [:]
+        var ended: [pthread_t] = []
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let threads = Mutex(Threads())
+
+    /// Records a watcher thread; `create` makes it (nil when it could not) while the record is held, so
+    /// its end cannot be reported before its start. Returns whether it was made.
+    func threadStarted(_ watcher: ObjectIdentifier, create: () -> pthread_t?) -> Bool {
+        threads.withLock { threads in
+            guard let thread = create() else { return false }
+            threads.running[watcher] = thread
+            return true
+        }
+    }
+
+    /// The watcher's last act: its thread is about to return.
+    func threadEnded(_ watcher: ObjectIdentifier) {
         let waiters = threads.withLock { threads -> [CheckedContinuation<Void, Never>] in
-            threads.running -= 1
-            guard threads.running == 0 else { return [] }
+            if let thread = threads.running.removeValue(forKey: watcher) { threads.ended.append(thread) }
+            guard threads.running.isEmpty else { return [] }
             defer { threads.waiters = [] }
             return threads.waiters
         }
         for waiter in waiters { waiter.resume() }
     }
 
-    /// Watcher threads running in this process (0 or 1, briefly 2 while one stops as another starts).
-    var runningThreads: Int { threads.withLock { $0.running } }
+    /// Joins the threads of stopped watchers. Each has already reported its end, so a join waits only for
+    /// its return; called when a watcher starts (so at most one ended thread waits to be joined) and by
+    /// `waitUntilNoWatcherThread`.
+    func joinEndedThreads() {
+        let ended = threads.withLock { threads -> [pthread_t] in
+            defer { threads.ended = [] }
+            return threads.ended
+        }
+        for thread in ended { pthread_join(thread, nil) }
+    }
 
-    /// Returns once no watcher thread is running in this process.
+    /// Watcher threads running in this process (0 or 1, briefly 2 while one stops as another starts).
+    var runningThreads: Int { threads.withLock { $0.running.count } }
+
+    /// Returns once no watcher thread is running in this process and every one that ran has been joined
+    /// (it no longer exists). For tests.
     func waitUntilNoWatcherThread() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let now = threads.withLock { threads -> Bool in
-                if threads.running == 0 { return true }
+                if threads.running.isEmpty { return true }
                 threads.waiters.append(continuation)
                 return false
             }
             if now { continuation.resume() }
         }
+        await BlockingWork.run { ObservationHub.shared.joinEndedThreads() }
     }
 }
 
