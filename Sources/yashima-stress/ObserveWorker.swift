@@ -85,7 +85,7 @@ enum ObserveWorker {
     private static func describe(
         _ change: YCache.Change, cache: YCache, read: Bool, seed: UInt64, size: Int
     ) async throws -> [String: Any] {
-        var line: [String: Any] = ["monotonicNs": Int(DispatchTime.now().uptimeNanoseconds)]
+        var line: [String: Any] = ["monotonicNs": Int(monotonicNanoseconds())]
         switch change {
         case .published(let entry):
             line["event"] = "published"
@@ -121,6 +121,31 @@ enum ObserveWorker {
     private static func emitError(_ error: YCacheError) {
         let name = Mirror(reflecting: error).children.first?.label ?? error.description
         emit(jsonLine(["error": name, "description": error.description]))
+    }
+
+    /// `worker inotify-wait --folder F`: the bench's baseline, a bare inotify reader in C calls. Watches F
+    /// for names renamed into it, prints READY, then the CLOCK_MONOTONIC time each one was read.
+    static func inotifyWait(_ arguments: inout Arguments) throws -> Int32 {
+        guard let folder = arguments.string("folder") else { throw ArgumentError(description: "--folder is required") }
+        try arguments.rejectUnknown()
+        var err: Int32 = 0
+        let fd = ysh_inotify_init(&err)
+        guard fd >= 0, ysh_inotify_add_watch_at(fd, ysh_AT_FDCWD, folder, ysh_IN_MOVED_TO, &err) >= 0 else { return 1 }
+        emit("READY")
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            var ready: Int32 = 0
+            guard ysh_poll2(fd, fd, -1, &ready, nil, &err) >= 0 else { return 1 }
+            let count = buffer.withUnsafeMutableBytes { ysh_read_some(fd, $0.baseAddress, $0.count, &err) }
+            if count <= 0 { continue }
+            let now = monotonicNanoseconds()
+            var offset = 0
+            while offset + 16 <= count {
+                emit("\(now)")
+                offset +=
+                    16 + buffer.withUnsafeBytes { Int($0.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self)) }
+            }
+        }
     }
 
     /// `worker cycle --namespace N --prefix P --count C [--go] [--pause]`: stores keys P-0 … P-(C-1)

@@ -77,6 +77,7 @@ enum WorkerCommand {
         case "l1-footprint": return try BenchWorker.l1Footprint(&arguments)
         case "observe": return try await ObserveWorker.observe(&arguments)
         case "cycle": return try await ObserveWorker.cycle(&arguments)
+        case "inotify-wait": return try ObserveWorker.inotifyWait(&arguments)
         default: throw ArgumentError(description: "unknown worker command '\(command)'")
         }
     }

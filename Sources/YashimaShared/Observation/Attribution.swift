@@ -55,6 +55,9 @@ struct SummaryTable {
         compactIfStale()
     }
 
+    /// The key and codec of `identity`, if remembered.
+    func summary(of identity: SHA256Digest) -> Summary? { table[identity] }
+
     mutating func remove(_ identity: SHA256Digest) -> Summary? {
         guard let summary = table.removeValue(forKey: identity) else { return nil }
         byteCount -= summary.byteCount

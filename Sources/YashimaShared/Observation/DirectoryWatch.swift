@@ -393,6 +393,13 @@ final class DirectoryWatch {
     private func published(_ identity: SHA256Digest, relative: String) -> UInt64? {
         let keyTargets = keyObservers[identity] ?? []
         guard !keyTargets.isEmpty || broadCount > 0 else { return nil }
+        // An identity names one key and codec, so a known one has a known namespace: when nobody observes
+        // it, the header need not be read (writes to other namespaces cost an observer nearly nothing).
+        if keyTargets.isEmpty, everythingObservers.isEmpty, let known = summaries.summary(of: identity),
+            namespaceObservers[known.key.namespace] == nil
+        {
+            return nil
+        }
         guard let entry = readEntry(relative, identity: identity) else {
             // Gone again (unlinked before its header could be read: neither change is reported), or not an
             // entry any reader accepts.
