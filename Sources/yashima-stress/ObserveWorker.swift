@@ -78,8 +78,30 @@ enum ObserveWorker {
         }
         control.onStop { consumer.cancel() }
         let status = await consumer.value
-        emit(jsonLine(["ended": true]))
+        // Cancelled, or ended: the observation's watcher thread must go too. Checked here, in the process
+        // that observed (up to 10 s for it to finish its exit).
+        emit(jsonLine(["ended": true, "watcherThreadGone": await watcherThreadGone()]))
         return status
+    }
+
+    /// Whether this process has no thread named `yashima-observe` left (a dead one, state Z or X, does
+    /// not count), waiting up to 10 s for the one that is stopping.
+    private static func watcherThreadGone() async -> Bool {
+        for _ in 0..<1000 {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+            let alive = tasks.contains { task in
+                let comm = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)
+                guard comm?.hasPrefix("yashima-observe") == true,
+                    let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
+                    let close = stat.lastIndex(of: ")")
+                else { return false }
+                let state = stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).prefix(1)
+                return state != "Z" && state != "X"
+            }
+            if !alive { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return false
     }
 
     private static func describe(

@@ -246,12 +246,20 @@ final class Watcher: @unchecked Sendable {
         }
         Syscall.close(inotify)
         Syscall.close(wake)
-        ObservationHub.shared.threadEnded(ObjectIdentifier(self))
+        // Joined at once by a reaper (a detached thread), so an ended watcher never lingers unjoined.
+        let me = pthread_self()
+        let identifier = ObjectIdentifier(self)
+        let reaper = Thread {
+            pthread_join(me, nil)
+            ObservationHub.shared.threadJoined(identifier)
+        }
+        reaper.stackSize = 64 * 1024
+        reaper.start()
     }
 }
 
-/// The watcher's thread: a joinable pthread (512 KiB of stack), so that a stopped watcher's thread can
-/// be joined and is provably gone, not merely finishing.
+/// The watcher's thread: a joinable pthread (512 KiB of stack), joined by a reaper the moment it ends,
+/// so that "no watcher thread" means the thread is gone, not merely finishing.
 enum WatcherThread {
     private final class Body {
         let watcher: Watcher
@@ -265,7 +273,7 @@ enum WatcherThread {
         pthread_attr_setstacksize(&attributes, 512 * 1024)
         let body = Unmanaged.passRetained(Body(watcher)).toOpaque()
         // Recorded while it is made, so that its end is never reported before its start.
-        let started = ObservationHub.shared.threadStarted(ObjectIdentifier(watcher)) { () -> pthread_t? in
+        let started = ObservationHub.shared.threadStarted(ObjectIdentifier(watcher)) { () -> Bool in
             var thread = pthread_t()
             let created = pthread_create(
                 &thread, &attributes,
@@ -274,7 +282,7 @@ enum WatcherThread {
                     Unmanaged<Body>.fromOpaque(raw).takeRetainedValue().watcher.run()
                     return nil
                 }, body)
-            return created == 0 ? thread : nil
+            return created == 0
         }
         if !started {
             Unmanaged<Body>.fromOpaque(body).release()
@@ -347,7 +355,6 @@ final class ObservationHub: Sendable {
                 return watcher
             }
             // None yet, or it stopped, or this is a forked child (the parent's thread is not here).
-            joinEndedThreads()
             let watcher = try Watcher.start(path: directory.path)
             state.watcher = watcher
             state.observers = 1
@@ -393,30 +400,29 @@ final class ObservationHub: Sendable {
         }
     }
 
-    // MARK: Threads: every watcher thread is joined once it has ended
+    // MARK: Threads: every watcher thread is joined as soon as it ends
 
     private struct Threads {
-        var running: [ObjectIdentifier: pthread_t] = [:]
-        var ended: [pthread_t] = []
+        var running: Set<ObjectIdentifier> = []
         var waiters: [CheckedContinuation<Void, Never>] = []
     }
 
     private let threads = Mutex(Threads())
 
-    /// Records a watcher thread; `create` makes it (nil when it could not) while the record is held, so
+    /// Records a watcher thread; `create` makes it (false when it could not) while the record is held, so
     /// its end cannot be reported before its start. Returns whether it was made.
-    func threadStarted(_ watcher: ObjectIdentifier, create: () -> pthread_t?) -> Bool {
+    func threadStarted(_ watcher: ObjectIdentifier, create: () -> Bool) -> Bool {
         threads.withLock { threads in
-            guard let thread = create() else { return false }
-            threads.running[watcher] = thread
+            guard create() else { return false }
+            threads.running.insert(watcher)
             return true
         }
     }
 
-    /// The watcher's last act: its thread is about to return.
-    func threadEnded(_ watcher: ObjectIdentifier) {
+    /// A watcher's thread has ended and been joined: it no longer exists.
+    func threadJoined(_ watcher: ObjectIdentifier) {
         let waiters = threads.withLock { threads -> [CheckedContinuation<Void, Never>] in
-            if let thread = threads.running.removeValue(forKey: watcher) { threads.ended.append(thread) }
+            threads.running.remove(watcher)
             guard threads.running.isEmpty else { return [] }
             defer { threads.waiters = [] }
             return threads.waiters
@@ -424,22 +430,11 @@ final class ObservationHub: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
-    /// Joins the threads of stopped watchers. Each has already reported its end, so a join waits only for
-    /// its return; called when a watcher starts (so at most one ended thread waits to be joined) and by
-    /// `waitUntilNoWatcherThread`.
-    func joinEndedThreads() {
-        let ended = threads.withLock { threads -> [pthread_t] in
-            defer { threads.ended = [] }
-            return threads.ended
-        }
-        for thread in ended { pthread_join(thread, nil) }
-    }
-
-    /// Watcher threads running in this process (0 or 1, briefly 2 while one stops as another starts).
+    /// Watcher threads in this process (0 or 1, briefly 2 while one stops as another starts).
     var runningThreads: Int { threads.withLock { $0.running.count } }
 
-    /// Returns once no watcher thread is running in this process and every one that ran has been joined
-    /// (it no longer exists). For tests.
+    /// Returns once no watcher thread exists in this process (each that ran has ended and been joined).
+    /// For tests.
     func waitUntilNoWatcherThread() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let now = threads.withLock { threads -> Bool in
@@ -449,7 +444,6 @@ final class ObservationHub: Sendable {
             }
             if now { continuation.resume() }
         }
-        await BlockingWork.run { ObservationHub.shared.joinEndedThreads() }
     }
 }
 

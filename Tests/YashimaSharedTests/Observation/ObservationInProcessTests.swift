@@ -11,13 +11,26 @@ import Testing
 @testable import YashimaShared
 
 extension ObservationTests {
-    /// Threads of this process named like the watcher.
+    /// Threads of this process named like the watcher (a thread already dead, state Z or X, is gone).
     static func watcherThreads() -> Int {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
         return tasks.filter { task in
             let comm = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)
-            return comm?.trimmingCharacters(in: .whitespacesAndNewlines) == "yashima-observe"
+            guard comm?.trimmingCharacters(in: .whitespacesAndNewlines) == "yashima-observe",
+                let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return false }
+            let state = stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).prefix(1)
+            return state != "Z" && state != "X"
         }.count
+    }
+
+    /// Waits for every watcher thread to have ended and been joined, then for the kernel to finish its
+    /// exit (a joined thread leaves /proc a moment later; bounded at 10 s); returns the threads left.
+    static func watcherThreadsAfterStop() async -> Int {
+        await ObservationHub.shared.waitUntilNoWatcherThread()
+        for _ in 0..<1000 where watcherThreads() > 0 { try? await Task.sleep(for: .milliseconds(10)) }
+        return watcherThreads()
     }
 
     /// This process's inotify descriptors and the watches each holds (from /proc/self/fdinfo).
@@ -39,8 +52,7 @@ extension ObservationTests {
 
     @Test("cancelling the observing task ends the sequence and leaves no thread, descriptor or watch")
     func cancellationLeavesNothingBehind() async throws {
-        await ObservationHub.shared.waitUntilNoWatcherThread()
-        #expect(Self.watcherThreads() == 0)
+        #expect(await Self.watcherThreadsAfterStop() == 0)
         let dir = TemporaryDirectory("observe-cancel")
         let cache = YCache(storageDirectory: dir.url)
         try await cache.store(Data("a".utf8), for: CacheKey(namespace: "c", identity: "a"), codec: DataCodec())
@@ -61,8 +73,7 @@ extension ObservationTests {
         await received.wait()
         task.cancel()
         #expect(try await task.value == 1)  // the sequence ended: the loop returned
-        await ObservationHub.shared.waitUntilNoWatcherThread()
-        #expect(Self.watcherThreads() == 0)
+        #expect(await Self.watcherThreadsAfterStop() == 0)
         #expect(Self.inotifyWatches().isEmpty)
         // The same sequence iterated again ends at once.
         var iterator = changes.makeAsyncIterator()
@@ -71,7 +82,7 @@ extension ObservationTests {
 
     @Test("a sequence dropped without being iterated releases its watches and the thread")
     func droppingReleases() async throws {
-        await ObservationHub.shared.waitUntilNoWatcherThread()
+        #expect(await Self.watcherThreadsAfterStop() == 0)
         let dir = TemporaryDirectory("observe-drop")
         let cache = YCache(storageDirectory: dir.url)
         do {
@@ -79,14 +90,13 @@ extension ObservationTests {
             #expect(Self.watcherThreads() == 1)
             _ = changes
         }
-        await ObservationHub.shared.waitUntilNoWatcherThread()
-        #expect(Self.watcherThreads() == 0)
+        #expect(await Self.watcherThreadsAfterStop() == 0)
         #expect(Self.inotifyWatches().isEmpty)
     }
 
     @Test("observers share one thread and one inotify instance; watches are added and released by need")
     func watchesAreSharedAndCounted() async throws {
-        await ObservationHub.shared.waitUntilNoWatcherThread()
+        #expect(await Self.watcherThreadsAfterStop() == 0)
         let dir = TemporaryDirectory("observe-shared")
         let cache = YCache(storageDirectory: dir.url)
         let keyA = CacheKey(namespace: "a", identity: "one")
@@ -116,7 +126,7 @@ extension ObservationTests {
             #expect(Self.published(try await iterator.next()) == "b/two")
         }
         held["key"] = nil
-        await ObservationHub.shared.waitUntilNoWatcherThread()
+        #expect(await Self.watcherThreadsAfterStop() == 0)
         #expect(Self.inotifyWatches().isEmpty)
     }
 

@@ -51,6 +51,8 @@ struct ObservationTests {
         child.send("STOP")
         let ended = await child.line(timeout: 60) { $0.hasPrefix("{\"ended\"") }
         #expect(ended != nil, "the observer did not end", sourceLocation: sourceLocation)
+        // Cancelling its only observation left no watcher thread in that process.
+        #expect(ended?.contains("\"watcherThreadGone\":true") == true, "\(ended ?? "")", sourceLocation: sourceLocation)
         #expect(await child.exitStatus() == 0, sourceLocation: sourceLocation)
     }
 
