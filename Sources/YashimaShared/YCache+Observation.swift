@@ -41,7 +41,8 @@ extension YCache {
         /// An entry was published: stored or generated, new or replacing one (its new metadata).
         case published(ObservedEntry)
         /// An entry's file was unlinked: by `remove`, by trim, by `removeExpired()` or a lookup that found
-        /// it expired or corrupt, or (for a key observer) by a `removeAll`.
+        /// it expired or corrupt, or (for a key observer) by a `removeAll`; or it was replaced by a file no
+        /// reader accepts (corrupt, already expired), which is then not reported again when it is unlinked.
         case removed(RemovedEntry)
         /// `removeAll(in:)` (the namespace) or `removeAll()` (nil) finished in some process: one change for
         /// the whole removal, reported to namespace and directory observers instead of one `.removed` per
@@ -158,7 +159,9 @@ extension YCache {
     /// scan is done. The process remembers up to 16,384 keys (and 8 MiB of key bytes) per directory. A
     /// removal it cannot attribute (an entry beyond that, or older than its observation) is reported
     /// with `key == nil` to every namespace observer, since it may be theirs, unless a removal of the
-    /// observer's namespace (or of the whole directory) is in progress.
+    /// observer's namespace (or of the whole directory) is in progress. An entry unlinked before this
+    /// process could read its header is reported neither way (when it knows every entry), since its key
+    /// cannot be learnt; the net state is unchanged.
     /// - Parameters:
     ///   - namespace: The namespace whose entries to observe.
     ///   - start: `.now`, or `.currentState` to begin with a `.published` change for each entry stored.

@@ -58,9 +58,9 @@ final class DirectoryWatch {
     /// queued before the watch existed or just after, is then not a second report (a publication is
     /// always a new inode, I1).
     private var reportedByFolderScan: [SHA256Digest: UInt64] = [:]
-    /// Entries of key observers whose file was already gone when its rename was read: their unlink is not
-    /// reported (the observer never heard of them, and they are absent, as it believes).
-    private var knownAbsent: Set<SHA256Digest> = []
+    /// Entries whose file, when it appeared, was one no reader accepts (corrupt, expired, foreign): the
+    /// removal of what was there before was reported then, so the unlink of that file is not news.
+    private var unreadable: Set<SHA256Digest> = []
     /// Registrations of broad observers waiting for the directory's first scan (attribution is complete
     /// only after it).
     private var waitingForSummaryScan: [@Sendable (Result<Void, YCacheError>) -> Void] = []
@@ -401,17 +401,18 @@ final class DirectoryWatch {
             return nil
         }
         guard let entry = readEntry(relative, identity: identity) else {
-            // Gone again (unlinked before its header could be read: neither change is reported), or not an
-            // entry any reader accepts.
-            if !keyTargets.isEmpty, case .failure(let error) = Syscall.status(of: relative, in: directory.descriptor),
-                error.errno == .noSuchFile
-            {
-                if knownAbsent.count > 4096 { knownAbsent = [] }
-                knownAbsent.insert(identity)
+            // Gone again: its unlink, queued, reports the removal of whatever was reported before (an entry
+            // unlinked before its header could be read is reported neither way to a broad observer that knows
+            // every entry). Still there but unreadable (corrupt, expired, foreign: a miss for every reader):
+            // the entry it replaced is gone now.
+            if case .success = Syscall.status(of: relative, in: directory.descriptor) {
+                reportRemoval(identity)
+                if unreadable.count > 4096 { unreadable = [] }
+                unreadable.insert(identity)
             }
             return nil
         }
-        knownAbsent.remove(identity)
+        unreadable.remove(identity)
         if let inode = reportedByFolderScan.removeValue(forKey: identity), inode == entry.inode { return nil }
         deliverToKeyObservers(.published(entry.observed), entry: entry, identity: identity)
         guard broadCount > 0 else { return entry.inode }
@@ -429,9 +430,15 @@ final class DirectoryWatch {
 
     /// An entry file was unlinked (or renamed away).
     private func removed(_ identity: SHA256Digest) {
+        if unreadable.remove(identity) != nil { return }  // reported when the unreadable file appeared
+        reportRemoval(identity)
+    }
+
+    /// Reports that the entry `identity` is gone: to its key observers, and to broad observers with its key
+    /// when this process saw it (or without, when it may have missed it).
+    private func reportRemoval(_ identity: SHA256Digest) {
         let hex = identity.hex
-        let neverReported = knownAbsent.remove(identity) != nil
-        for observer in keyObservers[identity] ?? [] where !neverReported {
+        for observer in keyObservers[identity] ?? [] {
             guard case .key(_, let key, let codec) = observer.filter else { continue }
             observer.channel.push(.removed(YCache.RemovedEntry(entryIdentifier: hex, key: key, codecIdentifier: codec)))
         }

@@ -205,6 +205,32 @@ extension ObservationTests {
         #expect(Self.published(try await changes.next()) == "ns/after")
     }
 
+    @Test("an entry replaced by a file no reader accepts is reported removed once, not again at its unlink")
+    func unreadableReplacement() async throws {
+        let dir = TemporaryDirectory("observe-unreadable")
+        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: nil)
+        let key = CacheKey(namespace: "ns", identity: "k")
+        try await cache.store(Data("good".utf8), for: key, codec: DataCodec())
+        var keyChanges = try await cache.observe(for: key, codec: DataCodec()).makeAsyncIterator()
+        var namespaceChanges = try await cache.observe(in: "ns").makeAsyncIterator()
+        // What a torn write or a foreign writer leaves: garbage renamed over the entry.
+        let directory = try cache.engine.storage().get().directory
+        let entry =
+            dir.path + "/" + directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: "data-v1")).relative
+        try Data("not an entry".utf8).write(to: URL(fileURLWithPath: dir.path + "/tmp/garbage"))
+        #expect(rename(dir.path + "/tmp/garbage", entry) == 0)
+        let identifier = EntryIdentity(key: key, codecIdentifier: "data-v1").hex
+        let removed = YCache.Change.removed(
+            YCache.RemovedEntry(entryIdentifier: identifier, key: key, codecIdentifier: "data-v1"))
+        #expect(try await keyChanges.next() == removed)
+        #expect(try await namespaceChanges.next() == removed)
+        // Another instance's lookup finds it corrupt, unlinks it (no second removal) and generates again.
+        let reader = YCache(storageDirectory: dir.url, storageMaximumByteCount: nil)
+        #expect(try await reader.data(for: key) { Data("again".utf8) } == Data("again".utf8))
+        #expect(Self.published(try await keyChanges.next()) == "ns/k")
+        #expect(Self.published(try await namespaceChanges.next()) == "ns/k")
+    }
+
     @Test("observing a directory that is then removed ends with observationUnavailable; observing again works")
     func removedDirectoryEndsObservation() async throws {
         let dir = TemporaryDirectory("observe-removed")
