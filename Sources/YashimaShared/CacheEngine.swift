@@ -663,6 +663,8 @@ final class CacheEngine: Sendable {
     func removeAll(inNamespace namespace: String?) throws(YCache.Error) -> Int {
         if let namespace { memory.removeAll(inNamespace: namespace) } else { memory.removeAll() }
         let context = try storage(verifyingRoot: true).get()  // reported, as in remove(key:)
+        let signal = RemovalSignal.begin(namespace: namespace, in: context.directory)  // I14: one event for observers
+        defer { signal?.end() }
         let bump = {
             if let namespace {
                 context.directory.state.bumpNamespace(slot: SharedState.namespaceSlot(namespace))

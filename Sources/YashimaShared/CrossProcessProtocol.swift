@@ -19,6 +19,11 @@
 /// - **state file**: `state`, a small file every process maps shared: usage counter and epochs.
 /// - **touch**: setting an entry's mtime to now to mark it recently used (the LRU signal).
 /// - **trim**: unlinking least-recently-used entries until usage is under the budget.
+/// - **removal marker**: `signals/ns-<SHA-256 of the namespace>.<16 hex>.removal` (or `signals/all.<16
+///   hex>.removal` for `removeAll()`), the file by which a `removeAll` announces itself to observers
+///   (I14). `signals/` is made by the first process that observes the directory; nothing else uses it.
+/// - **observer**: a process watching the directory with inotify (`YCache.observe`). It only reads
+///   entry headers; it never writes, touches or unlinks an entry.
 ///
 /// ## Invariants
 /// - **I1 Published entries are immutable.** New content is written to a staging file and published
@@ -105,6 +110,24 @@
 ///   cannot be prevented, but it is never written through: entries only ever appear by `rename` of a new
 ///   file, readers trust only validated contents, and lock files get `fchmod` only when they have one
 ///   link and belong to this user.
+/// - **I14 Removals of a namespace or of everything are announced, and only while someone observes.**
+///   Observers learn of changes from inotify alone: an entry appears only by `rename(2)` into its fan-out
+///   folder (I1: `IN_MOVED_TO`; a planted hard link gives `IN_CREATE`) and goes only by `unlink` (I4:
+///   `IN_DELETE`); a fan-out folder appears by `RENAME_NOREPLACE` into `entries/` (or `mkdir` where that
+///   flag is missing), so observers watch `entries/` too and read a new folder once after watching it.
+///   Writes to the mapped `state` file make no inotify event, so `removeAll(in:)` and `removeAll()`
+///   announce themselves: every broad observer (namespace or directory) holds `flock(LOCK_SH)` on
+///   `signals/` while it observes; a remover that cannot take `LOCK_EX | LOCK_NB` on it (someone
+///   observes) makes its marker in `tmp/` (file mode, a record naming the namespace, `flock(LOCK_EX)`),
+///   renames it into `signals/` before its first unlink, unlinks it after its last, and only then
+///   releases it. One inotify instance reports one process's changes in the order they happened, so an
+///   observer sees the marker appear, the entries' unlinks, the marker's unlink: it folds the unlinks of
+///   entries of that namespace into one `removedAll` and reports the publications it saw in between
+///   after it. A marker whose remover died stays named but unlocked: an observer's probe (once a second
+///   while a removal is open) finds it so and reports `missedEvents`; the next remover sweeps such
+///   markers (lock, check still named, rename to `.dead`, unlink). A process that does not follow this
+///   (an older build) only makes observers see its removal entry by entry; the layout version does not
+///   change, since nothing that reads or writes entries depends on `signals/`.
 enum CrossProcessProtocol {
     /// The on-disk layout version written to the `layout` file. Bump when any invariant or path changes.
     static let layoutVersion = 1

@@ -30,6 +30,10 @@ extension YCache {
         /// A budget or option has a value that cannot work. Not thrown by this version: negative budgets
         /// are treated as 0 (that layer keeps nothing).
         case invalidConfiguration(reason: String)
+        /// Changes in the storage directory cannot be observed (`YCache.observe`): the user's inotify limit
+        /// is reached (the reason names `fs.inotify.max_user_watches` or `max_user_instances`), or the
+        /// directory was removed or replaced while it was observed.
+        case observationUnavailable(path: String, reason: String)
 
         /// A readable explanation of the error.
         public var description: String {
@@ -48,6 +52,8 @@ extension YCache {
             case .ioFailure(let operation, let detail): return "\(operation) failed: \(detail)"
             case .corruptEntry(let reason): return "corrupt cache entry: \(reason)"
             case .invalidConfiguration(let reason): return "invalid configuration: \(reason)"
+            case .observationUnavailable(let path, let reason):
+                return "cannot observe storage directory \(path): \(reason)"
             }
         }
     }

@@ -1,4 +1,5 @@
-// The README's app-and-helper guide: two programs, run as two users of one group, share previews.
+// The README's app-and-helper guide: two programs, run as two users of one group, share previews; the
+// app waits for each preview by observing it.
 
 import Foundation
 import YashimaShared
@@ -24,14 +25,21 @@ func runHelper(directory: String, documents: [String]) async throws {
     print("helper rendered \(documents.count) previews")
 }
 
-/// The app, running as another user: shows previews, reading what the helper made.
+/// The app, running as another user: shows each preview the moment the helper has published it.
 func runApp(directory: String, documents: [String]) async throws {
     let cache = sharedPreviewCache(directory: directory)
     for document in documents {
-        let preview = try await cache.resolve(for: previewKey(document), codec: DataCodec()) {
-            try await renderPreview(document)  // only if the helper has not made it yet
+        let key = previewKey(document)
+        // Observe before looking, starting with what is stored: a preview published in between is not missed.
+        let changes = try await cache.observe(for: key, codec: DataCodec(), startingWith: .currentState)
+        print("app waits for \(document)")
+        fflush(nil)  // shown now, not when the program ends (output to a pipe is buffered)
+        for try await change in changes {
+            guard case .published = change, let preview = try await cache.valueIfCached(for: key, codec: DataCodec())
+            else { continue }  // removed, or gone again before it could be read: keep waiting
+            print("app shows \(String(decoding: preview, as: UTF8.self))")
+            break
         }
-        print("app shows \(document) from \(preview.source)")
     }
 }
 // end sample

@@ -10,7 +10,7 @@ let usage = """
       pool DIRECTORY COUNT          start COUNT workers on DIRECTORY (worker pools)
       pool-worker DIRECTORY INDEX   one worker
       helper DIRECTORY DOCUMENT...  render previews into a group-shared DIRECTORY
-      app DIRECTORY DOCUMENT...     show previews from a group-shared DIRECTORY
+      app DIRECTORY DOCUMENT...     wait for previews in a group-shared DIRECTORY and show them
       fixture DIRECTORY             get the seeded-database fixture (parallel test runners)
       keys DIRECTORY                key design
       codecs DIRECTORY              the built-in codecs and a codec of your own

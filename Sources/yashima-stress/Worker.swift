@@ -62,7 +62,10 @@ enum WorkerCommand {
         guard let command = words.first else { throw ArgumentError(description: "worker needs a command") }
         var arguments = try Arguments(
             Array(words.dropFirst()),
-            flagNames: ["go", "announce", "process-local", "all", "refresh", "uniform", "lookup-only", "open-first"])
+            flagNames: [
+                "go", "announce", "process-local", "all", "refresh", "uniform", "lookup-only", "open-first", "current",
+                "read", "pause", "exhaust-inotify-instances",
+            ])
         switch command {
         case "get": return try await get(&arguments)
         case "remove": return try await remove(&arguments)
@@ -72,6 +75,9 @@ enum WorkerCommand {
         case "handoff-wait": return try await BenchWorker.handoffWait(&arguments)
         case "mix": return try await BenchWorker.mix(&arguments)
         case "l1-footprint": return try await BenchWorker.l1Footprint(&arguments)
+        case "observe": return try await ObserveWorker.observe(&arguments)
+        case "cycle": return try await ObserveWorker.cycle(&arguments)
+        case "inotify-wait": return try ObserveWorker.inotifyWait(&arguments)
         default: throw ArgumentError(description: "unknown worker command '\(command)'")
         }
     }

@@ -155,6 +155,42 @@ uint32_t ysh_geteuid(void);
 /// 1 when `gid` is this process's effective group or one of its supplementary groups (getgroups(2)).
 int ysh_is_group_member(uint32_t gid);
 
+/// inotify(7), for observing changes (Observation/): the event bits the watcher uses, and the size of the
+/// fixed part of `struct inotify_event` (wd, mask, cookie, len; the name follows, NUL-padded).
+extern const uint32_t ysh_IN_CREATE;
+extern const uint32_t ysh_IN_DELETE;
+extern const uint32_t ysh_IN_MOVED_FROM;
+extern const uint32_t ysh_IN_MOVED_TO;
+extern const uint32_t ysh_IN_DELETE_SELF;
+extern const uint32_t ysh_IN_MOVE_SELF;
+extern const uint32_t ysh_IN_IGNORED;
+extern const uint32_t ysh_IN_Q_OVERFLOW;
+extern const uint32_t ysh_IN_UNMOUNT;
+extern const uint32_t ysh_IN_ISDIR;
+extern const uint32_t ysh_IN_ONLYDIR;
+extern const size_t ysh_inotify_event_size;
+/// inotify_init1(IN_NONBLOCK | IN_CLOEXEC).
+int ysh_inotify_init(int *err);
+/// inotify_add_watch(2) on the folder `relative` to `dirfd`, reached without following any symlink: the
+/// folder is opened O_PATH with ysh_openat, the watch added through /proc/self/fd/N, and the O_PATH
+/// descriptor closed. Returns the watch descriptor.
+int ysh_inotify_add_watch_at(int inotify_fd, int dirfd, const char *relative, uint32_t mask, int *err);
+/// inotify_rm_watch(2).
+int ysh_inotify_rm_watch(int inotify_fd, int wd, int *err);
+/// eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC): wakes a thread blocked in ysh_poll2.
+int ysh_eventfd(int *err);
+/// Adds 1 to an eventfd counter.
+int ysh_eventfd_signal(int fd, int *err);
+/// Reads (and so resets) an eventfd counter; 0 when it was already 0.
+int ysh_eventfd_drain(int fd);
+/// poll(2) on two descriptors for POLLIN; `timeout_ms` < 0 waits forever; retries EINTR. Sets `*ready_a`
+/// and `*ready_b` to 1 for a descriptor that is readable (or in error), 0 otherwise. Returns poll's result.
+int ysh_poll2(int fd_a, int fd_b, int timeout_ms, int *ready_a, int *ready_b, int *err);
+/// read(2) of at most `count` bytes (one call, EINTR retried). Returns the byte count.
+ssize_t ysh_read_some(int fd, void *buffer, size_t count, int *err);
+/// Names the calling thread (at most 15 bytes are kept), as shown in /proc/self/task/<tid>/comm.
+void ysh_set_thread_name(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

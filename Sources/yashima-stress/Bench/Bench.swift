@@ -1,6 +1,7 @@
 // `yashima-stress bench`: the benchmark suite. Every figure with a baseline is printed as a ratio to a
 // baseline measured in the same run (machines are noisy; ratios hold). Sections: single (one process),
-// crossprocess (many processes), scale (directory size, trimming). Output: text table or JSON; --svg
+// crossprocess (many processes), scale (directory size, trimming), observation (publish → observer in
+// another process). Output: text table or JSON; --svg
 // draws the main results.
 
 import Foundation
@@ -135,7 +136,7 @@ final class BenchReport {
 }
 
 enum Bench {
-    static let sections = ["single", "crossprocess", "scale"]
+    static let sections = ["single", "crossprocess", "scale", "observation"]
 
     static let help = """
         usage: yashima-stress bench [--quick] [--format text|json] [--svg FILE] [--section NAME ...]
@@ -193,6 +194,7 @@ enum Bench {
             switch name {
             case "single": try await SingleProcessBench.run(context)
             case "crossprocess": try await CrossProcessBench.run(context)
+            case "observation": try await ObservationBench.run(context)
             default: try await ScaleBench.run(context)
             }
             sectionSeconds[name] = Double(monotonicNanoseconds() - start) / 1e9
