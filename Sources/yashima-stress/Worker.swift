@@ -72,6 +72,7 @@ enum WorkerCommand {
         case "handoff-wait": return try await BenchWorker.handoffWait(&arguments)
         case "mix": return try await BenchWorker.mix(&arguments)
         case "l1-footprint": return try BenchWorker.l1Footprint(&arguments)
+        case "sigbus-probe": return try SigbusProbe.run(&arguments)
         default: throw ArgumentError(description: "unknown worker command '\(command)'")
         }
     }
