@@ -74,7 +74,8 @@ final class CacheEngine: Sendable {
             default:
                 do throws(YCacheError) {
                     let directory = try Directory(
-                        path: storagePath, sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem)
+                        path: storagePath, sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem,
+                        onRepair: { [weak self] in self?.count { $0.auxiliaryFileRepairs += 1 } })
                     let context = StorageContext(directory: directory, trimmer: Trimmer(directory: directory))
                     opening = .open(context)
                     return .success(context)
@@ -431,7 +432,7 @@ final class CacheEngine: Sendable {
                         // A refresh or explicit store replaces the value: other processes' L1 copies go (I10).
                         let slots = SharedState.slots(
                             namespace: request.key.namespace, keyDigest: request.expectation.keyDigest)
-                        context.directory.state.bumpKey(slots)
+                        try context.directory.state.bumpKey(slots)
                         epochs = (slots, context.directory.state.stamp(slots))
                     }
                     if let budget = storageMaximumByteCount, context.directory.state.usage > budget {
@@ -516,11 +517,11 @@ final class CacheEngine: Sendable {
         at path: EntryPath, namespace: String, keyDigest: SHA256Digest, context: StorageContext
     ) throws(YCacheError) -> (SharedState.Slots, SharedState.Stamp) {
         let slots = SharedState.slots(namespace: namespace, keyDigest: keyDigest)
-        context.directory.state.bumpKey(slots)  // I10: before unlinking
+        try context.directory.state.bumpKey(slots)  // I10: before unlinking
         let outcome = context.files.remove(path.relative)
         // And again after: a reader that stamped its epochs after the first bump may have read the file
         // before the unlink; its memory copy must not outlive this call.
-        context.directory.state.bumpKey(slots)
+        try context.directory.state.bumpKey(slots)
         if case .failure(let error) = outcome {
             throw .system(error, path: storagePath, operation: "removing an entry")
         }
@@ -531,17 +532,14 @@ final class CacheEngine: Sendable {
     func removeAll(inNamespace namespace: String?) throws(YCacheError) -> Int {
         if let namespace { memory.removeAll(inNamespace: namespace) } else { memory.removeAll() }
         let context = try storage(verifyingRoot: true).get()  // reported, as in remove(key:)
-        let bump = {
+        let bump = { () throws(YCacheError) in
             if let namespace {
-                context.directory.state.bumpNamespace(slot: SharedState.namespaceSlot(namespace))
+                try context.directory.state.bumpNamespace(slot: SharedState.namespaceSlot(namespace))
             } else {
-                context.directory.state.bumpGlobal()
+                try context.directory.state.bumpGlobal()
             }
         }
-        bump()  // I10: before unlinking
-        // And again after: a reader that stamped its epochs after the first bump may have read an entry
-        // before the scan unlinked it; its memory copy must not outlive this call.
-        defer { bump() }
+        try bump()  // I10: before unlinking
         var removed = 0
         for entry in context.trimmer.scanEntries() {
             if let namespace {
@@ -552,6 +550,9 @@ final class CacheEngine: Sendable {
             }
             if case .success(true) = context.files.remove(entry.relative) { removed += 1 }
         }
+        // And again after: a reader that stamped its epochs after the first bump may have read an entry
+        // before the scan unlinked it; its memory copy must not outlive this call.
+        try bump()
         return removed
     }
 

@@ -1,5 +1,6 @@
 // The hidden `worker` subcommand: one process of a multi-process run. `worker get` and `worker remove`
-// are single operations used by the cross-process tests; scenario workers live in Scenarios/.
+// are single operations used by the cross-process tests (`worker serve`, a long-lived one, is in
+// ServeWorker.swift); scenario workers live in Scenarios/.
 // Workers print one JSON object per line on stdout; "READY" lines synchronise start (`--go`).
 
 import Foundation
@@ -72,6 +73,7 @@ enum WorkerCommand {
         case "handoff-wait": return try await BenchWorker.handoffWait(&arguments)
         case "mix": return try await BenchWorker.mix(&arguments)
         case "l1-footprint": return try BenchWorker.l1Footprint(&arguments)
+        case "serve": return try await ServeWorker.run(&arguments)
         case "sigbus-probe": return try SigbusProbe.run(&arguments)
         default: throw ArgumentError(description: "unknown worker command '\(command)'")
         }
@@ -138,6 +140,7 @@ enum WorkerCommand {
                     "shared": resolution.wasSharedGeneration, "correct": correct, "elapsedNs": elapsed,
                     "pid": Int(pid), "finishedMonotonicNs": Int(DispatchTime.now().uptimeNanoseconds),
                     "lockFailures": cache.statistics.crossProcessLockFailures,
+                    "repairs": cache.statistics.auxiliaryFileRepairs,
                 ]))
         }
         return allCorrect ? 0 : 1

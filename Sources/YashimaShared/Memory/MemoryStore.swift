@@ -157,7 +157,7 @@ final class MemoryStore: Sendable {
                 lru.removeValue(for: key)
                 return nil
             }
-            if let slots = item.slots, let stamp = item.stamp, let state, state.stamp(slots) != stamp {
+            if let slots = item.slots, let stamp = item.stamp, let state, !stamp.matches(state.stamp(slots)) {
                 lru.removeValue(for: key)
                 return nil
             }

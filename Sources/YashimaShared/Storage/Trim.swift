@@ -61,7 +61,7 @@ final class Trimmer: Sendable {
         let state = directory.state
         guard force || state.usage > budget else { return .success(()) }
         let lock: Int32
-        switch openTrimLock() {
+        switch lockTrimLock() {
         case .success(let fd): lock = fd
         case .failure(let error): return .failure(error)
         }
@@ -69,17 +69,18 @@ final class Trimmer: Sendable {
             Syscall.unlock(lock)  // I7: LOCK_UN before close
             Syscall.close(lock)
         }
-        if case .failure(let error) = Syscall.lock(lock, exclusive: true, wait: true) { return .failure(error) }
         // Another process may have trimmed while we waited.
         guard force || state.usage > budget else { return .success(()) }
         var rescanned = false
-        if force {
-            rebuildIndex()  // an explicit trim recounts usage first (I9)
+        if force || state.needsRecount {
+            rebuildIndex()  // an explicit trim, or a repaired state file, recounts usage first (I9, I14)
             rescanned = true
         }
         let target = force ? budget : Int64(Double(budget) * Policy.trimLowWaterFraction)
         var unlinked = 0
-        while state.usage > target {
+        // The counter itself, never the "unknown" of a state file repaired meanwhile (I14): that one
+        // starts at 0 and this pass stops; the next writer recounts.
+        while state.recordedUsage > target {
             guard let victim = nextVictim(rescanIfEmpty: !rescanned, rescanned: &rescanned) else { break }
             // Re-check right before unlinking: an entry used since the scan has a newer mtime (I9, P7).
             guard case .success(let status) = Syscall.status(of: victim.relative, in: directory.descriptor),
@@ -101,11 +102,11 @@ final class Trimmer: Sendable {
     }
 
     private func rebuildIndex() {
-        let before = directory.state.usage
+        let before = directory.state.recordedUsage
         let entries = scanEntries().sorted { $0.modified < $1.modified }
         // Reconcile the usage hint with the scan (I9); concurrent publishes during the scan keep their delta.
         let total = entries.reduce(Int64(0)) { $0 + $1.allocatedBytes }
-        directory.state.adjustUsage(by: total - before)
+        directory.state.reconcileUsage(scanned: total, before: before)
         index.withLock { $0 = (entries, 0) }
     }
 
@@ -117,12 +118,53 @@ final class Trimmer: Sendable {
         }
     }
 
+    /// Opens `trim.lock` and takes `flock(LOCK_EX)` on it, waiting for another trimmer. Checks after the
+    /// lock is granted that the path still names the locked file (as I6 for lock files): a repair may
+    /// have replaced it meanwhile, and two trimmers holding locks on two files would both trim. Blocking.
+    private func lockTrimLock() -> Result<Int32, SystemCallError> {
+        for _ in 0..<4 {
+            let fd: Int32
+            switch openTrimLock() {
+            case .success(let value): fd = value
+            case .failure(let error): return .failure(error)
+            }
+            if case .failure(let error) = Syscall.lock(fd, exclusive: true, wait: true) {
+                Syscall.close(fd)
+                return .failure(error)
+            }
+            if case .success(let mine) = Syscall.status(of: fd), mine.linkCount > 0,
+                case .success(let current) = Syscall.status(of: Directory.trimLockFile, in: directory.descriptor),
+                current.isSameFile(as: mine)
+            {
+                return .success(fd)
+            }
+            Syscall.unlock(fd)  // I7: LOCK_UN before close
+            Syscall.close(fd)
+        }
+        return .failure(SystemCallError(call: "flock", errno: .staleHandle))
+    }
+
+    /// Opens `trim.lock`, creating it when missing. Its contents mean nothing (it is only locked), so
+    /// damaged contents need no repair; what cannot serve as a lock file is replaced (I14, counted): a
+    /// symlink (never followed), a folder (moved into `tmp/`, never removed), a FIFO, socket or device,
+    /// a file this user may not open.
     private func openTrimLock() -> Result<Int32, SystemCallError> {
         let open = { self.directory.openLockFile(Directory.trimLockFile) }
         var result = open()
         if case .failure(let error) = result, error.errno == .symlinkLoop {
             // A symlink planted at trim.lock is never followed: remove the link and create the real file.
             directory.removeSymbolicLink(Directory.trimLockFile)
+            directory.onRepair()
+            result = open()
+        }
+        if case .failure(let error) = result, Trimmer.unusableLockFileErrors.contains(error.errno) {
+            if case .failure(let replaceError) = replaceTrimLock() { return .failure(replaceError) }
+            result = open()
+        } else if case .success(let fd) = result, case .success(let status) = Syscall.status(of: fd),
+            !status.isRegularFile
+        {
+            Syscall.close(fd)  // never locked
+            if case .failure(let replaceError) = replaceTrimLock() { return .failure(replaceError) }
             result = open()
         }
         // Never trust the umask; but never chmod a file reached through a planted hard link (I13).
@@ -134,12 +176,43 @@ final class Trimmer: Sendable {
         return result
     }
 
+    /// errnos of opening `trim.lock` that mean something other than a lock file sits there.
+    private static let unusableLockFileErrors: Set<Errno> = [
+        .isDirectory, .permissionDenied, .operationNotPermitted,
+        Errno(rawValue: 6),  // ENXIO: a socket
+        Errno(rawValue: 95),  // EOPNOTSUPP
+    ]
+
+    /// Replaces whatever sits at `trim.lock` by a new, empty lock file (renamed over it; a folder is
+    /// moved into `tmp/` first). Counted as a repair.
+    private func replaceTrimLock() -> Result<Void, SystemCallError> {
+        let root = directory.descriptor
+        if case .success(let status) = Syscall.status(of: Directory.trimLockFile, in: root), status.isDirectory {
+            let aside = Directory.stagingFolder + "/trim.lock-" + Directory.randomHex(byteCount: 8) + ".damaged"
+            if case .failure(let error) = Syscall.rename(Directory.trimLockFile, in: root, to: aside, in: root),
+                error.errno != .noSuchFile
+            {
+                return .failure(error)
+            }
+        }
+        do throws(YCacheError) {
+            try Directory.createReplacing(
+                Directory.trimLockFile, in: root, bytes: [], mode: directory.fileMode,
+                folderMode: directory.directoryMode, rootPath: directory.path)
+        } catch {
+            if case .storageFull = error { return .failure(SystemCallError(call: "write", errno: .noSpace)) }
+            return .failure(SystemCallError(call: "renameat", errno: .ioError))
+        }
+        directory.onRepair()
+        return .success(())
+    }
+
     /// Recounts usage from a scan and stores it (I9). Blocking.
     func reconcileUsage() -> (bytes: Int64, entries: Int) {
-        let before = directory.state.usage
+        let before = directory.state.recordedUsage
         let entries = scanEntries()
         let total = entries.reduce(Int64(0)) { $0 + $1.allocatedBytes }
-        directory.state.adjustUsage(by: total - before)
+        directory.state.reconcileUsage(scanned: total, before: before)
         return (total, entries.count)
     }
 
