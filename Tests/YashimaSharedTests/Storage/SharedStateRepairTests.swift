@@ -224,7 +224,7 @@ struct SharedStateRepairTests {
 
     // MARK: layout stays a refusal
 
-    @Test("an unparsable, newer or FIFO layout is refused with an error that says what to do, never repaired")
+    @Test("an unparsable or newer layout, or a FIFO or folder there, is refused with an error that says what to do")
     func layoutIsRefused() throws {
         let dir = TemporaryDirectory("layout-refused")
         try YCache(storageDirectory: dir.url).openStorage()
@@ -240,6 +240,11 @@ struct SharedStateRepairTests {
         try #require(unlink(path) == 0)
         try #require(mkfifo(path, 0o600) == 0)
         let fifo = #expect(throws: YCacheError.self) { try YCache(storageDirectory: dir.url).openStorage() }
-        #expect(fifo?.description.contains("layout") == true)
+        #expect(fifo?.description.contains("unreadable layout file") == true)
+        try #require(unlink(path) == 0)
+        try #require(mkdir(path, 0o700) == 0)
+        let folder = #expect(throws: YCacheError.self) { try YCache(storageDirectory: dir.url).openStorage() }
+        #expect(folder?.description.contains("unreadable layout file") == true)
+        #expect(Hardening.isDirectory(path))
     }
 }
