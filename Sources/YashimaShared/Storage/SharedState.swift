@@ -158,7 +158,7 @@ final class SharedState: Sendable {
             case .good(let mapping):
                 return mapping
             case .missing:
-                try create()
+                if let mapping = try repair() { return mapping }
             case .damaged(_, let descriptor, _):
                 if let descriptor { Syscall.close(descriptor) }
                 if let mapping = try repair() { return mapping }
@@ -256,26 +256,36 @@ final class SharedState: Sendable {
         return bytes
     }
 
-    /// Replaces a damaged state file, serialized across processes by `flock` on the root (repairers in
-    /// this process are already serialized by `current`). Under the lock it looks again: a file another
-    /// process repaired meanwhile is used as it is. Otherwise the damaged file is marked dead first
-    /// (`pwrite` of `deadMarker` at offset 0: never a store through a mapping, which a truncated file
-    /// would fault on, and never a truncation; on an empty file it makes word 0 readable again), so
-    /// every process still mapping it switches; then a complete new file made in `tmp/` is renamed over
-    /// the path (a folder there is moved into `tmp/` first). Returns nil when the path changed meanwhile
-    /// (look again).
+    /// Creates a missing state file or replaces a damaged one, serialized across processes by `flock`
+    /// on the root (repairers in this process are already serialized by `current`). Under the lock it
+    /// looks again: a file another process made or repaired meanwhile is used as it is. A missing file
+    /// is created once (`linkat`, first creator wins). A damaged one is marked dead first (`pwrite` of
+    /// `deadMarker` at offset 0: never a store through a mapping, which a truncated file would fault on,
+    /// and never a truncation; on an empty file it makes word 0 readable again), so every process still
+    /// mapping it switches; then a complete new file made in `tmp/` is renamed over the path (a folder
+    /// there is moved into `tmp/` first, which leaves the path empty for a moment: creators take the
+    /// lock too, so none links a file there that the rename would then replace unseen). Returns nil
+    /// when the path changed meanwhile (look again).
     private func repair() throws(YCacheError) -> StateMapping? {
-        guard Syscall.processID == ownerProcessID else {
-            // A forked child must not take (and release) locks on descriptors it inherited (I7).
-            throw .storageUnavailable(path: rootPath, reason: "the state file needs repair, in a forked process")
-        }
-        try lockForRepair()
-        defer { Syscall.unlock(root) }  // I7: LOCK_UN (the descriptor stays open for the next repair)
+        // A forked child must not take (and release) locks on descriptors it inherited (I7).
+        let owned = Syscall.processID == ownerProcessID
+        let locked: Bool
+        if owned { locked = try lockForRepair() } else { locked = false }
+        defer { if locked { Syscall.unlock(root) } }  // I7: LOCK_UN (the descriptor stays open)
         let damage: (reason: String, descriptor: Int32?, isDirectory: Bool)
         switch try inspect() {
-        case .good(let mapping): return mapping  // repaired by someone else while we waited
-        case .missing: return nil  // look again (and create it)
-        case .damaged(let reason, let descriptor, let isDirectory): damage = (reason, descriptor, isDirectory)
+        case .good(let mapping):
+            return mapping  // made or repaired by someone else while we waited
+        case .missing:
+            try create()
+            guard case .good(let mapping) = try inspect() else { return nil }
+            return mapping
+        case .damaged(let reason, let descriptor, let isDirectory):
+            damage = (reason, descriptor, isDirectory)
+        }
+        guard owned else {
+            if let descriptor = damage.descriptor { Syscall.close(descriptor) }
+            throw .storageUnavailable(path: rootPath, reason: "the state file needs repair, in a forked process")
         }
         if let descriptor = damage.descriptor {
             var dead = SharedState.deadMarker
@@ -301,13 +311,16 @@ final class SharedState: Sendable {
 
     /// `flock(LOCK_EX)` on the root descriptor, without blocking a thread of the cooperative pool for
     /// long: a repair holds it for a few system calls, so this polls `LOCK_NB` with short sleeps, for
-    /// at most `Policy.stateRepairLockWait` (a repairer stopped or hung inside those calls).
-    private func lockForRepair() throws(YCacheError) {
+    /// at most `Policy.stateRepairLockWait` (a repairer stopped or hung inside those calls), then
+    /// throws. False (go on unlocked) where the filesystem cannot lock a folder (an allowed network
+    /// filesystem): there two repairers at one moment could each rename a file in, and the processes
+    /// of the loser notice within `Policy.rootCheckInterval` (`verifyPath`).
+    private func lockForRepair() throws(YCacheError) -> Bool {
         let deadline = Syscall.monotonicNanoseconds + Policy.stateRepairLockWait
         var pause: UInt32 = 100  // microseconds
         while true {
             switch Syscall.lock(root, exclusive: true, wait: false) {
-            case .success: return
+            case .success: return true
             case .failure(let error) where error.errno == .wouldBlock:
                 guard Syscall.monotonicNanoseconds < deadline else {
                     throw .storageUnavailable(
@@ -315,9 +328,8 @@ final class SharedState: Sendable {
                 }
                 usleep(pause)
                 pause = min(pause * 2, 10_000)
-            case .failure(let error):
-                throw .storageUnavailable(
-                    path: rootPath, reason: "cannot lock the root to repair the state file: \(error)")
+            case .failure:
+                return false
             }
         }
     }
