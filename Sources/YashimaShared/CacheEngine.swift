@@ -90,7 +90,11 @@ final class CacheEngine: Sendable {
             default:
                 do throws(YCache.Error) {
                     let directory = try Directory(
-                        path: storagePath, sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem)
+                        path: storagePath, sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem,
+                        // Called with `opening` or the state's own lock held (a repair while opening or
+                        // switching files): only the local counter, never `count`, whose shared-counter
+                        // mirror takes both locks again.
+                        onRepair: { [weak self] in self?.statistics.withLock { $0.auxiliaryFileRepairs += 1 } })
                     let context = StorageContext(directory: directory, trimmer: Trimmer(directory: directory))
                     opening = .open(context)
                     return .success(context)
@@ -139,22 +143,7 @@ final class CacheEngine: Sendable {
     /// when there is nothing to compare (no storage).
     func isCurrent(_ epochs: EpochSnapshot?) -> Bool {
         guard let epochs, let state = openStorage?.directory.state else { return true }
-        return state.stamp(epochs.slots) == epochs.stamp
-    }
-
-    /// Bumps the key epoch of `slots` (I10) and returns the epochs right after that bump, when nobody else
-    /// bumped any of them since `expected` was read; nil otherwise. A writer stamps its own memory item
-    /// with the result: with nil it falls back to `expected`, which no longer matches, so the item is
-    /// re-read instead of outliving a removal that ran between `expected` and the bump.
-    private func bumpKey(_ slots: SharedState.Slots, expecting expected: SharedState.Stamp, in state: SharedState)
-        -> SharedState.Stamp?
-    {
-        let previous = state.bumpKey(slots)
-        let now = state.stamp(slots)
-        guard previous == expected.key, now.global == expected.global, now.namespace == expected.namespace else {
-            return nil
-        }
-        return SharedState.Stamp(global: expected.global, namespace: expected.namespace, key: previous &+ 1)
+        return epochs.stamp.matches(state.stamp(epochs.slots))
     }
 
     /// The memory item of `memoryKey` if it is live (I10). An item whose epochs moved but that names a
@@ -539,8 +528,7 @@ final class CacheEngine: Sendable {
                         // A refresh or explicit store replaces the value: other processes' L1 copies go (I10).
                         // Our own copy is valid from our bump on, unless a removal ran since before our
                         // publish (it may have unlinked what we published): then it is re-read.
-                        let state = context.directory.state
-                        let after = bumpKey(slots, expecting: beforePublish, in: state)
+                        let after = try context.directory.state.bumpKey(slots, expecting: beforePublish)
                         epochs = EpochSnapshot(slots: slots, stamp: after ?? beforePublish)
                     }
                     if budget.isExceeded(by: context.directory.state) {
@@ -638,15 +626,15 @@ final class CacheEngine: Sendable {
         let slots = SharedState.slots(namespace: namespace, keyDigest: keyDigest)
         let state = context.directory.state
         let before = state.stamp(slots)
-        let afterFirst = bumpKey(slots, expecting: before, in: state)  // I10: before unlinking
+        let afterFirst = try state.bumpKey(slots, expecting: before)  // I10: before unlinking
         let outcome = context.files.remove(path.relative, payload: .headerSize(headerSize))
         // And again after: a reader that stamped its epochs after the first bump may have read the file
         // before the unlink; its memory copy must not outlive this call.
         let afterSecond: SharedState.Stamp?
         if let afterFirst {
-            afterSecond = bumpKey(slots, expecting: afterFirst, in: state)
+            afterSecond = try state.bumpKey(slots, expecting: afterFirst)
         } else {
-            state.bumpKey(slots)
+            try state.bumpKey(slots)
             afterSecond = nil
         }
         let unlinked: Bool
@@ -663,19 +651,16 @@ final class CacheEngine: Sendable {
     func removeAll(inNamespace namespace: String?) throws(YCache.Error) -> Int {
         if let namespace { memory.removeAll(inNamespace: namespace) } else { memory.removeAll() }
         let context = try storage(verifyingRoot: true).get()  // reported, as in remove(key:)
-        let signal = RemovalSignal.begin(namespace: namespace, in: context.directory)  // I14: one event for observers
+        let signal = RemovalSignal.begin(namespace: namespace, in: context.directory)  // I15: one event for observers
         defer { signal?.end() }
-        let bump = {
+        let bump = { () throws(YCache.Error) in
             if let namespace {
-                context.directory.state.bumpNamespace(slot: SharedState.namespaceSlot(namespace))
+                try context.directory.state.bumpNamespace(slot: SharedState.namespaceSlot(namespace))
             } else {
-                context.directory.state.bumpGlobal()
+                try context.directory.state.bumpGlobal()
             }
         }
-        bump()  // I10: before unlinking
-        // And again after: a reader that stamped its epochs after the first bump may have read an entry
-        // before the scan unlinked it; its memory copy must not outlive this call.
-        defer { bump() }
+        try bump()  // I10: before unlinking
         var removed = 0
         for entry in context.trimmer.scanEntries(readingPayloads: namespace == nil) {
             var payload = entry.payloadBytes
@@ -688,6 +673,9 @@ final class CacheEngine: Sendable {
             }
             if case .success(true) = context.files.remove(entry.relative, payload: .known(payload)) { removed += 1 }
         }
+        // And again after: a reader that stamped its epochs after the first bump may have read an entry
+        // before the scan unlinked it; its memory copy must not outlive this call.
+        try bump()
         return removed
     }
 

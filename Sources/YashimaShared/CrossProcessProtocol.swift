@@ -1,6 +1,7 @@
 // The cross-process protocol of a YashimaShared storage directory, written once. Code that relies on an
 // invariant cites it as `// I3` and so on; the README links here instead of restating it. Changing an
-// invariant or the on-disk layout bumps `CrossProcessProtocol.layoutVersion`.
+// invariant or the on-disk layout bumps `CrossProcessProtocol.layoutVersion`. (I14 did not: it only adds
+// words older builds never read, so files of either build work with the other; see Docs/Format.md §1.2.)
 
 /// The contract every process that opens a storage directory follows.
 ///
@@ -16,7 +17,8 @@
 /// - **lock file**: `locks/<xx>/<key stableIdentifier>.lock`, one per key in flight, locked with
 ///   `flock(LOCK_EX)`. Its holder is the only process generating that key; it exists only while a
 ///   generation is in flight (I6).
-/// - **state file**: `state`, a small file every process maps shared: usage counter and epochs.
+/// - **state file**: `state`, a small file every process maps shared: usage counter, epochs and the
+///   file's instance id (I14).
 /// - **touch**: setting an entry's mtime to now to mark it recently used (the LRU signal).
 /// - **trim**: unlinking least-recently-used entries until usage is under the budget.
 /// - **removal marker**: `signals/ns-<SHA-256 of the namespace>.<16 hex>.removal` (or `signals/all.<16
@@ -110,7 +112,21 @@
 ///   cannot be prevented, but it is never written through: entries only ever appear by `rename` of a new
 ///   file, readers trust only validated contents, and lock files get `fchmod` only when they have one
 ///   link and belong to this user.
-/// - **I14 Removals of a namespace or of everything are announced, and only while someone observes.**
+/// - **I14 Damaged auxiliary files are repaired, never fatal.** Everything in `state` can be rebuilt, so
+///   a damaged one (not a regular file with one link, not 65,536 bytes, wrong magic or version; later,
+///   the magic gone) is replaced by the first process that notices: under `flock` on the root, it looks
+///   again (another repairer may have finished), marks the damaged inode dead with a `pwrite` of a
+///   non-magic word 0 (never a store through a mapping, never a truncation), and renames a complete new
+///   file from `tmp/` over it, with a new random instance id and usage to be recounted by the next
+///   trim. Every access checks word 0 first; a mapping of a file truncated under it is kept from SIGBUS
+///   by CFileLock's guard (which maps zeros there, read as dead), so every process switches to the new
+///   file. Stamps in memory carry the instance id, so none taken from the old file ever matches again
+///   (this costs each process its memory layer once); bumps re-check word 0 after landing. `trim.lock`
+///   is only locked: damage to its contents is harmless, and anything that cannot serve as a lock file
+///   (a symlink, folder, FIFO, socket, a file this user may not open) is replaced; a trimmer checks
+///   after locking that the path still names its inode. `layout` is never repaired (I12): unparsable or
+///   of another version, it is a refusal that says what to do.
+/// - **I15 Removals of a namespace or of everything are announced, and only while someone observes.**
 ///   Observers learn of changes from inotify alone: an entry appears only by `rename(2)` into its fan-out
 ///   folder (I1: `IN_MOVED_TO`; a planted hard link gives `IN_CREATE`) and goes only by `unlink` (I4:
 ///   `IN_DELETE`); a fan-out folder appears by `RENAME_NOREPLACE` into `entries/` (or `mkdir` where that
@@ -178,6 +194,16 @@ enum Policy {
 
     /// How many (inode, ctime) verifications a process remembers.
     static let verifiedInodeCapacity = 65_536
+
+    /// A state file that could not be opened or repaired is tried again at most this often; meanwhile
+    /// lookups skip memory (no stamp matches) and removals fail with the error.
+    static let stateReopenInterval: Int64 = 1_000_000_000
+
+    /// The longest a process waits for another process's repair of the state file (I14) before giving up
+    /// with an error. A repair holds the lock for a few system calls (well under a millisecond); the wait
+    /// polls `LOCK_NB` with sleeps of 0.1–10 ms, so it blocks a thread of the cooperative pool only while
+    /// a repairer is stopped or hung inside those calls, and never for longer than this.
+    static let stateRepairLockWait: Int64 = 1_000_000_000
 
     /// Lookups re-check at most this often that the root path still names the open root (I13); writes
     /// always check. One second bounds how long a process reads a directory that was renamed away, at

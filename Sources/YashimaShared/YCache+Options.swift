@@ -354,4 +354,10 @@ public struct CacheStatistics: Sendable, Equatable {
     /// I/O or permission error in the storage directory). Each may duplicate another process's work;
     /// the values stay correct. Non-zero means the directory needs a look (its modes, its filesystem).
     public var crossProcessLockFailures = 0
+    /// Damaged auxiliary files of the storage directory this instance replaced: a `state` file of the
+    /// wrong size, type, magic or version (truncated, zeroed, a folder or link planted there), or a
+    /// `trim.lock` that could not serve as a lock file. Each repair costs every process its memory
+    /// layer once (the new `state` file invalidates every value kept in memory) and usage is recounted
+    /// by the next trim; values stay correct. Non-zero means something damaged the directory.
+    public var auxiliaryFileRepairs = 0
 }

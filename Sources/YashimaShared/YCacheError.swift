@@ -47,7 +47,12 @@ extension YCache {
                 return "storage directory \(path) is on \(filesystem), a network or virtual filesystem; flock and mmap "
                     + "are not reliable there (set allowNetworkFilesystem to use it without mmap or cross-process dedup)"
             case .unsupportedLayout(let path, let found, let supported):
-                return "storage directory \(path) has layout version \(found); this build supports \(supported)"
+                let remedy =
+                    found > supported
+                    ? "use it with a newer build of YashimaShared, or give this build another directory"
+                    : "delete the directory (everything in a cache can be regenerated) or give this build another one"
+                return
+                    "storage directory \(path) has layout version \(found); this build supports \(supported): \(remedy)"
             case .storageFull(let path, let detail): return "storage directory \(path) is full: \(detail)"
             case .ioFailure(let operation, let detail): return "\(operation) failed: \(detail)"
             case .corruptEntry(let reason): return "corrupt cache entry: \(reason)"

@@ -1,5 +1,6 @@
 // The hidden `worker` subcommand: one process of a multi-process run. `worker get` and `worker remove`
-// are single operations used by the cross-process tests; scenario workers live in Scenarios/.
+// are single operations used by the cross-process tests (`worker serve`, a long-lived one, is in
+// ServeWorker.swift); scenario workers live in Scenarios/.
 // Workers print one JSON object per line on stdout; "READY" lines synchronise start (`--go`).
 
 import Foundation
@@ -78,6 +79,8 @@ enum WorkerCommand {
         case "observe": return try await ObserveWorker.observe(&arguments)
         case "cycle": return try await ObserveWorker.cycle(&arguments)
         case "inotify-wait": return try ObserveWorker.inotifyWait(&arguments)
+        case "serve": return try await ServeWorker.run(&arguments)
+        case "sigbus-probe": return try SigbusProbe.run(&arguments)
         default: throw ArgumentError(description: "unknown worker command '\(command)'")
         }
     }
@@ -143,6 +146,7 @@ enum WorkerCommand {
                     "shared": resolution.wasSharedGeneration, "correct": correct, "elapsedNs": elapsed,
                     "pid": Int(pid), "finishedMonotonicNs": Int(DispatchTime.now().uptimeNanoseconds),
                     "lockFailures": cache.statistics.crossProcessLockFailures,
+                    "repairs": cache.statistics.auxiliaryFileRepairs,
                 ]))
         }
         return allCorrect ? 0 : 1

@@ -42,6 +42,7 @@ extern const int ysh_O_CREAT;
 extern const int ysh_O_EXCL;
 extern const int ysh_O_DIRECTORY;
 extern const int ysh_O_APPEND;
+extern const int ysh_O_NONBLOCK;
 extern const int ysh_AT_FDCWD;
 extern const int ysh_AT_REMOVEDIR;
 extern const uint32_t ysh_S_IFMT;
@@ -84,12 +85,24 @@ ssize_t ysh_write_full(int fd, const void *buffer, size_t count, int *err);
 /// header and payload, so the page cache gets large folios (mapped reads then fault less).
 ssize_t ysh_write2_full(int fd, const void *first, size_t first_count, const void *second, size_t second_count,
                        int *err);
+/// pwrite(2) of all `count` bytes at `offset`; retries EINTR. Returns the bytes written.
+ssize_t ysh_pwrite_full(int fd, const void *buffer, size_t count, int64_t offset, int *err);
 /// mmap(2) PROT_READ|PROT_WRITE, MAP_PRIVATE: copy-on-write, the file is never changed. NULL on failure.
 void *ysh_mmap_private(int fd, size_t length, int *err);
 /// mmap(2) PROT_READ|PROT_WRITE, MAP_SHARED: for the small shared-state file. NULL on failure.
 void *ysh_mmap_shared(int fd, size_t length, int *err);
 /// munmap(2).
 int ysh_munmap(void *address, size_t length);
+/// SIGBUS guard for MAP_SHARED mappings of files another process may truncate (the `state` file): a
+/// fault inside a registered range replaces the whole range with anonymous zero pages and the faulting
+/// access runs again, reading zeros; every other SIGBUS goes to the handler installed before the guard,
+/// or gets the default action. The handler is installed on the first registration. Register right after
+/// mmap, before the first access; unregister before munmap. -1 with errno in `*err` when the handler
+/// cannot be installed or the table (1024 ranges) is full.
+int ysh_sigbus_guard_register(void *address, size_t length, int *err);
+void ysh_sigbus_guard_unregister(void *address);
+/// How many faults the guard has absorbed in this process.
+uint64_t ysh_sigbus_guard_trips(void);
 /// renameat(2): replaces the target atomically.
 int ysh_renameat(int fromdir, const char *from, int todir, const char *to, int *err);
 /// renameat2(2) with RENAME_NOREPLACE: fails with EEXIST when the target exists.

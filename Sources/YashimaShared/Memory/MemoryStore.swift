@@ -207,8 +207,10 @@ final class MemoryStore: Sendable {
             }
             if let slots = item.slots, let stamp = item.stamp, let state {
                 let current = state.stamp(slots)
-                if current != stamp {
-                    if item.entryPath != nil && item.entryVersion != nil {
+                if !stamp.matches(current) {
+                    // A stored entry is re-checked against storage instead of dropped (unless no state file
+                    // can be had now: then nothing can confirm it).
+                    if item.entryPath != nil && item.entryVersion != nil && current.isAvailable {
                         return .unconfirmed(item, current: current)
                     }
                     lru.removeValue(for: key)

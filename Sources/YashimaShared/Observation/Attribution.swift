@@ -96,7 +96,7 @@ struct SummaryTable {
     }
 }
 
-/// Namespace names by the digest removal markers name them with (I14), learned from the keys seen.
+/// Namespace names by the digest removal markers name them with (I15), learned from the keys seen.
 struct NamespaceNames {
     private static let capacity = 4096
     private static let longest = 4096
@@ -166,7 +166,7 @@ struct DeferredPublications {
     }
 }
 
-/// One removal in progress, known by its marker in `signals/` (I14). Holds the marker open to probe
+/// One removal in progress, known by its marker in `signals/` (I15). Holds the marker open to probe
 /// whether its remover still holds it.
 final class RemovalWindow {
     enum Probe: Equatable {

@@ -1,6 +1,6 @@
 // One observed storage directory, on the watcher thread: its watches (added when an observer needs them,
 // removed when none does), decoding its events into changes for its observers, attributing removals to
-// keys (SummaryTable), removal windows (I14: one `.removedAll` per removal, the entries' unlinks folded
+// keys (SummaryTable), removal windows (I15: one `.removedAll` per removal, the entries' unlinks folded
 // into it) and the scans behind `.currentState` and new fan-out folders. Relies on I1 (an entry appears
 // only by rename: IN_MOVED_TO, or IN_CREATE for a link) and I4 (removal only unlinks: IN_DELETE).
 // Reads entry headers only; never writes, touches or unlinks an entry.
@@ -32,7 +32,7 @@ final class DirectoryWatch {
     private var rootWatch: Int32?
     private var entriesWatch: Int32?
     private var signalsWatch: Int32?
-    /// `signals/` open with `flock(LOCK_SH)` while broad observers exist: tells removers to make markers (I14).
+    /// `signals/` open with `flock(LOCK_SH)` while broad observers exist: tells removers to make markers (I15).
     private var signalsLock: Int32?
     private var fanOutWatches: [UInt8: Int32] = [:]
     /// Key observers per fan-out folder: the folder stays watched while one needs it.
@@ -170,7 +170,7 @@ final class DirectoryWatch {
         releaseUnneededWatches()
     }
 
-    /// The watches broad observers need: `signals/` (made when missing, I14) and every fan-out folder.
+    /// The watches broad observers need: `signals/` (made when missing, I15) and every fan-out folder.
     private func watchForBroadObservers() throws(YCache.Error) {
         // Made like every folder of the cache (exact mode, never through a link); a failure only means
         // removals are seen entry by entry.
@@ -448,7 +448,7 @@ final class DirectoryWatch {
         deferred.remove(identity)
         if let summary {
             let digest = namespaceNames.digest(of: summary.key.namespace)
-            // Folded into the `.removedAll` of a removal covering it (I14).
+            // Folded into the `.removedAll` of a removal covering it (I15).
             if windows.values.contains(where: { $0.scope.covers(namespaceDigest: digest) }) { return }
             deliverToBroadObservers(
                 .removed(YCache.RemovedEntry(entryIdentifier: hex, key: summary.key, codecIdentifier: summary.codec)),
@@ -494,7 +494,7 @@ final class DirectoryWatch {
         for byte in existingFanOuts() where needsFanOut(byte) && fanOutWatches[byte] == nil { fanOutAppeared(byte) }
     }
 
-    // MARK: Removal windows (I14)
+    // MARK: Removal windows (I15)
 
     /// Windows for markers already present when broad observation began (or after an overflow), when
     /// their remover still holds them.

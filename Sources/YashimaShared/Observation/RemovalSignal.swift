@@ -1,4 +1,4 @@
-// The removal signal (I14): `removeAll(in:)` and `removeAll()` bracket their unlinks with a marker file in
+// The removal signal (I15): `removeAll(in:)` and `removeAll()` bracket their unlinks with a marker file in
 // `signals/`, so observers in every process report one event for the whole removal instead of one per
 // entry. This file owns the remover's side (begin, end, sweeping markers of killed removers), the marker's
 // name and its small record; the observers' side is in DirectoryWatch.swift. When nobody observes it
@@ -109,7 +109,7 @@ struct RemovalSignal: Sendable {
     let relative: String
     let directory: Directory
 
-    /// Announces a removal to observers (I14): makes the marker in `tmp/` with the file mode, writes its
+    /// Announces a removal to observers (I15): makes the marker in `tmp/` with the file mode, writes its
     /// record, locks it (`LOCK_EX`) and renames it into `signals/`, so it appears already locked. Nil,
     /// with nothing made, when `signals/` does not exist (nobody ever observed this directory) or the
     /// marker cannot be made. Called before the first unlink; `end()` after the last.

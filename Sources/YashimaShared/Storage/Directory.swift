@@ -73,21 +73,26 @@ final class Directory: Sendable {
     let rootIdentity: FileStatus
     /// CLOCK_MONOTONIC of the last check that `path` still names `rootIdentity`.
     private let rootCheckedAt: Atomic<Int64>
+    /// Called once for each damaged auxiliary file (`state`, `trim.lock`) this process replaced (I14).
+    let onRepair: @Sendable () -> Void
 
     var fileMode: UInt32 { sharing.fileMode }
     var directoryMode: UInt32 { sharing.directoryMode }
 
     /// Opens (creating when missing) the storage root at `path`.
-    /// - Parameter ownerProcessID: The process the handles belong to (I7); only tests pass another one.
+    /// - Parameters:
+    ///   - ownerProcessID: The process the handles belong to (I7); only tests pass another one.
+    ///   - onRepair: Called once for each damaged auxiliary file this handle replaces (I14).
     /// - Throws: `YCache.Error` naming the problem: a file where the folder should be, no permission,
     ///   an insecure owner or mode, a network filesystem (unless allowed), an unknown newer layout.
     init(
         path: String, sharing: StorageSharingMode, allowNetworkFilesystem: Bool,
-        ownerProcessID: Int32 = Syscall.processID
+        ownerProcessID: Int32 = Syscall.processID, onRepair: @escaping @Sendable () -> Void = {}
     ) throws(YCache.Error) {
         self.path = path
         self.sharing = sharing
         self.ownerProcessID = ownerProcessID
+        self.onRepair = onRepair
         let fd = try Directory.openOrCreateRoot(path, mode: sharing.directoryMode)
         var succeeded = false
         defer { if !succeeded { Syscall.close(fd) } }
@@ -103,7 +108,8 @@ final class Directory: Sendable {
         // Fan-out folders are made when first needed (`ensureFanOut`): making all 512 here cost 0.15–0.7 s
         // on ext4 (Benchmarks/repro/folder_cost.py), on the thread of whoever opened a fresh directory first.
         try Directory.ensureLayout(fd, path: path, fileMode: sharing.fileMode)
-        state = try SharedState.open(rootDescriptor: fd, rootPath: path, fileMode: sharing.fileMode)
+        state = try SharedState(
+            rootDescriptor: fd, rootPath: path, sharing: sharing, ownerProcessID: ownerProcessID, onRepair: onRepair)
         descriptor = fd
         succeeded = true
     }
@@ -118,10 +124,15 @@ final class Directory: Sendable {
     var isOwnedByThisProcess: Bool { ownerProcessID == Syscall.processID }
 
     /// Whether the root path still names the directory this object holds open (I13): false when the root
-    /// was deleted, renamed away or replaced. One `stat(2)` of the path.
+    /// was deleted, renamed away or replaced. One `stat(2)` of the path. Every caller is about to write
+    /// (or checks at the root-check interval), so this also looks whether `state` still names the state
+    /// file in use, and switches when it does not (I14): one `fstatat(2)` more.
     func isStillNamedByPath() -> Bool {
-        guard case .success(let current) = Syscall.status(ofRootPath: path) else { return false }
-        return current.isDirectory && current.isSameFile(as: rootIdentity)
+        guard case .success(let current) = Syscall.status(ofRootPath: path),
+            current.isDirectory && current.isSameFile(as: rootIdentity)
+        else { return false }
+        state.verifyPath()
+        return true
     }
 
     /// Whether this handle may still be used: owned by this process and, when `verifyingRoot` or at most
@@ -452,10 +463,14 @@ final class Directory: Sendable {
         throw .storageUnavailable(path: path, reason: "the layout file keeps disappearing")
     }
 
-    /// Throws unless `text` is a layout file of the version this code implements.
+    /// Throws unless `text` is a layout file of the version this code implements. Never repaired (I12,
+    /// I14): an unparsable `layout` may mean the directory is not ours at all, so the error says what to do.
     private static func requireSupportedLayout(_ text: [UInt8], path: String) throws(YCache.Error) {
         guard let version = parseLayoutVersion(text) else {
-            throw .storageUnavailable(path: path, reason: "unreadable layout file")
+            throw .storageUnavailable(
+                path: path,
+                reason: "unreadable layout file: this is not a YashimaShared storage directory, or its layout file "
+                    + "is damaged; if it is a cache directory, delete it (everything in it can be regenerated)")
         }
         if version != CrossProcessProtocol.layoutVersion {
             throw .unsupportedLayout(path: path, found: version, supported: CrossProcessProtocol.layoutVersion)
@@ -482,25 +497,9 @@ final class Directory: Sendable {
     static func createOnce(
         _ name: String, in root: Int32, bytes: [UInt8], mode: UInt32, rootPath: String, size: Int = 0
     ) throws(YCache.Error) -> Bool {
-        let staging = stagingFolder + "/" + name + "-" + randomHex(byteCount: 8) + stagingSuffix
-        let fd: Int32
-        switch Syscall.open(staging, in: root, flags: [.writeOnly, .create, .exclusive], mode: mode) {
-        case .success(let value): fd = value
-        case .failure(let error):
-            throw error.errno.isOutOfSpace
-                ? .storageFull(path: rootPath, detail: "\(error)")
-                : .storageUnavailable(path: rootPath, reason: "cannot create \(name): \(error)")
-        }
+        let staging = try writeStagingFile(
+            for: name, in: root, bytes: bytes, mode: mode, folderMode: nil, rootPath: rootPath, size: size)
         defer { _ = Syscall.unlink(staging, in: root) }
-        var result: Result<Void, SystemCallError> = Syscall.setMode(fd, mode)
-        if case .success = result, size > 0 { result = Syscall.truncate(fd, length: Int64(size)) }
-        if case .success = result { result = bytes.withUnsafeBytes { Syscall.write(fd, $0) } }
-        Syscall.close(fd)
-        if case .failure(let error) = result {
-            throw error.errno.isOutOfSpace
-                ? .storageFull(path: rootPath, detail: "\(error)")
-                : .storageUnavailable(path: rootPath, reason: "cannot write \(name): \(error)")
-        }
         switch Syscall.link(staging, in: root, to: name, in: root) {
         case .success: return true
         case .failure(let error) where error.errno == .fileExists: return false
@@ -509,15 +508,67 @@ final class Directory: Sendable {
         }
     }
 
-    /// Reads a small file whole; `nil` when it does not exist.
+    /// Replaces `name` (a damaged auxiliary file, or a symlink, FIFO or socket there: the name itself,
+    /// never what a link points to) by a complete new file with `bytes`, made in `tmp/` and renamed over
+    /// it. Only under the lock that serializes its repairers. `tmp/` is made again (with `folderMode`)
+    /// when it was removed or replaced by a symlink.
+    static func createReplacing(
+        _ name: String, in root: Int32, bytes: [UInt8], mode: UInt32, folderMode: UInt32, rootPath: String,
+        size: Int = 0
+    ) throws(YCache.Error) {
+        let staging = try writeStagingFile(
+            for: name, in: root, bytes: bytes, mode: mode, folderMode: folderMode, rootPath: rootPath, size: size)
+        if case .failure(let error) = Syscall.rename(staging, in: root, to: name, in: root) {
+            _ = Syscall.unlink(staging, in: root)
+            throw .storageUnavailable(path: rootPath, reason: "cannot replace \(name): \(error)")
+        }
+    }
+
+    /// A complete staging file `tmp/<name>-<random>.staging` with exactly `mode`, `size` bytes (zeros)
+    /// starting with `bytes`. With a `folderMode`, `tmp/` is made again when it is missing or a symlink.
+    private static func writeStagingFile(
+        for name: String, in root: Int32, bytes: [UInt8], mode: UInt32, folderMode: UInt32?, rootPath: String,
+        size: Int
+    ) throws(YCache.Error) -> String {
+        let staging = stagingFolder + "/" + name + "-" + randomHex(byteCount: 8) + stagingSuffix
+        var opened = Syscall.open(staging, in: root, flags: [.writeOnly, .create, .exclusive], mode: mode)
+        if case .failure(let error) = opened, error.errno.isFolderMissingOrReplaced, let folderMode,
+            case .success = ensureDirectory(stagingFolder, in: root, mode: folderMode, replacingFiles: false)
+        {
+            opened = Syscall.open(staging, in: root, flags: [.writeOnly, .create, .exclusive], mode: mode)
+        }
+        let fd: Int32
+        switch opened {
+        case .success(let value): fd = value
+        case .failure(let error):
+            throw error.errno.isOutOfSpace
+                ? .storageFull(path: rootPath, detail: "\(error)")
+                : .storageUnavailable(path: rootPath, reason: "cannot create \(name): \(error)")
+        }
+        var result: Result<Void, SystemCallError> = Syscall.setMode(fd, mode)
+        if case .success = result, size > 0 { result = Syscall.truncate(fd, length: Int64(size)) }
+        if case .success = result { result = bytes.withUnsafeBytes { Syscall.write(fd, $0) } }
+        Syscall.close(fd)
+        if case .failure(let error) = result {
+            _ = Syscall.unlink(staging, in: root)
+            throw error.errno.isOutOfSpace
+                ? .storageFull(path: rootPath, detail: "\(error)")
+                : .storageUnavailable(path: rootPath, reason: "cannot write \(name): \(error)")
+        }
+        return staging
+    }
+
+    /// Reads a small file whole; `nil` when it does not exist, no bytes when it is not a regular file
+    /// (a FIFO there is opened without blocking and never read).
     static func readSmallFile(_ name: String, in root: Int32, limit: Int = 4096) -> Result<[UInt8]?, SystemCallError> {
         let fd: Int32
-        switch Syscall.open(name, in: root, flags: [.readOnly]) {
+        switch Syscall.open(name, in: root, flags: [.readOnly, .nonBlocking]) {
         case .success(let value): fd = value
         case .failure(let error) where error.errno == .noSuchFile: return .success(nil)
         case .failure(let error): return .failure(error)
         }
         defer { Syscall.close(fd) }
+        guard case .success(let status) = Syscall.status(of: fd), status.isRegularFile else { return .success([]) }
         var buffer = [UInt8](repeating: 0, count: limit)
         let read = buffer.withUnsafeMutableBytes { Syscall.read(fd, into: $0, at: 0) }
         return read.map { Array(buffer[0..<$0]) }

@@ -54,12 +54,21 @@ extension SharedState {
     static let counterStripeCount = 32
     static let counterStripeSize = 128
 
-    private func word(_ offset: Int) -> UnsafeMutablePointer<UInt64> {
+    /// Runs `body` with the base of the live mapping, kept alive meanwhile (a repair may switch files,
+    /// I14); nil when no state file can be had.
+    private func withWords<T>(_ body: (UnsafeMutableRawPointer) -> T) -> T? {
+        guard let mapping = liveMapping else { return nil }
+        return withExtendedLifetime(mapping) { body(mapping.base) }
+    }
+
+    private static func word(_ base: UnsafeMutableRawPointer, _ offset: Int) -> UnsafeMutablePointer<UInt64> {
         (base + offset).assumingMemoryBound(to: UInt64.self)
     }
 
-    private func counterWord(_ counter: SharedCounter, stripe: Int) -> UnsafeMutablePointer<UInt64> {
-        word(SharedState.counterStripesOffset + SharedState.counterStripeSize * stripe + 8 * counter.rawValue)
+    private static func counterWord(_ base: UnsafeMutableRawPointer, _ counter: SharedCounter, stripe: Int)
+        -> UnsafeMutablePointer<UInt64>
+    {
+        word(base, counterStripesOffset + counterStripeSize * stripe + 8 * counter.rawValue)
     }
 
     /// This process's stripe, chosen once: getpid(2) is a system call (about as long as the whole add), and
@@ -69,7 +78,9 @@ extension SharedState {
     /// Adds `amount` to `counter` in this process's stripe.
     func add(_ counter: SharedCounter, _ amount: UInt64 = 1) {
         guard amount != 0 else { return }
-        _ = ysh_atomic_fetch_add_u64(counterWord(counter, stripe: SharedState.stripe), amount)
+        _ = withWords {
+            ysh_atomic_fetch_add_u64(SharedState.counterWord($0, counter, stripe: SharedState.stripe), amount)
+        }
     }
 
     /// Adds what `update` changed in a process's statistics (the mirror of `CacheEngine.count`).
@@ -87,38 +98,50 @@ extension SharedState {
 
     /// The sum of `counter` over all stripes.
     func total(_ counter: SharedCounter) -> UInt64 {
-        (0..<SharedState.counterStripeCount).reduce(UInt64(0)) {
-            $0 &+ ysh_atomic_load_u64(counterWord(counter, stripe: $1))
-        }
+        withWords { base in
+            (0..<SharedState.counterStripeCount).reduce(UInt64(0)) {
+                $0 &+ ysh_atomic_load_u64(SharedState.counterWord(base, counter, stripe: $1))
+            }
+        } ?? 0
     }
 
     /// Sets every counter to zero and records when. Each word has what it held subtracted (an atomic
     /// add), so an increment that lands meanwhile is kept rather than lost.
     func zeroCounters(now: Int64) {
-        for stripe in 0..<SharedState.counterStripeCount {
-            for counter in SharedCounter.allCases {
-                let pointer = counterWord(counter, stripe: stripe)
-                let value = ysh_atomic_load_u64(pointer)
-                if value != 0 { _ = ysh_atomic_fetch_add_u64(pointer, 0 &- value) }
+        _ = withWords { base in
+            for stripe in 0..<SharedState.counterStripeCount {
+                for counter in SharedCounter.allCases {
+                    let pointer = SharedState.counterWord(base, counter, stripe: stripe)
+                    let value = ysh_atomic_load_u64(pointer)
+                    if value != 0 { _ = ysh_atomic_fetch_add_u64(pointer, 0 &- value) }
+                }
             }
+            ysh_atomic_store_u64(
+                SharedState.word(base, SharedState.countersZeroedAtOffset), UInt64(bitPattern: max(1, now)))
         }
-        ysh_atomic_store_u64(word(SharedState.countersZeroedAtOffset), UInt64(bitPattern: max(1, now)))
     }
 
     /// When the counters were last zeroed (nanoseconds since 1970), or nil if never.
     var countersZeroedAt: Int64? {
-        let value = Int64(bitPattern: ysh_atomic_load_u64(word(SharedState.countersZeroedAtOffset)))
-        return value > 0 ? value : nil
+        let value = withWords {
+            Int64(bitPattern: ysh_atomic_load_u64(SharedState.word($0, SharedState.countersZeroedAtOffset)))
+        }
+        return (value ?? 0) > 0 ? value : nil
     }
 
     /// The budget an operator recorded for the directory: nil when none, `Int64.max` for unlimited.
     var operatorBudget: Int64? {
-        let value = Int64(bitPattern: ysh_atomic_load_u64(word(SharedState.operatorBudgetOffset)))
-        return value > 0 ? value : nil
+        let value = withWords {
+            Int64(bitPattern: ysh_atomic_load_u64(SharedState.word($0, SharedState.operatorBudgetOffset)))
+        }
+        return (value ?? 0) > 0 ? value : nil
     }
 
     /// Records the directory's budget (a positive byte count, or `Int64.max` for unlimited).
     func recordOperatorBudget(_ bytes: Int64) {
-        ysh_atomic_store_u64(word(SharedState.operatorBudgetOffset), UInt64(bitPattern: max(1, bytes)))
+        _ = withWords {
+            ysh_atomic_store_u64(
+                SharedState.word($0, SharedState.operatorBudgetOffset), UInt64(bitPattern: max(1, bytes)))
+        }
     }
 }

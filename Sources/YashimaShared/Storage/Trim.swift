@@ -24,10 +24,12 @@ struct StorageBudget: Sendable, Equatable {
 
     var isBounded: Bool { payloadBytes != nil || allocatedBytes != nil }
 
-    /// Whether `state`'s counters are over this budget, or cannot be trusted yet (a payload counter that
-    /// no scan has counted, in a state file made by 0.1 or just now).
+    /// Whether `state`'s counters are over this budget, or cannot be trusted yet (counters no scan has
+    /// counted, in a state file made by 0.1 or by a repair, I14).
     func isExceeded(by state: SharedState) -> Bool {
-        if let payloadBytes, state.payloadBytes > payloadBytes || !state.isPayloadCounted { return true }
+        guard isBounded else { return false }
+        if !state.isPayloadCounted { return true }
+        if let payloadBytes, state.payloadBytes > payloadBytes { return true }
         if let allocatedBytes, state.usage > allocatedBytes { return true }
         return false
     }
@@ -97,7 +99,7 @@ final class Trimmer: Sendable {
         let state = directory.state
         guard budget.isBounded, force || budget.isExceeded(by: state) else { return .success(nil) }
         let lock: Int32
-        switch openTrimLock() {
+        switch lockTrimLock() {
         case .success(let fd): lock = fd
         case .failure(let error): return .failure(error)
         }
@@ -105,13 +107,13 @@ final class Trimmer: Sendable {
             Syscall.unlock(lock)  // I7: LOCK_UN before close
             Syscall.close(lock)
         }
-        if case .failure(let error) = Syscall.lock(lock, exclusive: true, wait: true) { return .failure(error) }
         // Another process may have trimmed (or counted) while we waited.
         guard force || budget.isExceeded(by: state) else { return .success(nil) }
         var rescanned = false
         var left: CountedUsage?
         if force || !state.isPayloadCounted {
-            left = rebuildIndex()  // an explicit trim, or a payload counter never counted, recounts first (I9)
+            // An explicit trim, or counters never counted (0.1, a repair: I14), recounts first (I9).
+            left = rebuildIndex()
             rescanned = true
             // Counted, the directory may be within the budget after all: then the low-water mark is not due.
             if !force && !budget.isExceeded(by: state) {
@@ -181,12 +183,53 @@ final class Trimmer: Sendable {
         }
     }
 
+    /// Opens `trim.lock` and takes `flock(LOCK_EX)` on it, waiting for another trimmer. Checks after the
+    /// lock is granted that the path still names the locked file (as I6 for lock files): a repair may
+    /// have replaced it meanwhile, and two trimmers holding locks on two files would both trim. Blocking.
+    private func lockTrimLock() -> Result<Int32, SystemCallError> {
+        for _ in 0..<4 {
+            let fd: Int32
+            switch openTrimLock() {
+            case .success(let value): fd = value
+            case .failure(let error): return .failure(error)
+            }
+            if case .failure(let error) = Syscall.lock(fd, exclusive: true, wait: true) {
+                Syscall.close(fd)
+                return .failure(error)
+            }
+            if case .success(let mine) = Syscall.status(of: fd), mine.linkCount > 0,
+                case .success(let current) = Syscall.status(of: Directory.trimLockFile, in: directory.descriptor),
+                current.isSameFile(as: mine)
+            {
+                return .success(fd)
+            }
+            Syscall.unlock(fd)  // I7: LOCK_UN before close
+            Syscall.close(fd)
+        }
+        return .failure(SystemCallError(call: "flock", errno: .staleHandle))
+    }
+
+    /// Opens `trim.lock`, creating it when missing. Its contents mean nothing (it is only locked), so
+    /// damaged contents need no repair; what cannot serve as a lock file is replaced (I14, counted): a
+    /// symlink (never followed), a folder (moved into `tmp/`, never removed), a FIFO, socket or device,
+    /// a file this user may not open.
     private func openTrimLock() -> Result<Int32, SystemCallError> {
         let open = { self.directory.openLockFile(Directory.trimLockFile) }
         var result = open()
         if case .failure(let error) = result, error.errno == .symlinkLoop {
             // A symlink planted at trim.lock is never followed: remove the link and create the real file.
             directory.removeSymbolicLink(Directory.trimLockFile)
+            directory.onRepair()
+            result = open()
+        }
+        if case .failure(let error) = result, Trimmer.unusableLockFileErrors.contains(error.errno) {
+            if case .failure(let replaceError) = replaceTrimLock() { return .failure(replaceError) }
+            result = open()
+        } else if case .success(let fd) = result, case .success(let status) = Syscall.status(of: fd),
+            !status.isRegularFile
+        {
+            Syscall.close(fd)  // never locked
+            if case .failure(let replaceError) = replaceTrimLock() { return .failure(replaceError) }
             result = open()
         }
         // Never trust the umask; but never chmod a file reached through a planted hard link (I13).
@@ -196,6 +239,37 @@ final class Trimmer: Sendable {
             _ = Syscall.setMode(fd, directory.fileMode)
         }
         return result
+    }
+
+    /// errnos of opening `trim.lock` that mean something other than a lock file sits there.
+    private static let unusableLockFileErrors: Set<Errno> = [
+        .isDirectory, .permissionDenied, .operationNotPermitted,
+        Errno(rawValue: 6),  // ENXIO: a socket
+        Errno(rawValue: 95),  // EOPNOTSUPP
+    ]
+
+    /// Replaces whatever sits at `trim.lock` by a new, empty lock file (renamed over it; a folder is
+    /// moved into `tmp/` first). Counted as a repair.
+    private func replaceTrimLock() -> Result<Void, SystemCallError> {
+        let root = directory.descriptor
+        if case .success(let status) = Syscall.status(of: Directory.trimLockFile, in: root), status.isDirectory {
+            let aside = Directory.stagingFolder + "/trim.lock-" + Directory.randomHex(byteCount: 8) + ".damaged"
+            if case .failure(let error) = Syscall.rename(Directory.trimLockFile, in: root, to: aside, in: root),
+                error.errno != .noSuchFile
+            {
+                return .failure(error)
+            }
+        }
+        do throws(YCache.Error) {
+            try Directory.createReplacing(
+                Directory.trimLockFile, in: root, bytes: [], mode: directory.fileMode,
+                folderMode: directory.directoryMode, rootPath: directory.path)
+        } catch {
+            if case .storageFull = error { return .failure(SystemCallError(call: "write", errno: .noSpace)) }
+            return .failure(SystemCallError(call: "renameat", errno: .ioError))
+        }
+        directory.onRepair()
+        return .success(())
     }
 
     /// Recounts usage from a scan (reading every entry's fixed header) and stores it in both counters (I9).

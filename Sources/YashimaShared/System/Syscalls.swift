@@ -106,6 +106,8 @@ struct OpenFlags: OptionSet, Sendable {
     static let exclusive = OpenFlags(rawValue: ysh_O_EXCL)
     static let directory = OpenFlags(rawValue: ysh_O_DIRECTORY)
     static let append = OpenFlags(rawValue: ysh_O_APPEND)
+    /// For opening a name that may be a FIFO without blocking on it.
+    static let nonBlocking = OpenFlags(rawValue: ysh_O_NONBLOCK)
 }
 
 /// Typed wrappers over the CFileLock shims. Each names its C call in its doc.
@@ -213,6 +215,17 @@ enum Syscall {
         return .success(())
     }
 
+    /// `pwrite(2)` of the whole buffer at `offset` (the file offset is unchanged). Only for marking a
+    /// damaged `state` file dead (`SharedState`): never a published entry (I1).
+    static func write(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Result<Void, SystemCallError>
+    {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return .success(()) }
+        var err: Int32 = 0
+        let n = ysh_pwrite_full(fd, base, buffer.count, offset, &err)
+        if n < 0 { return .failure(SystemCallError(call: "pwrite", errno: Errno(rawValue: err))) }
+        return .success(())
+    }
+
     /// `writev(2)` of two buffers, in order, as one write.
     static func write(_ fd: Int32, _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer)
         -> Result<Void, SystemCallError>
@@ -245,6 +258,22 @@ enum Syscall {
     static func unmap(_ address: UnsafeMutableRawPointer, length: Int) {
         _ = ysh_munmap(address, length)
     }
+
+    /// Puts a `MAP_SHARED` mapping under the SIGBUS guard (CFileLock): if the file is truncated under
+    /// it, an access past the new end reads zeros instead of killing the process. Call right after
+    /// mapping, before the first access.
+    static func guardMapping(_ address: UnsafeMutableRawPointer, length: Int) -> Result<Void, SystemCallError> {
+        var err: Int32 = 0
+        return check(ysh_sigbus_guard_register(address, length, &err), err, "sigaction")
+    }
+
+    /// Takes a mapping off the SIGBUS guard; call before unmapping it.
+    static func unguardMapping(_ address: UnsafeMutableRawPointer) {
+        ysh_sigbus_guard_unregister(address)
+    }
+
+    /// Faults the SIGBUS guard has absorbed in this process (tests).
+    static var guardedFaultCount: UInt64 { ysh_sigbus_guard_trips() }
 
     /// `renameat(2)`: atomically replaces `to`. No symlink is followed in any component of either path.
     static func rename(

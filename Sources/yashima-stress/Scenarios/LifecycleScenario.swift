@@ -169,60 +169,9 @@ enum LifecycleScenario: Scenario {
         run.setting("operations", operations / 2)
         try run.runPhase(globalPhase, workers: run.workerCount)
 
-        // Parse every worker's log.
-        struct Read {
-            let label: String
-            let start: Int64
-            let created: Int64
-            let how: String
-        }
-        var reads: [Read] = []
-        var made: [String: [(created: Int64, returned: Int64)]] = [:]
-        var stores: [String: [(start: Int64, end: Int64)]] = [:]
-        var keyRemovals: [String: [(start: Int64, end: Int64)]] = [:]
-        var namespaceRemovals: [String: [(start: Int64, end: Int64)]] = [:]
-        var globalRemovals: [(start: Int64, end: Int64)] = []
-        for words in run.eventRecords() where words.count >= 4 {
-            let label = String(words[1])
-            switch words[0] {
-            case "read" where words.count >= 5:
-                reads.append(
-                    Read(
-                        label: label, start: Int64(words[2]) ?? 0, created: Int64(words[3]) ?? 0, how: String(words[4]))
-                )
-            case "made": made[label, default: []].append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
-            case "remove": keyRemovals[label, default: []].append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
-            case "store": stores[label, default: []].append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
-            case "removeAll": namespaceRemovals[label, default: []].append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
-            case "removeEverything": globalRemovals.append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
-            default: break
-            }
-        }
-
-        // I10: a read that started after a removal finished never returns an entry that existed when the
-        // removal started. A stamp before the removal is allowed only for a generation or a store whose call
-        // was still running when the removal started (it may have published after the removal).
-        let margin: Int64 = 1_000  // metadata dates carry ~0.25 µs of rounding
-        var stale: [String] = []
-        for read in reads {
-            let namespace = String(read.label.prefix { $0 != "/" })
-            let removals = (keyRemovals[read.label] ?? []) + (namespaceRemovals[namespace] ?? []) + globalRemovals
-            for removal in removals where removal.end < read.start && read.created + margin < removal.start {
-                let excused =
-                    (made[read.label] ?? []).contains { $0.created == read.created && $0.returned >= removal.start }
-                    || (stores[read.label] ?? []).contains {
-                        $0.start - margin <= read.created && read.created <= $0.end + margin && $0.end >= removal.start
-                    }
-                if !excused {
-                    let age = Double(removal.start - read.created) / 1e6
-                    stale.append(
-                        "\(read.label) (\(read.how)) returned an entry stamped \(String(format: "%.2f", age)) ms before a removal "
-                            + "that finished \(String(format: "%.2f", Double(read.start - removal.end) / 1e6)) ms before the read began"
-                    )
-                    break
-                }
-            }
-        }
+        // Every worker's log: no read after a removal returned what it removed (I10).
+        let log = RemovalVisibility(run.eventRecords())
+        let stale = log.staleReads()
         run.countWrongValues(stale.count)
         run.expect(
             stale.isEmpty, "\(stale.count) reads returned removed entries: " + stale.prefix(3).joined(separator: "; "))
@@ -240,13 +189,10 @@ enum LifecycleScenario: Scenario {
             keptAfter == keptBefore,
             "removeAll(in: \(churned[0])) left \(keptAfter) of \(keptBefore) entries of \(kept)")
 
-        let removalCount = keyRemovals.values.reduce(0) { $0 + $1.count }
-        let namespaceRemovalCount = namespaceRemovals.values.reduce(0) { $0 + $1.count }
-        let storeCount = stores.values.reduce(0) { $0 + $1.count }
         run.note(
             "\(operations) + \(operations / 2) operations per worker over \(churned.joined(separator: ", ")) and "
-                + "\(kept); \(removalCount) key removals, \(namespaceRemovalCount) namespace removals, "
-                + "\(globalRemovals.count) removeAll(), \(storeCount) stores; \(reads.count) reads checked against "
-                + "them, \(stale.count) stale")
+                + "\(kept); \(log.keyRemovalCount) key removals, \(log.namespaceRemovalCount) namespace removals, "
+                + "\(log.globalRemovals.count) removeAll(), \(log.storeCount) stores; \(log.reads.count) reads checked "
+                + "against them, \(stale.count) stale")
     }
 }

@@ -168,18 +168,20 @@ struct MemoryStoreTests {
         let slots = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
         let store = MemoryStore(maximumCost: nil, maximumCount: nil)
         let memoryKey = MemoryKey(key: key, codecIdentifier: "c")
-        for bump in [
-            { _ = state.bumpKey(slots) }, { state.bumpNamespace(slot: slots.namespace) }, { state.bumpGlobal() },
-        ] {
+        let bumps: [() throws -> Void] = [
+            { try state.bumpKey(slots) }, { try state.bumpNamespace(slot: slots.namespace) },
+            { try state.bumpGlobal() },
+        ]
+        for bump in bumps {
             store.insert(Self.item("v", slots: slots, stamp: state.stamp(slots)), for: memoryKey)
             #expect(store.item(for: memoryKey, state: state, now: 0) != nil)
-            bump()
+            try bump()
             #expect(store.item(for: memoryKey, state: state, now: 0) == nil)
             #expect(store.count == 0)
         }
         // Without storage (no slots) an item is never invalidated by epochs.
         store.insert(Self.item("v"), for: memoryKey)
-        state.bumpGlobal()
+        try state.bumpGlobal()
         #expect(store.item(for: memoryKey, state: state, now: 0) != nil)
     }
 

@@ -94,7 +94,7 @@ struct RevalidationTests {
                 entryVersion: EntryVersion(header))
         }
         store.insert(item("old"), for: key)
-        state.bumpKey(slots)
+        try state.bumpKey(slots)
         guard case .unconfirmed(let stale, let current) = store.lookup(key, state: state, now: 0) else {
             Issue.record("expected an unconfirmed item")
             return
@@ -107,7 +107,7 @@ struct RevalidationTests {
             return
         }
         #expect(kept.value as? String == "new")
-        state.bumpKey(slots)
+        try state.bumpKey(slots)
         guard case .unconfirmed(let newer, let now) = store.lookup(key, state: state, now: 0) else {
             Issue.record("expected an unconfirmed item")
             return
