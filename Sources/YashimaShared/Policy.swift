@@ -42,6 +42,10 @@ enum Policy {
     /// retry needs another process to win again within a few syscalls: four never run out in practice.
     static let nameRaceRetries = 4
 
+    /// How many times a read or bump of the state file's words starts over when the file died under it (a
+    /// repair marked it dead meanwhile, I14). Each retry needs another repair within those few atomics.
+    static let stateSwitchRetries = 4
+
     // MARK: Lookups
 
     /// A lookup whose joined flight gave it nothing it may use (a value a removal made stale, an optional

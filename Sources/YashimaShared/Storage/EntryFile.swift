@@ -1,8 +1,10 @@
-// Entry files relative to one storage root, and reading them (I3): a reader takes no lock, opens the entry
-// (never through a symlink), and accepts it only after checking the header, the identity it was asked for,
-// expiry and the payload checksum; anything else is a miss. Small payloads are read, large ones mapped
-// privately. Publishing is in EntryPublish.swift, removal in EntryRemove.swift, touching in Touch.swift,
-// scans in Scan.swift. Every call is a short, local syscall sequence (no waiting on other processes).
+// Entry files relative to one storage root, and reading them (I3). A reader takes no lock: it opens the
+// entry (never through a symlink) and accepts it only after checking the header (magic, version, lengths
+// against the file size, header checksum), that the stored key bytes and codec identifier are the ones
+// asked for, expiry, and the payload checksum (skipped for a mapped file this process already verified,
+// VerifiedInodes); anything else is a miss, and a missing file (ENOENT) is a normal one. Small payloads are
+// read, large ones mapped privately. Publishing is in EntryPublish.swift, removal in EntryRemove.swift,
+// touching in Touch.swift, scans in Scan.swift. Every call is a short, local syscall sequence.
 
 import Foundation
 import Synchronization

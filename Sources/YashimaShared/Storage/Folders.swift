@@ -39,7 +39,7 @@ extension Directory {
     static func ensureDirectory(
         _ relative: String, in root: Int32, mode: UInt32, replacingFiles: Bool
     ) -> Result<Void, SystemCallError> {
-        for _ in 0..<4 {
+        for _ in 0..<Policy.nameRaceRetries {
             switch Syscall.status(of: relative, in: root) {
             case .success(let status) where status.isDirectory:
                 return .success(())

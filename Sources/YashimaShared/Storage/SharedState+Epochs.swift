@@ -1,7 +1,14 @@
-// The removal epochs of the state file (I10): a global epoch, one per namespace slot and one per key slot,
-// bumped by every removal (before and after its unlinks) and by every replacing write; a memory item is
-// valid only while the epochs it was stamped with are current. A stamp also carries the file's instance
-// id (I14), so no stamp taken from a replaced file ever matches again.
+// The removal epochs of the state file (I10): a global epoch, one per namespace slot and one per key slot.
+// `remove`, `removeAll(in:)` and `removeAll()` bump theirs before unlinking and again after (a reader that
+// took its epochs between the first bump and the unlink may have read the entry); a write that replaces a
+// value bumps the key's after publishing. Every memory hit compares the epochs its item was stamped with to
+// the current ones, so no process's memory serves a removed entry on its next lookup. Slots are shared by
+// many keys, so an item of a stored entry whose epochs moved is checked against the entry file instead of
+// dropped (Engine/MemoryTier.swift tells why that keeps I10). A flight's result carries the epochs it was
+// read or made under, and a caller that joined the flight takes it only while they are current
+// (Engine/Lookup.swift); a replacing writer stamps its own copy from just before its publish, unless
+// someone else bumped in between (`bumpKey(_:expecting:)`). A stamp also carries the file's instance id
+// (I14), so no stamp taken from a replaced file ever matches again.
 
 /// The removal epochs (I10) a value was read or generated under. A memory item carries them, and so does
 /// a flight's result: a caller that joined someone else's flight accepts the value only while they are
@@ -56,7 +63,7 @@ extension SharedState {
     /// The current epochs of `slots`. A stamp is returned only if its file was still live after the
     /// epochs were read, so it never mixes a dead file's words with a live file's instance id.
     func stamp(_ slots: Slots) -> Stamp {
-        for _ in 0..<4 {
+        for _ in 0..<Policy.stateSwitchRetries {
             guard let mapping = live() else { break }
             let stamp = Stamp(
                 instance: mapping.instance, global: mapping.load(SharedState.globalEpochOffset),
@@ -80,7 +87,7 @@ extension SharedState {
         let offset = SharedState.keyOffset + 8 * slots.key
         var result: Stamp?
         var first = true
-        for _ in 0..<4 {
+        for _ in 0..<Policy.stateSwitchRetries {
             guard let mapping = live() else { throw unavailableError }
             let previous = mapping.fetchIncrement(offset)
             if first, expected.isAvailable, mapping.instance == expected.instance, previous == expected.key,
@@ -119,7 +126,7 @@ extension SharedState {
     /// sees it: its holders notice at their next write and within `Policy.rootCheckInterval` of lookups,
     /// `verifyPath`.)
     private func bump(_ offset: Int) throws(YCache.Error) {
-        for _ in 0..<4 {
+        for _ in 0..<Policy.stateSwitchRetries {
             guard let mapping = live() else { throw unavailableError }
             mapping.increment(offset)
             if mapping.isLive { return }

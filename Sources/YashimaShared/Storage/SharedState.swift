@@ -1,11 +1,16 @@
-// The `state` file every process maps shared: the directory's usage counters (I9: payload bytes, which
-// the budget counts, and allocated bytes), the time of the last publish (I11), the removal epochs (I10)
-// and the shared counters (SharedState+Counters.swift). Words are only touched through the C atomics, so
-// processes never tear each other's updates.
-// Created once (staging file + linkat, first creator wins) and never truncated by the cache. A damaged
-// one (wrong size, type, magic or version, truncated or zeroed under the mappings, replaced or deleted)
-// is repaired by the first process that notices (I14): everything in it can be rebuilt, and a new file
-// with a new instance id makes every in-memory stamp taken from the old one stale at once.
+// The `state` file every process maps shared, and keeping one usable (I14): this object switches to the
+// file the path names whenever the one in use is dead, and repairs a damaged one. Its words (usage, I9;
+// last publish, I11; epochs, I10; shared counters) are in SharedState+Usage, +Epochs and +Counters, its
+// mapping in StateMapping.swift. Created once (staging file + linkat, first creator wins) and never
+// truncated by the cache. Everything in it can be rebuilt, so a damaged one (not a regular file with one
+// link, not 65,536 bytes, wrong magic or version; later, the magic gone) is replaced by the first process
+// that notices: under a lock on the root it looks again (another repairer may have finished), marks the
+// damaged inode dead with a `pwrite` of a non-magic word 0 (never a store through a mapping, never a
+// truncation), and renames a complete new file from `tmp/` over it, with a new random instance id and
+// usage to be recounted by the next trim. Every access checks word 0 first; a mapping of a file truncated
+// under it reads zeros (CFileLock's SIGBUS guard), seen as dead, so every process switches to the new
+// file. Stamps in memory carry the instance id, so none taken from the old file ever matches again (this
+// costs each process its memory layer once); bumps re-check word 0 after landing.
 
 import CFileLock
 import Glibc
@@ -163,7 +168,7 @@ final class SharedState: Sendable {
 
     /// Opens the file the path names, or makes one: created once when missing, repaired when damaged.
     private func openGoodFile() throws(YCache.Error) -> StateMapping {
-        for _ in 0..<4 {
+        for _ in 0..<Policy.nameRaceRetries {
             switch try inspect() {
             case .good(let mapping):
                 return mapping

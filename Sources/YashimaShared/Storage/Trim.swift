@@ -1,8 +1,15 @@
-// Trimming (I9): keeping usage (payload bytes, which the storage budget counts, and optionally allocated
-// bytes, a disk cap) under the budget by unlinking least-recently-used entries (LRU by mtime, I11) down to
-// a low-water mark, each victim re-checked right before its unlink; recounting both usage counters from a
-// scan; and sweeping staging debris of killed processes (I2). A trim pass runs in one process at a time:
-// its caller holds `trim.lock` (Coordination/Maintenance.swift takes it). Blocking: callers run all of this
+// Trimming (I9): keeping usage (payload bytes, which the storage budget counts, as Yashima counts it, and
+// optionally allocated bytes, a disk cap) under the budget by unlinking least-recently-used entries (LRU by
+// mtime, I11) down to a low-water mark. Usage is a hint: every publish and unlink adjusts the state file's
+// two counters (the payload's length; the file size rounded up to 4 KiB, or `st_blocks × 512` for an
+// unlink), so where the allocated measures differ (another block size, inline or compressed files) the
+// allocated counter drifts until the next scan, which recounts both from every entry's fixed header. A
+// counter no scan has counted yet (a state file made by 0.1, or by a repair) is recounted by the first
+// budgeted write before it is trusted. Each victim's mtime and size are re-checked right before its unlink
+// (one used or replaced since the scan stays). Staging debris of killed processes is swept here too (I2),
+// never a staging file younger than `Policy.stagingDebrisAge`. A trim runs in one process at a time: its
+// caller holds `trim.lock` (Coordination/Maintenance.swift takes it, waiting for another trimmer, so a
+// writer over budget finds the bound holding when its write returns). Blocking: callers run all of this
 // off the cooperative pool (BlockingWork).
 
 import Synchronization

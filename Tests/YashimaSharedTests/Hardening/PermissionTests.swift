@@ -1,4 +1,4 @@
-// Modes on every create path, under a hostile umask, and the owner check at open (P12, P13).
+// Modes on every create path, under a hostile umask (I2, I6), and the owner check at open (Storage/Root.swift).
 // The umask is process-wide and other suites run in parallel, so the hostile umasks are set in child
 // processes (`/bin/sh -c 'umask 000; exec yashima-stress worker …'`), never in this test process: the
 // library code under test is the same, and no other test can be disturbed.
