@@ -62,7 +62,8 @@ enum Help {
 
             The storage directory is --dir DIR, else $YASHIMA_DIR, else $XDG_CACHE_HOME/yashima, else
             ~/.cache/yashima. Sizes take K, M, G, T suffixes (powers of 1024); durations s, m, h, d.
-            Exit status: 0 ok, 1 failed (or a miss, for get), 2 bad usage; run passes its command's through.
+            Exit status: 0 ok, 1 failed (or a miss, for get), 2 bad usage; run passes its command's through;
+            watch runs until stopped (Ctrl-C: 0).
             "yashima COMMAND --help" describes a command.
 
             """

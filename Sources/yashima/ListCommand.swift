@@ -46,12 +46,8 @@ enum ListCommand {
         for entry in entries {
             var identity = displayIdentity(entry)
             if long {
-                let components =
-                    entry.key.variants.map { "\($0.name)=\($0.value)" }
-                    + entry.key.versions.map { "version \($0.name)=\($0.value)" }
-                if !components.isEmpty {
-                    identity += "  [" + components.map(Format.printable).joined(separator: ", ") + "]"
-                }
+                let components = components(entry.key)
+                if !components.isEmpty { identity += "  [" + components + "]" }
                 rows.append([
                     Format.printable(entry.key.namespace), Format.bytes(entry.payloadByteCount),
                     Format.local(entry.lastUsedAt), Format.local(entry.createdAt),
@@ -71,27 +67,43 @@ enum ListCommand {
 
     /// A `yashima run` entry's identity is its argv joined with NUL: shown as a command line.
     static func displayIdentity(_ entry: OperatorEntry) -> String {
-        if entry.codecIdentifier == RunRecordCodec.identifier {
-            return entry.key.identity.split(separator: "\0", omittingEmptySubsequences: false)
+        displayIdentity(entry.key, codec: entry.codecIdentifier)
+    }
+
+    /// The identity of `key`, printable; for a `yashima run` entry (`codec`), its command line.
+    static func displayIdentity(_ key: CacheKey, codec: String?) -> String {
+        if codec == RunRecordCodec.identifier {
+            return key.identity.split(separator: "\0", omittingEmptySubsequences: false)
                 .map { Format.shellQuoted(String($0)) }.joined(separator: " ")
         }
-        return Format.printable(entry.key.identity)
+        return Format.printable(key.identity)
+    }
+
+    /// Variants and versions for people: `size=small, version renderer=3` (empty when there are none).
+    static func components(_ key: CacheKey) -> String {
+        (key.variants.map { "\($0.name)=\($0.value)" } + key.versions.map { "version \($0.name)=\($0.value)" })
+            .map(Format.printable).joined(separator: ", ")
+    }
+
+    /// The JSON fields that name a key (and, for a `yashima run` entry, its `argv`).
+    static func keyObject(_ key: CacheKey, codec: String) -> [String: Any] {
+        var object: [String: Any] = [
+            "namespace": key.namespace, "identity": key.identity,
+            "variants": key.variants.map { ["name": $0.name, "value": $0.value] },
+            "versions": key.versions.map { ["name": $0.name, "value": $0.value] },
+            "codec": codec, "stableIdentifier": key.stableIdentifier,
+        ]
+        if codec == RunRecordCodec.identifier {
+            object["argv"] = key.identity.split(separator: "\0", omittingEmptySubsequences: false).map(String.init)
+        }
+        return object
     }
 
     static func object(_ entry: OperatorEntry) -> [String: Any] {
-        var object: [String: Any] = [
-            "namespace": entry.key.namespace, "identity": entry.key.identity,
-            "variants": entry.key.variants.map { ["name": $0.name, "value": $0.value] },
-            "versions": entry.key.versions.map { ["name": $0.name, "value": $0.value] },
-            "codec": entry.codecIdentifier, "size": entry.payloadByteCount, "allocated": entry.allocatedByteCount,
+        keyObject(entry.key, codec: entry.codecIdentifier).merging([
+            "size": entry.payloadByteCount, "allocated": entry.allocatedByteCount,
             "created": Format.iso(entry.createdAt), "expires": entry.expiresAt.map(Format.iso) ?? NSNull(),
-            "lastUsed": Format.iso(entry.lastUsedAt), "expired": entry.isExpired,
-            "stableIdentifier": entry.key.stableIdentifier, "file": entry.relativePath,
-        ]
-        if entry.codecIdentifier == RunRecordCodec.identifier {
-            object["argv"] = entry.key.identity.split(separator: "\0", omittingEmptySubsequences: false).map(
-                String.init)
-        }
-        return object
+            "lastUsed": Format.iso(entry.lastUsedAt), "expired": entry.isExpired, "file": entry.relativePath,
+        ]) { $1 }
     }
 }

@@ -52,10 +52,15 @@ enum Output {
 
     /// Prints `object` as one line of JSON with sorted keys.
     static func json(_ object: [String: Any]) {
+        write(jsonLine(object), to: STDOUT_FILENO)
+    }
+
+    /// `object` as one line of JSON with sorted keys, newline included.
+    static func jsonLine(_ object: [String: Any]) -> Data {
         let data =
             (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
             ?? Data("{}".utf8)
-        write(data + Data("\n".utf8), to: STDOUT_FILENO)
+        return data + Data("\n".utf8)
     }
 
     static var standardErrorIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }

@@ -5,6 +5,7 @@
 // `yashima run` and taken by one thread with sigwait: while the command runs they are forwarded to it
 // (and nothing is stored); at any other moment the process removes its temporary files and exits at once
 // with 128 + the signal (a wait for another process ends there; the kernel drops its locks).
+// `yashima watch` blocks the same signals and takes them with `takeSignals` (WatchCommand.swift).
 
 import Foundation
 import Glibc
@@ -37,13 +38,19 @@ final class SignalControl: Sendable {
         pthread_sigmask(SIG_BLOCK, &set, nil)
     }
 
-    /// Starts the thread that takes the blocked signals.
+    /// Starts the thread that takes the blocked signals, for `yashima run`.
     func start() {
-        let thread = Thread { [self] in
+        SignalControl.takeSignals { [self] signal in handle(signal) }
+    }
+
+    /// Starts a thread that takes the blocked signals (`blockSignals`) with sigwait and hands each to
+    /// `handler`, on that thread.
+    static func takeSignals(_ handler: @escaping @Sendable (Int32) -> Void) {
+        let thread = Thread {
             var set = SignalControl.handledSet
             while true {
                 var signal: Int32 = 0
-                if sigwait(&set, &signal) == 0 { handle(signal) }
+                if sigwait(&set, &signal) == 0 { handler(signal) }
             }
         }
         thread.stackSize = 64 * 1024

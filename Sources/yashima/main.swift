@@ -1,8 +1,8 @@
 // `yashima`: memoize shell commands across processes, and operate a YashimaShared storage directory.
 // Dispatches to one file per subcommand; exit status 0 ok, 1 failed, 2 bad usage (`run` passes its
-// command's status through). For `run`, signals are blocked here, first thing, before any thread exists
-// (see Process.swift). The main thread then waits on a semaphore, never in dispatch's main loop: that
-// parks in sigsuspend with an empty mask, and the blocked signals would be delivered to it.
+// command's status through). For `run` and `watch`, signals are blocked here, first thing, before any
+// thread exists (see Process.swift). The main thread then waits on a semaphore, never in dispatch's main
+// loop: that parks in sigsuspend with an empty mask, and the blocked signals would be delivered to it.
 
 import Foundation
 import Glibc
@@ -10,7 +10,7 @@ import Synchronization
 
 let commands: [CommandSpec] = [
     RunCommand.spec, StatsCommand.spec, ListCommand.spec, VerifyCommand.spec, TrimCommand.spec, ClearCommand.spec,
-    ValueCommands.getSpec, ValueCommands.putSpec,
+    ValueCommands.getSpec, ValueCommands.putSpec, WatchCommand.spec,
 ]
 
 /// Parses the command line and runs the subcommand; returns the exit status.
@@ -58,6 +58,7 @@ func main(_ words: [String]) async -> Int32 {
         case "clear": return try await ClearCommand.run(arguments)
         case "get": return try await ValueCommands.get(arguments)
         case "put": return try await ValueCommands.put(arguments)
+        case "watch": return try await WatchCommand.run(arguments)
         default: return 2
         }
     } catch let error as UsageError {
@@ -83,6 +84,9 @@ func runAndExit() -> Never {
     if words.first == "run" {
         SignalControl.blockSignals()
         SignalControl.shared.start()
+    } else if words.first == "watch" {
+        // Taken by WatchCommand's own handler, started once it has parsed its arguments.
+        SignalControl.blockSignals()
     }
     let status = ExitStatus()
     let done = DispatchSemaphore(value: 0)

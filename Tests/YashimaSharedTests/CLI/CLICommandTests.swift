@@ -223,7 +223,7 @@ import Testing
     }
 
     @Test func everySubcommandHasHelp() async throws {
-        for name in ["run", "stats", "ls", "verify", "trim", "clear", "get", "put"] {
+        for name in ["run", "stats", "ls", "verify", "trim", "clear", "get", "put", "watch"] {
             let help = try await yashima([name, "--help"])
             #expect(help.status == 0)
             #expect(help.text.hasPrefix("Usage: yashima \(name)"), "\(help.text)")
@@ -257,6 +257,10 @@ import Testing
         (["get", "--namespace", "x"], "--identity is required"),
         (["put", "--identity", "x", "--variant", "novalue"], "NAME=VALUE"),
         (["trim", "--max-size", "lots"], "must be a size"),
+        (["watch", "--namespace"], "needs a value"),
+        (["watch", "--curent"], "did you mean --current?"),
+        (["watch", "--json=yes"], "takes no value"),
+        (["watch", "docs"], "unexpected argument 'docs'"),
     ])
     func badUsage(_ arguments: [String], _ message: String) async throws {
         let fixture = try CLIFixture()
@@ -272,6 +276,7 @@ import Testing
         let file = try fixture.file("plain-file", "not a directory")
         for command in [
             ["run", "--dir", file, "--", "true"], ["stats", "--dir", file], ["ls", "--dir", file + "/below"],
+            ["watch", "--dir", file],
         ] {
             let result = try await yashima(command)
             #expect(result.status == 2, "\(command)")
@@ -279,9 +284,12 @@ import Testing
         }
         // A folder of someone else's files is not taken over as a storage directory.
         try fixture.file("home/notes.txt", "mine")
-        let foreign = try await yashima(["clear", "--dir", fixture.path("home")])
-        #expect(foreign.status == 2)
-        #expect(foreign.error.contains("is not a yashima storage directory"))
+        for command in ["clear", "watch"] {
+            let foreign = try await yashima([command, "--dir", fixture.path("home")])
+            #expect(foreign.status == 2)
+            #expect(foreign.error.contains("is not a yashima storage directory"))
+            #expect(foreign.output.isEmpty)
+        }
         #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.path("home")) == ["notes.txt"])
     }
 

@@ -178,20 +178,27 @@ struct ObservationTests {
         let stored = Set(
             try await YCache(storageDirectory: dir.url, storageMaximumByteCount: nil).entries(in: "trim").map(
                 \.key.identity))
-        #expect(published == Set((0..<12).map { "k-\($0)" } + ["sentinel"]), "\(Self.summary(lines))")
+        // Every key is reported published, except one trimmed before the observer could read its header
+        // (the documented gap: its name alone does not say its key). Such a key is neither stored nor
+        // reported removed, so an observer's view still equals what storage holds.
+        let written = Set((0..<12).map { "k-\($0)" } + ["sentinel"])
+        let missed = written.subtracting(published)
+        #expect(published.isSubset(of: written) && published.contains("sentinel"), "\(Self.summary(lines))")
+        #expect(missed.isDisjoint(with: stored) && missed.isDisjoint(with: removedKeys), "\(Self.summary(lines))")
         #expect(stored == published.subtracting(removedKeys), "stored \(stored.sorted()), \(Self.summary(lines))")
-        // The key observer of the oldest key: published, removed if trim took it, then published again
-        // by this process (its sentinel).
+        // The key observer of the oldest key: published (unless trimmed before it could read it), removed if
+        // trim took it, then published again by this process (its sentinel, 3 bytes long).
         try await Self.publishSentinel(dir.path, "trim", "k-0")
         var keyEvents: [String] = []
-        while keyEvents.count < (stored.contains("k-0") ? 2 : 3), let line = await keyObserver.json(timeout: 60) {
+        while let line = await keyObserver.json(timeout: 60) {
+            if Self.isPublished(line, "trim", "k-0"), line["payloadByteCount"] as? Int == 3 { break }
             keyEvents += Self.summary([line])
         }
-        #expect(
-            keyEvents
-                == (stored.contains("k-0")
-                    ? ["published trim/k-0", "published trim/k-0"]
-                    : ["published trim/k-0", "removed trim/k-0", "published trim/k-0"]))
+        let allowed: [[String]] =
+            stored.contains("k-0")
+            ? [["published trim/k-0"]]
+            : [["published trim/k-0", "removed trim/k-0"], []]
+        #expect(allowed.contains(keyEvents), "\(keyEvents)")
         await Self.stop(namespaceObserver)
         await Self.stop(keyObserver)
     }
