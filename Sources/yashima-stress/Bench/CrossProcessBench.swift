@@ -59,7 +59,9 @@ enum CrossProcessBench {
             releaseTogether(children)
             var walls = Samples()
             for child in children {
-                if let result = child.readJSON(timeout: ChildProcess.benchPatience), let elapsed = result["elapsedNs"] as? Double {
+                if let result = child.readJSON(timeout: ChildProcess.benchPatience),
+                    let elapsed = result["elapsedNs"] as? Double
+                {
                     walls.append(elapsed)
                 }
                 child.finish()
@@ -113,7 +115,8 @@ enum CrossProcessBench {
 
         let cacheDirectory = directory.appendingPathComponent("cache")
         let holder = YCache(storageDirectory: cacheDirectory)
-        let waiter = try ChildProcess(context.executable, ["worker", "handoff-wait", "--directory", cacheDirectory.path])
+        let waiter = try ChildProcess(
+            context.executable, ["worker", "handoff-wait", "--directory", cacheDirectory.path])
         _ = waiter.readLine(timeout: ChildProcess.benchPatience)  // READY
         var wake = Samples()
         var afterHolder = Samples()
@@ -128,7 +131,9 @@ enum CrossProcessBench {
                 return Data(count: 4096)
             }
             let holderReturned = monotonicNanoseconds()
-            if let line = waiter.readLine(timeout: ChildProcess.benchPatience), let returned = UInt64(line.split(separator: " ")[0]) {
+            if let line = waiter.readLine(timeout: ChildProcess.benchPatience),
+                let returned = UInt64(line.split(separator: " ")[0])
+            {
                 wake.append(Double(Int64(returned) - Int64(stamp.value)))
                 afterHolder.append(Double(Int64(returned) - Int64(holderReturned)))
             }
@@ -237,7 +242,9 @@ extension CrossProcessBench {
                 releaseTogether(children)
                 var misses = 0
                 for child in children {
-                    if let result = child.readJSON(timeout: ChildProcess.benchPatience) { misses += result["getMisses"] as? Int ?? 0 }
+                    if let result = child.readJSON(timeout: ChildProcess.benchPatience) {
+                        misses += result["getMisses"] as? Int ?? 0
+                    }
                     child.finish()
                 }
                 let wall = Double(monotonicNanoseconds() - start)

@@ -39,7 +39,8 @@ enum ObservationBench {
         }
 
         // Baseline: write 4 KiB to a temporary name and rename it into a folder another process watches.
-        let waiter = try ChildProcess(context.executable, ["worker", "inotify-wait", "--folder", rawFolder + "/watched"])
+        let waiter = try ChildProcess(
+            context.executable, ["worker", "inotify-wait", "--folder", rawFolder + "/watched"])
         _ = waiter.readLine(timeout: ChildProcess.benchPatience)  // READY
         var raw = Samples()
         let block = [UInt8](repeating: 7, count: 4096)
@@ -50,7 +51,9 @@ enum ObservationBench {
             _ = block.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             close(fd)
             rename(staging, rawFolder + "/watched/entry-\(trial)")
-            if let line = waiter.readLine(timeout: ChildProcess.benchPatience), let seen = UInt64(line) { raw.append(Double(Int64(seen) - Int64(start))) }
+            if let line = waiter.readLine(timeout: ChildProcess.benchPatience), let seen = UInt64(line) {
+                raw.append(Double(Int64(seen) - Int64(start)))
+            }
         }
         waiter.kill(SIGTERM)
         waiter.finish()
@@ -69,7 +72,9 @@ enum ObservationBench {
                 let start = monotonicNanoseconds()
                 try await cache.store(Data(count: 4096 + trial % 2), for: probe, codec: DataCodec())
                 stores.append(Double(monotonicNanoseconds() - start))
-                if let change = observer.readJSON(timeout: ChildProcess.benchPatience), let seen = change["monotonicNs"] as? Int {
+                if let change = observer.readJSON(timeout: ChildProcess.benchPatience),
+                    let seen = change["monotonicNs"] as? Int
+                {
                     latency.append(Double(Int64(seen) - Int64(start)))
                 }
             }
