@@ -18,9 +18,15 @@ let package = Package(
             dependencies: ["CFileLock", "CZlib"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // Child processes on pipes with one READY/GO start barrier, for the stress runner, the benchmarks
+        // and the tests (internal tooling: not a product).
+        .target(
+            name: "ChildProcesses",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         .executableTarget(
             name: "yashima-stress",
-            dependencies: ["YashimaShared", "CFileLock"],
+            dependencies: ["YashimaShared", "CFileLock", "ChildProcesses"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         // The command-line tool: memoizes shell commands (`yashima run`) and operates a storage directory.
@@ -45,7 +51,8 @@ let package = Package(
         .testTarget(
             name: "YashimaSharedTests",
             dependencies: [
-                "YashimaShared", "CFileLock", "yashima-stress", "yashima-examples", "yashima-quickstart", "yashima",
+                "YashimaShared", "CFileLock", "ChildProcesses", "yashima-stress", "yashima-examples",
+                "yashima-quickstart", "yashima",
             ],
             path: "Tests/YashimaSharedTests",
             swiftSettings: [.swiftLanguageMode(.v6)]
@@ -60,7 +67,7 @@ let package = Package(
         ),
         .testTarget(
             name: "StressTests",
-            dependencies: ["YashimaShared", "yashima-stress"],
+            dependencies: ["YashimaShared", "ChildProcesses", "yashima-stress"],
             path: "StressTests",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

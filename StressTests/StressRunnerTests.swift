@@ -3,6 +3,7 @@
 // fails. Also checks that bad arguments exit with status 2. The standard profile is opt-in
 // (YASHIMA_STRESS_STANDARD=1): it takes minutes.
 
+import ChildProcesses
 import Foundation
 import Glibc
 import Testing
@@ -78,7 +79,8 @@ import Testing
     }
 }
 
-/// One run of the built `yashima-stress`, output captured in files; waited for without blocking a thread.
+/// One run of the built `yashima-stress` (a child of the shared ChildProcesses helper): stdout read to its
+/// end and stderr captured in a file, waited for without blocking a thread of the cooperative pool.
 struct RunnerProcess {
     let status: Int32
     let standardOutput: String
@@ -89,41 +91,25 @@ struct RunnerProcess {
         URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
     }
 
+    /// Runs the stress runner with `arguments`; past `timeoutSeconds` it is killed (its workers exit when
+    /// their stdin closes). The status is the exit status, or minus the signal that ended it.
     static func run(_ arguments: [String], timeoutSeconds: Double) async throws -> RunnerProcess {
-        let base = NSTemporaryDirectory() + "stress-runner-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let outputPath = base + ".out"
-        let errorPath = base + ".err"
-        struct CannotCreate: Error { let path: String }
-        for path in [outputPath, errorPath] where !FileManager.default.createFile(atPath: path, contents: nil) {
-            throw CannotCreate(path: path)
-        }
-        defer {
-            unlink(outputPath)
-            unlink(errorPath)
-        }
-        let process = Process()
-        process.executableURL = productsDirectory.appendingPathComponent("yashima-stress")
-        process.arguments = arguments
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle(forWritingAtPath: outputPath)
-        process.standardError = FileHandle(forWritingAtPath: errorPath)
-        try process.run()
-        // Polled with Task.sleep, never waitUntilExit: a blocked thread would be one of the cooperative
-        // pool's few, and every other test's continuations would queue behind it.
-        let deadline = Date().addingTimeInterval(timeoutSeconds)
-        var killed = false
-        while process.isRunning {
-            if !killed && Date() > deadline {
-                kill(process.processIdentifier, SIGKILL)  // its workers exit when their stdin closes
-                killed = true  // then keep polling until it has exited
-            }
-            try await Task.sleep(for: .milliseconds(50))
-        }
+        let errorPath = NSTemporaryDirectory() + "stress-runner-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).err"
+        defer { unlink(errorPath) }
+        let runner = try ChildProcess(
+            productsDirectory.appendingPathComponent("yashima-stress").path, arguments, standardError: .file(errorPath))
+        runner.closeInput()
+        let output = await runner.output(timeout: timeoutSeconds)  // until it exits (or the bound)
+        _ = await runner.exitStatus(timeout: 30)
         // Unreadable output reads as empty, which fails the checks with the exit status shown.
-        let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
         let error = (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""
-        let status =
-            process.terminationReason == .uncaughtSignal ? -process.terminationStatus : process.terminationStatus
-        return RunnerProcess(status: status, standardOutput: output, standardError: error)
+        let status: Int32
+        switch runner.exit {
+        case .exited(let code): status = code
+        case .signaled(let signal): status = -signal
+        case nil: status = -SIGKILL
+        }
+        return RunnerProcess(
+            status: status, standardOutput: String(decoding: output, as: UTF8.self), standardError: error)
     }
 }

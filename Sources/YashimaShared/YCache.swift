@@ -1,5 +1,6 @@
-// The public facade: the API, its documentation, and wiring to CacheEngine. No I/O, locking or path
-// handling happens here.
+// The public facade: the type, its initializers and the lookups (get-or-generate, cached values, peek),
+// with their documentation, wired to CacheEngine. Writing, inspecting and removing are in
+// YCache+Lifecycle.swift. No I/O, locking or path handling happens here.
 
 import Foundation
 
@@ -91,7 +92,7 @@ public final class YCache: Sendable {
     ///   created, opened or mapped), `.insecureStorageDirectory`, `.networkFilesystem`, `.unsupportedLayout`,
     ///   or `.storageFull` when the `layout` or `state` file cannot be written on a full disk.
     public func openStorage() throws(YCache.Error) {
-        _ = try engine.storage().get()
+        _ = try engine.storage(for: .read).get()
     }
 
     /// Counters of what this instance did since it was created.
@@ -155,15 +156,10 @@ public final class YCache: Sendable {
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value
     ) async throws -> Resolved<Codec.Value> {
-        if options.lookupPolicy != .refresh,
-            let hit = try engine.memoryHit(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec)
-        {
-            return hit  // the memory fast path: no key hashing
+        let resolution = try await engine.resolve(key, codec: codec, options: options, optional: false) {
+            try await generator()
         }
-        let request = makeRequest(key, codec, options) { try await generator() }
-        guard let resolution = try await engine.resolve(request, optional: false) else {
-            throw Error.cacheMiss
-        }
+        guard let resolution else { throw Error.cacheMiss }
         return resolution
     }
 
@@ -184,9 +180,9 @@ public final class YCache: Sendable {
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value?
     ) async throws -> Codec.Value? {
-        let request = makeRequest(key, codec, options, generator)
         do {
-            return try await engine.resolve(request, optional: true)?.value
+            return try await engine.resolve(key, codec: codec, options: options, optional: true, generate: generator)?
+                .value
         } catch Error.cacheMiss where options.lookupPolicy == .cacheOnly {
             return nil
         }
@@ -209,11 +205,7 @@ public final class YCache: Sendable {
     public func valueIfCached<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default
     ) async throws -> Codec.Value? {
-        if let hit = try engine.memoryHit(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec) {
-            return hit.value
-        }
-        let request = makeRequest(key, codec, options) { nil }
-        return try engine.cachedValue(request)?.value
+        try engine.cachedValue(key, codec: codec, options: options)?.value
     }
 
     /// Generates a fresh value even if one is cached, stores it, and returns it. Concurrent refreshes of
@@ -257,248 +249,6 @@ public final class YCache: Sendable {
     /// - Throws: `YCache.Error.valueTypeMismatch` when memory holds the key and codec identifier with a
     ///   value of another type.
     public func peek<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Codec.Value? {
-        try engine.memoryHit(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec)?.value
-    }
-
-    // MARK: Writing
-
-    /// Stores `value`, replacing any cached value, per `options.writePolicy`.
-    ///
-    /// - `.memoryAndStorage` (the default): encodes the value, publishes it to storage, invalidates other
-    ///   processes' memory copies of the key (I10), trims if usage goes over the budget, then puts it in
-    ///   memory. A value larger than the whole storage budget, a key over 64 MiB of canonical bytes or a
-    ///   codec identifier over 4 KiB is put in this process's memory only; the key's old stored entry is
-    ///   removed, for every process.
-    /// - `.memoryOnly`: encodes the value (for its metadata) and keeps it in this process's memory only;
-    ///   storage and other processes are untouched.
-    /// - `.disabled`: nothing is stored.
-    ///
-    /// When the codec cannot encode the value, its error is thrown and nothing changes, whatever the
-    /// policy. When the storage write fails, `writeFailurePolicy: .throwError` throws and removes this
-    /// process's memory copy of the key; `.bestEffort` keeps the value in memory and returns normally.
-    /// `options.expiry` and `options.cost` apply; the other policies are ignored.
-    /// - Parameters:
-    ///   - value: The value to store.
-    ///   - key: What the value depends on.
-    ///   - codec: How the value is encoded.
-    ///   - options: Write and write-failure policies, expiry and cost.
-    /// - Throws: The codec's own error when it cannot encode the value; under
-    ///   `writeFailurePolicy: .throwError` only: `YCache.Error.storageFull`, `.ioFailure`, or a storage-open
-    ///   error (`.storageUnavailable`, `.insecureStorageDirectory`, `.networkFilesystem`,
-    ///   `.unsupportedLayout`).
-    public func store<Codec: CacheCodec>(
-        _ value: Codec.Value, for key: CacheKey, codec: Codec, options: Options = .default
-    ) async throws {
-        let request = makeRequest(key, codec, options) { value }
-        let context = engine.openStorage
-        _ = try await engine.store(value, request: request, context: context, epochs: nil, bumpEpoch: true)
-    }
-
-    /// Puts `value` in this process's memory only; storage and other processes never see it.
-    ///
-    /// The value is encoded (as in Yashima) so that its metadata has its byte count; nothing is written.
-    /// When the storage directory can be opened, the item records the key's removal epochs, so a later
-    /// `remove` or `removeAll` by any process drops it. It is not kept when its cost exceeds the memory
-    /// budget.
-    /// - Parameters:
-    ///   - value: The value to keep.
-    ///   - key: What the value depends on.
-    ///   - codec: The codec whose lookups should find it (its identifier is part of the memory key).
-    ///   - cost: Its cost; `nil` asks the codec (`memoryCost(of:encodedByteCount:)`).
-    ///   - expiry: When it stops being returned.
-    /// - Throws: The codec's own error when it cannot encode the value (nothing is kept).
-    public func putInMemory<Codec: CacheCodec>(
-        _ value: Codec.Value, for key: CacheKey, codec: Codec, cost: CacheCost? = nil, expiry: CacheExpiry = .never
-    ) async throws {
-        let byteCount = try codec.encode(value).count
-        let now = Syscall.realtimeNanoseconds
-        let charged = cost?.charged ?? codec.memoryCost(of: value, encodedByteCount: byteCount)
-        let metadata = key.metadata(
-            codecIdentifier: codec.identifier, createdAt: now, expiresAt: expiry.expiresAtNanoseconds(now: now),
-            byteCount: byteCount, cost: charged)
-        let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
-        var slots: SharedState.Slots?
-        var stamp: SharedState.Stamp?
-        if let context = engine.openStorage {
-            let s = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
-            slots = s
-            stamp = context.directory.state.stamp(s)
-        }
-        engine.memory.insert(
-            MemoryItem(
-                value: value, cost: charged, metadata: metadata,
-                slots: slots, stamp: stamp, entryPath: nil),
-            for: memoryKey)
-    }
-
-    // MARK: Inspecting
-
-    /// The stored value's metadata (from memory if it is not in storage), without decoding the payload.
-    /// Does not count as a use for LRU, and stores or removes nothing.
-    ///
-    /// Only the entry's header and identity are checked, not its payload checksum. When the storage
-    /// directory cannot be opened, only memory is consulted.
-    /// - Parameters:
-    ///   - key: What the value depends on.
-    ///   - codec: The codec the value was stored with.
-    /// - Returns: The metadata, or `nil` when nothing unexpired is cached for `key` and `codec`.
-    /// - Throws: `YCache.Error.ioFailure` (or `.storageFull`) when reading the entry header fails for a
-    ///   reason other than a missing or corrupt file.
-    public func metadata<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Metadata? {
-        try engine.metadata(for: key, codec: codec)
-    }
-
-    /// Whether a value is cached in memory or storage. Does not count as a use for LRU.
-    /// - Parameters:
-    ///   - key: What the value depends on.
-    ///   - codec: The codec the value was stored with.
-    /// - Returns: `metadata(for:codec:) != nil`.
-    /// - Throws: The errors of `metadata(for:codec:)`.
-    public func contains<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Bool {
-        try await metadata(for: key, codec: codec) != nil
-    }
-
-    /// The entries in storage, optionally only those of one namespace, with their keys and metadata
-    /// (payloads are not read). Expired and unreadable entries are left out, and so are values kept only
-    /// in memory. Scans the whole directory off the cooperative pool; stores nothing.
-    /// - Parameter namespace: Only entries whose key has this namespace; `nil` for all.
-    /// - Returns: One `StoredEntryInfo` per entry, in no particular order.
-    /// - Throws: A storage-open error: `YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
-    ///   `.networkFilesystem`, `.unsupportedLayout` or `.storageFull`.
-    public func entries(in namespace: String? = nil) async throws -> [StoredEntryInfo] {
-        try requireStorage()
-        let engine = self.engine
-        return await BlockingWork.run { engine.entries(inNamespace: namespace) }
-    }
-
-    /// Payload bytes, allocated bytes and entry count of the storage directory, counted now (all
-    /// processes' entries).
-    ///
-    /// Scans the directory, reading each entry's fixed header (not its payload), and stores the counts in
-    /// the shared usage counters (I9).
-    /// - Returns: The payload bytes (`byteCount`, what the budget counts), the allocated bytes
-    ///   (`allocatedByteCount`, `st_blocks × 512`), the number of entry files and the budgets.
-    /// - Throws: A storage-open error: `YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
-    ///   `.networkFilesystem`, `.unsupportedLayout` or `.storageFull`.
-    public func storageUsage() async throws -> StorageUsage {
-        let context = try requireStorage()
-        return usage(await BlockingWork.run { context.trimmer.reconcileUsage() })
-    }
-
-    private func usage(_ counted: CountedUsage) -> StorageUsage {
-        StorageUsage(
-            byteCount: Int(counted.payloadBytes), entryCount: counted.entries,
-            maximumByteCount: configuration.storageMaximumByteCount, allocatedByteCount: counted.allocatedBytes,
-            maximumAllocatedByteCount: configuration.storageMaximumAllocatedByteCount)
-    }
-
-    // MARK: Removing
-
-    /// Removes the entry for `key` and `codec` from memory and storage. Every process's next lookup misses.
-    ///
-    /// This process's memory copy is removed first; then the key's removal epoch is bumped (invalidating
-    /// other processes' memory copies) and the entry file unlinked.
-    /// - Parameters:
-    ///   - key: The entry's key.
-    ///   - codec: The codec it was stored with.
-    /// - Returns: True when this process's memory held the value or an entry file was unlinked.
-    /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
-    ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used (the
-    ///   memory copy is removed anyway), or `.ioFailure` when the entry file cannot be unlinked.
-    @discardableResult
-    public func remove<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Bool {
-        try engine.remove(key: key, codecIdentifier: codec.identifier)
-    }
-
-    /// Removes every entry of `namespace`, in memory and storage. Every process's next lookup misses.
-    ///
-    /// Removes the namespace's values from this process's memory, bumps the namespace's removal epoch
-    /// (invalidating other processes' memory copies), then scans the directory and unlinks each entry
-    /// whose key has this namespace; an entry that cannot be unlinked is skipped silently.
-    /// - Parameter namespace: The namespace to empty.
-    /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
-    ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used (the
-    ///   memory copies are removed anyway).
-    public func removeAll(in namespace: String) async throws {
-        let engine = self.engine
-        _ = try await BlockingWork.run { () -> Result<Int, YCache.Error> in
-            Result { () throws(YCache.Error) in try engine.removeAll(inNamespace: namespace) }
-        }.get()
-    }
-
-    /// Removes every entry, in memory and storage. Every process's next lookup misses.
-    ///
-    /// Clears this process's memory, bumps the global removal epoch (invalidating other processes'
-    /// memory copies), then unlinks every entry file; one that cannot be unlinked is skipped silently.
-    /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
-    ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used
-    ///   (memory is cleared anyway).
-    public func removeAll() async throws {
-        let engine = self.engine
-        _ = try await BlockingWork.run { () -> Result<Int, YCache.Error> in
-            Result { () throws(YCache.Error) in try engine.removeAll(inNamespace: nil) }
-        }.get()
-    }
-
-    /// Removes expired entries from storage and returns how many.
-    ///
-    /// Scans every entry's header. Expired values in memory are not touched here (they are never
-    /// returned, and are dropped on their next lookup).
-    /// - Returns: The number of entry files unlinked.
-    /// - Throws: A storage-open error: `YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
-    ///   `.networkFilesystem`, `.unsupportedLayout` or `.storageFull`.
-    @discardableResult
-    public func removeExpired() async throws -> Int {
-        try requireStorage()
-        let engine = self.engine
-        return await BlockingWork.run { engine.removeExpired() }
-    }
-
-    /// Recounts storage usage and trims least-recently-used entries until it is within
-    /// `storageMaximumByteCount` (payload bytes) and, when set, `storageMaximumAllocatedByteCount`; also
-    /// removes staging debris of killed processes and unused lock files.
-    ///
-    /// Unlike the trim on the write path (down to 90 % of the budget, at most 4,096 unlinks per pass),
-    /// this trims down to the budget itself with no per-pass limit, waiting for another process's trim
-    /// to finish first. With no budget (both `nil`) it only sweeps debris: staging files and unheld lock
-    /// files older than an hour.
-    /// - Returns: The usage after trimming: what the trim's scan counted, less what it unlinked.
-    /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
-    ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`), or `.ioFailure` (`.storageFull`)
-    ///   when `trim.lock` cannot be opened or locked.
-    @discardableResult
-    public func trimStorageIfNeeded() async throws -> StorageUsage {
-        let context = try requireStorage()
-        let budget = engine.budget
-        let counted: CountedUsage
-        if budget.isBounded {
-            switch await BlockingWork.run({ context.trimmer.trimIfNeeded(budget: budget, force: true) }) {
-            case .success(let usage): counted = usage ?? context.trimmer.reconcileUsage()
-            case .failure(let error): throw Error.system(error, path: engine.storagePath, operation: "trimming")
-            }
-        } else {
-            counted = await BlockingWork.run {
-                context.trimmer.sweepDebris()
-                return context.trimmer.reconcileUsage()
-            }
-        }
-        return usage(counted)
-    }
-
-    // MARK: Helpers
-
-    @discardableResult
-    private func requireStorage() throws(YCache.Error) -> StorageContext {
-        try engine.storage(verifyingRoot: true).get()  // I13: these scan, trim or remove
-    }
-
-    private func makeRequest<Codec: CacheCodec>(
-        _ key: CacheKey, _ codec: Codec, _ options: Options,
-        _ generator: @escaping @Sendable () async throws -> Codec.Value?
-    ) -> ProductionRequest<Codec> {
-        let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
-        return ProductionRequest(
-            key: key, codec: codec, options: options, memoryKey: memoryKey,
-            expectation: engine.expectations.expectation(for: memoryKey), generate: generator)
+        try engine.memoryTier(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec)?.value
     }
 }

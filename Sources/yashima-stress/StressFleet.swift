@@ -1,76 +1,52 @@
-// The orchestrator's worker processes: real processes of this executable (/proc/self/exe) started with
-// posix_spawn on pipes, released together at a READY/GO barrier, and read with poll so no single worker
-// can block the orchestrator. Every wait has a deadline; a worker still running past it is SIGKILLed and
-// counted as hung. Runs on the main thread (never the cooperative pool).
+// The orchestrator's worker processes: real processes of this executable (/proc/self/exe), children of the
+// shared ChildProcesses helper (pipes, stderr in the log directory), released together at its READY/GO
+// barrier, and read with poll over all of them so no single worker can block the orchestrator. Every wait
+// has a deadline; a worker still running past it is SIGKILLed and counted as hung. Runs on the main thread
+// (never the cooperative pool).
 
+import ChildProcesses
 import Foundation
 import Glibc
 
 /// How a worker process ended.
-enum WorkerExit: Equatable, CustomStringConvertible {
-    case exited(Int32)
-    case signaled(Int32)
-
-    var description: String {
-        switch self {
-        case .exited(let code): return "exit status \(code)"
-        case .signaled(let signal): return "signal \(signal)" + (signal == SIGKILL ? " (SIGKILL)" : "")
-        }
-    }
-}
-
-struct SpawnError: Error, CustomStringConvertible {
-    let description: String
-}
+typealias WorkerExit = ChildExit
 
 /// One worker process and what it has said so far.
 @MainActor
 final class WorkerProcess {
-    let pid: pid_t
+    let child: ChildProcess
     let index: Int
     let phase: String
     let stderrPath: String
-    fileprivate var input: Int32
-    fileprivate var output: Int32
-    fileprivate var pending: [UInt8] = []
     fileprivate(set) var isReady = false
     fileprivate(set) var progress = 0
     fileprivate(set) var result: WorkerResult?
+    /// Set once the worker's output is closed and it was reaped (or it was killed).
     fileprivate(set) var exit: WorkerExit?
     fileprivate(set) var killedOnPurpose = false
     fileprivate(set) var hung = false
     fileprivate(set) var malformedResult: String?
 
-    fileprivate init(pid: pid_t, index: Int, phase: String, stderrPath: String, input: Int32, output: Int32) {
-        self.pid = pid
+    fileprivate init(child: ChildProcess, index: Int, phase: String, stderrPath: String) {
+        self.child = child
         self.index = index
         self.phase = phase
         self.stderrPath = stderrPath
-        self.input = input
-        self.output = output
     }
 
+    var pid: pid_t { child.pid }
     var isRunning: Bool { exit == nil }
     var label: String { "\(phase) worker \(index) (pid \(pid))" }
 
-    /// Writes one line to the worker's stdin; a worker that is gone is ignored (SIGPIPE is ignored).
+    /// Writes one line to the worker's stdin; a worker that is gone is ignored.
     func send(_ line: String) {
-        guard input >= 0 else { return }
-        let bytes = Array((line + "\n").utf8)
-        _ = bytes.withUnsafeBytes { write(input, $0.baseAddress!, $0.count) }
+        child.send(line)
     }
 
     /// The last lines the worker wrote to stderr (for failure reports).
     func stderrTail(lines count: Int = 6) -> String {
         guard let text = try? String(contentsOfFile: stderrPath, encoding: .utf8) else { return "" }  // no log, no tail
         return text.split(separator: "\n").suffix(count).joined(separator: " | ")
-    }
-
-    fileprivate func closeDescriptors() {
-        if input >= 0 { close(input) }
-        if output >= 0 { close(output) }
-        input = -1
-        output = -1
     }
 }
 
@@ -106,82 +82,45 @@ final class Fleet {
 
     // MARK: Starting
 
-    /// Starts `worker scenario --name <scenario> --plan <plan> --index <index> --phase <phase>`.
+    /// Starts `worker scenario --name <scenario> --plan <plan> --index <index> --phase <phase>`, its stderr
+    /// in the log directory.
     @discardableResult
     func spawn(phase: String, index: Int) throws -> WorkerProcess {
         let launcher = SharedUsers.launcher(forWorker: index, executable: Fleet.executable)
         let arguments =
-            launcher.arguments + [
+            launcher.arguments.dropFirst() + [  // the launcher's own argv[0] is the program
                 "worker", "scenario", "--name", scenario, "--plan", planPath, "--index", String(index),
                 "--phase", phase,
             ]
         let stderrPath = logDirectory + "/\(phase)-\(index).stderr"
-        var toChild: [Int32] = [-1, -1]
-        var fromChild: [Int32] = [-1, -1]
-        guard pipe(&toChild) == 0 else { throw SpawnError(description: "pipe failed: errno \(errno)") }
-        guard pipe(&fromChild) == 0 else {
-            close(toChild[0])
-            close(toChild[1])
-            throw SpawnError(description: "pipe failed: errno \(errno)")
-        }
-        // Our ends must not leak into other workers (a leaked stdin write end would hide our EOF).
-        for fd in toChild + fromChild { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, toChild[0], 0)
-        posix_spawn_file_actions_adddup2(&actions, fromChild[1], 1)
-        posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        sigaddset(&defaults, SIGPIPE)  // the orchestrator ignores SIGPIPE; workers get the default back
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF))
-
-        let environment = ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }
-        var argv = arguments.map { strdup($0) } + [nil]
-        var envp = environment.map { strdup($0) } + [nil]
-        defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp { free(pointer) }
-        }
-        var pid: pid_t = 0
-        let status = posix_spawn(&pid, launcher.program, &actions, &attributes, &argv, &envp)
-        close(toChild[0])
-        close(fromChild[1])
-        guard status == 0 else {
-            close(toChild[1])
-            close(fromChild[0])
-            throw SpawnError(description: "posix_spawn of \(Fleet.executable) failed: errno \(status)")
-        }
-        let worker = WorkerProcess(
-            pid: pid, index: index, phase: phase, stderrPath: stderrPath, input: toChild[1], output: fromChild[0])
+        let child = try ChildProcess(launcher.program, Array(arguments), standardError: .file(stderrPath))
+        let worker = WorkerProcess(child: child, index: index, phase: phase, stderrPath: stderrPath)
         workers.append(worker)
         return worker
     }
 
     // MARK: Waiting
 
-    /// The start barrier: waits until every running worker said READY, then sends GO to all of them
-    /// at once. Workers not READY by `deadline` are SIGKILLed as hung; returns false then.
+    /// The start barrier (ChildProcesses' `releaseTogether`): waits until every running worker said READY,
+    /// then sends GO to all of them at once. Workers not READY by `deadline` are SIGKILLed as hung; returns
+    /// false then.
     @discardableResult
     func release(deadline: UInt64, onLine: (WorkerProcess, String) -> Void = { _, _ in }) -> Bool {
-        while running.contains(where: { !$0.isReady }) {
-            if monotonicNanoseconds() >= deadline {
-                for worker in running where !worker.isReady { terminate(worker, hung: true) }
-                return false
-            }
-            pump(timeoutMilliseconds: 20, onLine: onLine)
+        let waiting = running.filter { !$0.isReady }
+        let ready = running.filter(\.isReady)
+        let now = monotonicNanoseconds()
+        let until = ContinuousClock.now.advanced(by: .nanoseconds(Int64(deadline > now ? deadline - now : 0)))
+        let release = releaseTogether(waiting.map(\.child), readyAlready: ready.map(\.child), deadline: until) {
+            child, line in
+            guard let worker = self.worker(of: child) else { return }
+            self.handle(line, from: worker, onLine: onLine)
         }
-        for worker in running {
-            worker.isReady = false
-            worker.send("GO")
+        reap()
+        guard release.released else {
+            for worker in running where !worker.isReady { terminate(worker, hung: true) }
+            return false
         }
+        for worker in workers { worker.isReady = false }
         return true
     }
 
@@ -218,11 +157,8 @@ final class Fleet {
     private func terminate(_ worker: WorkerProcess, hung: Bool) {
         guard worker.isRunning else { return }
         worker.hung = hung
-        _ = Glibc.kill(worker.pid, SIGKILL)
-        var status: Int32 = 0
-        while waitpid(worker.pid, &status, 0) < 0 && errno == EINTR {}
-        worker.exit = WorkerFleetStatus.decode(status)
-        worker.closeDescriptors()
+        worker.child.kill()
+        worker.exit = worker.child.waitForExit(timeout: nil)
     }
 
     // MARK: Reading
@@ -230,72 +166,50 @@ final class Fleet {
     /// Reads whatever the workers wrote (waiting at most `timeoutMilliseconds`), handles the protocol
     /// lines (READY, PROGRESS, RESULT) and hands every other line to `onLine`; reaps exited workers.
     func pump(timeoutMilliseconds: Int32, onLine: (WorkerProcess, String) -> Void = { _, _ in }) {
-        let open = workers.filter { $0.output >= 0 }
+        let open = running.filter { $0.child.isOutputOpen }
         if open.isEmpty {
-            usleep(UInt32(timeoutMilliseconds) * 1000)
+            // Only exits to wait for (their output is closed): wait for one, as long as a read would have.
+            _ = running.first?.child.waitForExit(timeout: .milliseconds(Int64(timeoutMilliseconds)))
         } else {
-            var descriptors = open.map { pollfd(fd: $0.output, events: Int16(POLLIN), revents: 0) }
-            let ready = poll(&descriptors, nfds_t(descriptors.count), timeoutMilliseconds)
-            if ready > 0 {
-                var chunk = [UInt8](repeating: 0, count: 65536)
-                for (worker, descriptor) in zip(open, descriptors) where descriptor.revents != 0 && worker.output >= 0 {
-                    let count = read(worker.output, &chunk, chunk.count)
-                    if count > 0 {
-                        worker.pending.append(contentsOf: chunk[0..<count])
-                        deliverLines(of: worker, onLine: onLine)
-                    } else if count == 0 || (errno != EINTR && errno != EAGAIN) {
-                        close(worker.output)
-                        worker.output = -1
-                    }
-                }
+            readLines(from: open.map(\.child), waitingAtMost: .milliseconds(Int64(timeoutMilliseconds))) {
+                child, line in
+                guard let worker = self.worker(of: child) else { return }
+                self.handle(line, from: worker, onLine: onLine)
             }
         }
         reap()
         progress.update(operations: operations, processes: running.count)
     }
 
-    private func deliverLines(of worker: WorkerProcess, onLine: (WorkerProcess, String) -> Void) {
-        while let newline = worker.pending.firstIndex(of: 0x0A) {
-            let line = String(decoding: worker.pending[0..<newline], as: UTF8.self)
-            worker.pending.removeSubrange(0...newline)
-            if line == "READY" {
-                worker.isReady = true
-                if releasesLateWorkers {
-                    worker.isReady = false
-                    worker.send("GO")
-                }
-            } else if line.hasPrefix("PROGRESS "), let value = Int(line.dropFirst(9)) {
-                worker.progress = value
-            } else if line.hasPrefix("RESULT ") {
-                do {
-                    worker.result = try JSONDecoder().decode(WorkerResult.self, from: Data(line.utf8.dropFirst(7)))
-                } catch {
-                    worker.malformedResult = String(line.prefix(200))
-                }
-            } else {
-                onLine(worker, line)
+    private func worker(of child: ChildProcess) -> WorkerProcess? {
+        workers.first { $0.child === child }
+    }
+
+    /// One line of a worker: the protocol's (READY, PROGRESS, RESULT), or the caller's.
+    private func handle(_ line: String, from worker: WorkerProcess, onLine: (WorkerProcess, String) -> Void) {
+        if line == "READY" {
+            worker.isReady = true
+            if releasesLateWorkers {
+                worker.isReady = false
+                worker.send("GO")
             }
+        } else if line.hasPrefix("PROGRESS "), let value = Int(line.dropFirst(9)) {
+            worker.progress = value
+        } else if line.hasPrefix("RESULT ") {
+            do {
+                worker.result = try JSONDecoder().decode(WorkerResult.self, from: Data(line.utf8.dropFirst(7)))
+            } catch {
+                worker.malformedResult = String(line.prefix(200))
+            }
+        } else {
+            onLine(worker, line)
         }
     }
 
-    /// Collects the exit status of workers whose output has closed.
+    /// Records the exit of workers whose output has closed (everything they wrote has been read).
     private func reap() {
-        for worker in workers where worker.isRunning && worker.output < 0 {
-            var status: Int32 = 0
-            let reaped = waitpid(worker.pid, &status, WNOHANG)
-            if reaped == worker.pid {
-                worker.exit = WorkerFleetStatus.decode(status)
-                worker.closeDescriptors()
-            }
+        for worker in workers where worker.isRunning && !worker.child.isOutputOpen {
+            if let exit = worker.child.exit { worker.exit = exit }
         }
-    }
-}
-
-/// Decoding waitpid statuses (the W* macros are not imported into Swift).
-enum WorkerFleetStatus {
-    static func decode(_ status: Int32) -> WorkerExit {
-        let signal = status & 0x7F
-        if signal == 0 { return .exited((status >> 8) & 0xFF) }
-        return .signaled(signal)
     }
 }

@@ -5,7 +5,7 @@
 
 import Foundation
 import Glibc
-import YashimaShared
+@_spi(Testing) import YashimaShared
 
 /// Options every worker understands.
 struct WorkerSetup {
@@ -64,7 +64,8 @@ enum WorkerCommand {
         var arguments = try Arguments(
             Array(words.dropFirst()),
             flagNames: [
-                "go", "announce", "process-local", "all", "refresh", "uniform", "lookup-only", "open-first", "current",
+                "go", "announce", "announce-wait", "process-local", "all", "refresh", "uniform", "lookup-only",
+                "open-first", "current",
                 "read", "pause", "exhaust-inotify-instances",
             ])
         switch command {
@@ -95,6 +96,7 @@ enum WorkerCommand {
         let generateMilliseconds = try arguments.int("generate-ms", default: 0, range: 0...3_600_000)!
         let timeout = try arguments.int("timeout-ms")
         let announce = arguments.flag("announce")
+        let announceWait = arguments.flag("announce-wait")
         let go = arguments.flag("go")
         let processLocal = arguments.flag("process-local")
         let refresh = arguments.flag("refresh")
@@ -125,12 +127,20 @@ enum WorkerCommand {
             let start = DispatchTime.now().uptimeNanoseconds
             let resolution: YCache.Resolved<Data>
             do {
-                resolution = try await cache.resolve(for: key, codec: DataCodec(), options: options) {
-                    if announce { emit("GENERATING \(key.identity)") }
-                    ledger?.record("\(key.namespace)/\(key.identity) data \(pid)")
-                    if generateMilliseconds > 0 { try await Task.sleep(for: .milliseconds(generateMilliseconds)) }
-                    return expected
+                let lookup = {
+                    try await cache.resolve(for: key, codec: DataCodec(), options: options) {
+                        if announce { emit("GENERATING \(key.identity)") }
+                        ledger?.record("\(key.namespace)/\(key.identity) data \(pid)")
+                        if generateMilliseconds > 0 { try await Task.sleep(for: .milliseconds(generateMilliseconds)) }
+                        return expected
+                    }
                 }
+                // `--announce-wait`: "WAITING <key>" the moment the lookup starts waiting for another process's
+                // generation, so a test orders on it instead of sleeping.
+                resolution =
+                    announceWait
+                    ? try await CrossProcessWaitObservation.observing({ emit("WAITING \(key.identity)") }, lookup)
+                    : try await lookup()
             } catch let error as YCache.Error {
                 // A typed error as one JSON line (the case name first), for tests that expect one.
                 let name = Mirror(reflecting: error).children.first?.label ?? error.description

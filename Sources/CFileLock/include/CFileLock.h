@@ -4,8 +4,11 @@
 // errno in `*err` right after the call, so Swift never reads a stale errno. Calls that can be
 // interrupted (open, flock, read, write) retry EINTR here, in one place. No cache logic lives here.
 // Every descriptor is opened O_CLOEXEC, and every path open is O_NOFOLLOW and relative to a directory
-// descriptor. GNU-only calls (renameat2, statfs magic) live in CFileLock.c, which defines _GNU_SOURCE;
-// this header must not (see notes/LINUX.md §2).
+// descriptor. The implementations: shims.c (files, folders, mappings, listing, clocks), pathwalk.c
+// (resolving paths without following symlinks), crc32c.c, sigbus_guard.c, inotify.c; the shared-memory
+// atomics are inline below. GNU-only calls (renameat2, statfs magic) need _GNU_SOURCE, which the C files
+// define and this header must not: Swift imports it alongside Glibc (built without _GNU_SOURCE), and a
+// clean build then fails on struct definitions (fd_set) that differ between the two modules.
 #ifndef YASHIMA_CFILELOCK_H
 #define YASHIMA_CFILELOCK_H
 
@@ -35,13 +38,11 @@ extern const int ysh_LOCK_SH;
 extern const int ysh_LOCK_EX;
 extern const int ysh_LOCK_NB;
 extern const int ysh_LOCK_UN;
-extern const int ysh_O_RDONLY;
 extern const int ysh_O_WRONLY;
 extern const int ysh_O_RDWR;
 extern const int ysh_O_CREAT;
 extern const int ysh_O_EXCL;
 extern const int ysh_O_DIRECTORY;
-extern const int ysh_O_APPEND;
 extern const int ysh_O_NONBLOCK;
 extern const int ysh_AT_FDCWD;
 extern const int ysh_AT_REMOVEDIR;
@@ -113,8 +114,6 @@ int ysh_linkat(int fromdir, const char *from, int todir, const char *to, int *er
 int ysh_unlinkat(int dirfd, const char *path, int flags, int *err);
 /// mkdirat(2).
 int ysh_mkdirat(int dirfd, const char *path, uint32_t mode, int *err);
-/// fchmodat(2) (follows a final symlink: only for a folder this process just created).
-int ysh_fchmodat(int dirfd, const char *path, uint32_t mode, int *err);
 /// fchmod(2).
 int ysh_fchmod(int fd, uint32_t mode, int *err);
 /// futimens(2) setting both times to `ns` nanoseconds since the epoch (UTIME_NOW when ns < 0).
@@ -126,8 +125,6 @@ int ysh_touch_at(int dirfd, const char *path, int *err);
 int ysh_set_times_at(int dirfd, const char *path, int64_t ns, int *err);
 /// ftruncate(2). Only ever used on private staging files and the shared-state file before publish.
 int ysh_ftruncate(int fd, int64_t length, int *err);
-/// fsync(2).
-int ysh_fsync(int fd, int *err);
 /// fstatfs(2): the filesystem's magic number.
 int ysh_fstatfs_type(int fd, int64_t *type_out, int *err);
 /// getrandom(2) into `buffer`; falls back to /dev/urandom. Returns 0 on success.
@@ -138,8 +135,6 @@ typedef struct ysh_dir ysh_dir;
 ysh_dir *ysh_dir_open(int dirfd, const char *path, int *err);
 /// The next entry name (skipping "." and ".."), or NULL at the end. `is_dir` is 1, 0, or -1 (unknown).
 const char *ysh_dir_next(ysh_dir *dir, int *is_dir);
-/// The descriptor of the open directory (valid until ysh_dir_close).
-int ysh_dir_fd(ysh_dir *dir);
 /// fstatat(2) with AT_SYMLINK_NOFOLLOW of `name` (one component, as returned by ysh_dir_next) relative to
 /// the open directory: no path walk, so no symlink can be met and no folder needs opening again.
 int ysh_dir_stat(ysh_dir *dir, const char *name, ysh_stat *out, int *err);
@@ -150,13 +145,26 @@ uint32_t ysh_crc32c(uint32_t crc, const void *data, size_t length);
 /// 1 when ysh_crc32c uses the SSE4.2 instruction.
 int ysh_crc32c_is_hardware(void);
 
-/// Sequentially consistent atomics on 8-byte-aligned words of shared memory (the mmapped state file).
-uint64_t ysh_atomic_load_u64(const uint64_t *address);
-void ysh_atomic_store_u64(uint64_t *address, uint64_t value);
-uint64_t ysh_atomic_fetch_add_u64(uint64_t *address, uint64_t delta);
-int64_t ysh_atomic_fetch_add_i64(int64_t *address, int64_t delta);
-int64_t ysh_atomic_load_i64(const int64_t *address);
-int ysh_atomic_cas_i64(int64_t *address, int64_t expected, int64_t desired);
+/// Sequentially consistent atomics on 8-byte-aligned words of shared memory (the mmapped state file),
+/// inline: one instruction each, on the hit path.
+static inline uint64_t ysh_atomic_load_u64(const uint64_t *address) {
+    return __atomic_load_n(address, __ATOMIC_SEQ_CST);
+}
+static inline void ysh_atomic_store_u64(uint64_t *address, uint64_t value) {
+    __atomic_store_n(address, value, __ATOMIC_SEQ_CST);
+}
+static inline uint64_t ysh_atomic_fetch_add_u64(uint64_t *address, uint64_t delta) {
+    return __atomic_fetch_add(address, delta, __ATOMIC_SEQ_CST);
+}
+static inline int64_t ysh_atomic_fetch_add_i64(int64_t *address, int64_t delta) {
+    return __atomic_fetch_add(address, delta, __ATOMIC_SEQ_CST);
+}
+static inline int64_t ysh_atomic_load_i64(const int64_t *address) {
+    return __atomic_load_n(address, __ATOMIC_SEQ_CST);
+}
+static inline int ysh_atomic_cas_i64(int64_t *address, int64_t expected, int64_t desired) {
+    return __atomic_compare_exchange_n(address, &expected, desired, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST) ? 1 : 0;
+}
 
 /// CLOCK_REALTIME and CLOCK_MONOTONIC in nanoseconds.
 int64_t ysh_realtime_ns(void);

@@ -98,8 +98,6 @@ struct SummaryTable {
 
 /// Namespace names by the digest removal markers name them with (I15), learned from the keys seen.
 struct NamespaceNames {
-    private static let capacity = 4096
-    private static let longest = 4096
     private var digests: [String: SHA256Digest] = [:]
     private var names: [SHA256Digest: String] = [:]
 
@@ -112,8 +110,8 @@ struct NamespaceNames {
     }
 
     mutating func note(_ namespace: String, digest: SHA256Digest) {
-        guard namespace.utf8.count <= NamespaceNames.longest else { return }
-        if digests.count >= NamespaceNames.capacity, digests[namespace] == nil {
+        guard namespace.utf8.count <= Policy.Observation.namespaceNameLongest else { return }
+        if digests.count >= Policy.Observation.namespaceNameCapacity, digests[namespace] == nil {
             digests = [:]
             names = [:]
         }
@@ -207,7 +205,8 @@ final class RemovalWindow {
         namespace = recorded
     }
 
-    /// Whether the removal's process still holds the marker (`flock(LOCK_SH | LOCK_NB)`, released at once).
+    /// Whether the removal's process still holds the marker (a shared lock taken without waiting, given
+    /// back at once).
     func probe(in directory: Directory) -> Probe {
         if descriptor == nil {
             switch Syscall.open(relative, in: directory.descriptor, flags: [.readOnly]) {
@@ -217,8 +216,7 @@ final class RemovalWindow {
             }
         }
         guard let fd = descriptor else { return .running }
-        guard case .success = Syscall.lock(fd, exclusive: false, wait: false) else { return .running }
-        Syscall.unlock(fd)  // I7: LOCK_UN before close
+        guard FileLock.isAvailable(.shared, on: fd) else { return .running }
         if case .success(let mine) = Syscall.status(of: fd), mine.linkCount > 0,
             case .success(let current) = Syscall.status(of: relative, in: directory.descriptor),
             current.isSameFile(as: mine)

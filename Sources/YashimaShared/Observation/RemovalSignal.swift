@@ -1,13 +1,24 @@
 // The removal signal (I15): `removeAll(in:)` and `removeAll()` bracket their unlinks with a marker file in
 // `signals/`, so observers in every process report one event for the whole removal instead of one per
-// entry. This file owns the remover's side (begin, end, sweeping markers of killed removers), the marker's
-// name and its small record; the observers' side is in DirectoryWatch.swift. When nobody observes it
-// costs a removal an open, a flock and a close of `signals/` (one failed open when nobody ever observed
-// the directory), and creates nothing; otherwise a few syscalls on top of the scan. Best effort: a marker
-// that cannot be made only means observers see the removal entry by entry.
+// entry. Observers learn of changes from inotify alone (an entry appears only by `rename`, I1, and goes
+// only by `unlink`, I4), and writes to the mapped `state` file make no inotify event, hence the marker.
+// Every broad observer (of a namespace or of the directory) holds a shared lock on `signals/` while it
+// observes; a remover that cannot lock it exclusively without waiting (someone observes) makes its marker
+// in `tmp/` (file mode, a record naming the namespace, locked exclusively), renames it into `signals/`
+// before its first unlink, unlinks it after its last, and only then releases it. One inotify instance
+// reports one process's changes in order, so an observer sees the marker appear, the unlinks, the
+// marker's unlink. A marker whose remover died stays named but unlocked: observers' probes find it so,
+// and the next remover sweeps it (lock, check still named, rename to `.dead`, unlink). A process that does
+// not do this (an older build) only makes observers see its removal entry by entry, which is why the
+// layout version did not change. This file owns the remover's side (begin, end, sweeping), the marker's
+// name and its small record; the observers' side is in DirectoryWatch+Removals.swift. When nobody observes
+// it costs a removal an open, a lock attempt and a close of `signals/` (one failed open when nobody ever
+// observed the directory), and creates nothing; otherwise a few syscalls on top of the scan. Best effort:
+// a marker that cannot be made only means observers see the removal entry by entry.
 
-/// A removal in progress, announced to observers by a marker file held locked by its remover.
-struct RemovalSignal: Sendable {
+/// A removal in progress, announced to observers by a marker file held locked by its remover. Noncopyable:
+/// ended exactly once (`end()`).
+struct RemovalSignal: ~Copyable {
     /// The folder of markers, made by the first observer of a directory (never by a remover).
     static let folder = "signals"
     /// The suffix of a live marker. A marker of a killed remover is renamed to `deadSuffix` before it is
@@ -105,12 +116,18 @@ struct RemovalSignal: Sendable {
         return text
     }
 
-    let descriptor: Int32
+    private let lock: FileLock
     let relative: String
     let directory: Directory
 
+    private init(lock: consuming FileLock, relative: String, directory: Directory) {
+        self.lock = lock
+        self.relative = relative
+        self.directory = directory
+    }
+
     /// Announces a removal to observers (I15): makes the marker in `tmp/` with the file mode, writes its
-    /// record, locks it (`LOCK_EX`) and renames it into `signals/`, so it appears already locked. Nil,
+    /// record, locks it exclusively and renames it into `signals/`, so it appears already locked. Nil,
     /// with nothing made, when `signals/` does not exist (nobody ever observed this directory) or the
     /// marker cannot be made. Called before the first unlink; `end()` after the last.
     static func begin(namespace: String?, in directory: Directory) -> RemovalSignal? {
@@ -123,44 +140,45 @@ struct RemovalSignal: Sendable {
         case .failure: return nil
         }
         let relative = folder + "/" + markerName(Scope(namespace: namespace), unique: Directory.randomHex(byteCount: 8))
-        let made = Syscall.setMode(fd, directory.fileMode)
+        let written = Syscall.setMode(fd, directory.fileMode)
             .flatMap { record(namespace: namespace).withUnsafeBytes { Syscall.write(fd, $0) } }
-            .flatMap { Syscall.lock(fd, exclusive: true, wait: false) }
-            .flatMap { Syscall.rename(staging, in: root, to: relative, in: root) }
-        guard case .success = made else {
+        guard case .success = written,
+            case .locked(let lock) = FileLock.attempt(.exclusive, on: fd, ownerProcessID: directory.ownerProcessID)
+        else {
             _ = Syscall.unlink(staging, in: root)
-            Syscall.unlock(fd)  // I7: LOCK_UN before close
             Syscall.close(fd)
             return nil
         }
-        return RemovalSignal(descriptor: fd, relative: relative, directory: directory)
+        guard case .success = Syscall.rename(staging, in: root, to: relative, in: root) else {
+            _ = Syscall.unlink(staging, in: root)
+            lock.release()  // I7: LOCK_UN before close
+            return nil
+        }
+        return RemovalSignal(lock: lock, relative: relative, directory: directory)
     }
 
-    /// Whether any process observes the directory broadly now: each holds `flock(LOCK_SH)` on `signals/`
-    /// while it does, so a remover that can take `LOCK_EX | LOCK_NB` on it (released at once) knows nobody
-    /// would read a marker. No `signals/` folder: nobody ever observed. Two syscalls and a close.
+    /// Whether any process observes the directory broadly now: each holds a shared lock on `signals/`
+    /// while it does, so a remover that could take an exclusive one without waiting (given back at once)
+    /// knows nobody would read a marker. No `signals/` folder: nobody ever observed. Two syscalls and a
+    /// close.
     static func isObserved(_ directory: Directory) -> Bool {
         guard case .success(let fd) = Syscall.open(folder, in: directory.descriptor, flags: [.readOnly, .directory])
         else { return false }
         defer { Syscall.close(fd) }
-        guard case .success = Syscall.lock(fd, exclusive: true, wait: false) else { return true }
-        Syscall.unlock(fd)  // I7: LOCK_UN before close
-        return false
+        return !FileLock.isAvailable(.exclusive, on: fd)
     }
 
     /// Ends the removal: unlinks the marker (observers then report the removal), releases it, and sweeps
-    /// markers that killed removers left behind.
-    func end() {
-        if directory.isOwnedByThisProcess {
-            _ = Syscall.unlink(relative, in: directory.descriptor)
-            Syscall.unlock(descriptor)  // I7: never unlock a description inherited across fork
-        }
-        Syscall.close(descriptor)
+    /// markers that killed removers left behind. A forked child neither unlinks nor unlocks (I7).
+    consuming func end() {
+        let (relative, directory) = (self.relative, self.directory)
+        if directory.isOwnedByThisProcess { _ = Syscall.unlink(relative, in: directory.descriptor) }
+        lock.release()
         RemovalSignal.sweepAbandonedMarkers(in: directory, except: relative)
     }
 
-    /// Removes markers nobody holds (their remover was killed): each is locked (`LOCK_EX | LOCK_NB`, so a
-    /// live remover's marker is skipped), checked to still be the named file, renamed to `.dead` (which
+    /// Removes markers nobody holds (their remover was killed): each is locked exclusively without waiting
+    /// (so a live remover's marker is skipped), checked to still be the named file, renamed to `.dead` (which
     /// observers read as "abandoned") and unlinked. Only a process holding a marker's lock moves it.
     static func sweepAbandonedMarkers(in directory: Directory, except ours: String) {
         let root = directory.descriptor
@@ -175,18 +193,21 @@ struct RemovalSignal: Sendable {
             guard scope(ofMarker: name) != nil,
                 case .success(let fd) = Syscall.open(relative, in: root, flags: [.readOnly])
             else { continue }
-            if case .success = Syscall.lock(fd, exclusive: true, wait: false) {
-                if case .success(let mine) = Syscall.status(of: fd), mine.linkCount > 0,
-                    case .success(let current) = Syscall.status(of: relative, in: root), current.isSameFile(as: mine)
-                {
-                    let dead = relative + deadSuffix
-                    if case .success = Syscall.rename(relative, in: root, to: dead, in: root) {
-                        _ = Syscall.unlink(dead, in: root)
-                    }
-                }
-                Syscall.unlock(fd)
+            guard
+                case .locked(let lock) = FileLock.attempt(.exclusive, on: fd, ownerProcessID: directory.ownerProcessID)
+            else {
+                Syscall.close(fd)  // its remover is alive (or it cannot be locked here)
+                continue
             }
-            Syscall.close(fd)
+            if case .success(let mine) = Syscall.status(of: fd), mine.linkCount > 0,
+                case .success(let current) = Syscall.status(of: relative, in: root), current.isSameFile(as: mine)
+            {
+                let dead = relative + deadSuffix
+                if case .success = Syscall.rename(relative, in: root, to: dead, in: root) {
+                    _ = Syscall.unlink(dead, in: root)
+                }
+            }
+            lock.release()
         }
     }
 }

@@ -1,7 +1,7 @@
 // The operator's census of what is not an entry: lock files (held by a generator, waited on, or left by
 // a killed process), staging files and staging folders, young (a write in progress) or old (debris that
 // trim sweeps, I2, I6), and whether a trim is running. Held locks are read from /proc/locks, so counting
-// takes no lock and cannot disturb a generation. Sweeping is the engine's own `Trimmer.sweepDebris`.
+// takes no lock and cannot disturb a generation. Sweeping is trim's own (`Maintenance.sweepDebris`).
 // Blocking: call off the cooperative pool.
 
 import Foundation
@@ -46,7 +46,7 @@ extension StorageOperator {
         var census = DirectoryCensus()
         var held = 0
         var waiting = 0
-        func isOld(_ status: FileStatus) -> Bool { now - status.modifiedNanoseconds >= Policy.stagingDebrisAge }
+        func isOld(_ status: FileStatus) -> Bool { now - status.modifiedNanoseconds >= stagingDebrisAge }
         if case .success(let folders) = Syscall.listDirectory(Directory.locksFolder, in: root) {
             for folder in folders where folder.name.count == 2 {
                 let folderPath = Directory.locksFolder + "/" + folder.name
@@ -93,11 +93,11 @@ extension StorageOperator {
     /// lock files nobody holds that are older than an hour (I2, I6). Younger ones may be a write in
     /// progress and stay.
     public func sweepDebris() {
-        context.trimmer.sweepDebris()
+        Maintenance.sweepDebris(context)
     }
 }
 
-/// The flock(2) locks the kernel lists in /proc/locks, by file.
+/// The file locks (FLOCK lines) the kernel lists in /proc/locks, by file.
 struct ProcLocks {
     struct File: Hashable {
         let major: UInt64

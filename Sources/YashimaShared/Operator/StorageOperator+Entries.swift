@@ -85,7 +85,7 @@ extension StorageOperator {
         let now = Syscall.realtimeNanoseconds
         var found: [OperatorEntry] = []
         var unreadable = 0
-        for scanned in context.trimmer.scanEntries() {
+        for scanned in context.files.scanEntries() {
             switch files.readHeader(scanned.relative) {
             case .success(let (header, bytes, status)):
                 guard let key = CacheKey(canonicalBytes: bytes[header.keyOffset..<header.codecOffset]),
@@ -119,7 +119,7 @@ extension StorageOperator {
     /// - Parameter progress: Called after each file with how far the verification has got.
     /// - Returns: What was checked and what failed.
     public func verify(progress: (VerifyProgress) -> Void = { _ in }) -> VerifyReport {
-        let scanned = context.trimmer.scanEntries()
+        let scanned = context.files.scanEntries()
         let totalBytes = scanned.reduce(Int64(0)) { $0 + $1.allocatedBytes }
         let now = Syscall.realtimeNanoseconds
         var checked = 0

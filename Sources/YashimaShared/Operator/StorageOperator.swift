@@ -2,7 +2,7 @@
 // internals and the public API does not give — the shared counters, the budget recorded for the directory,
 // removal with a count. Listing, verification and the census of lock files and debris are in the other
 // files of this folder. Everything here is blocking (scans, reads of every entry): call it off the
-// cooperative pool. Nothing here changes the on-disk format; it follows I1–I13 like the engine.
+// cooperative pool. Nothing here changes the on-disk format; it follows the invariants (I1–I15) like the engine.
 
 import Foundation
 
@@ -14,7 +14,7 @@ extension YCache {
     ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`).
     @_spi(Operator)
     public func storageOperator() throws(YCache.Error) -> StorageOperator {
-        StorageOperator(engine: engine, context: try engine.storage(verifyingRoot: true).get())
+        StorageOperator(engine: engine, context: try engine.storage(for: .write).get())
     }
 }
 

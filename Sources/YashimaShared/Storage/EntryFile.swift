@@ -1,6 +1,10 @@
-// Reading, publishing and unlinking entry files. Reads take no lock (I3), publish is staging file +
-// rename (I1, I2), removal only unlinks (I4). Every call here is a short, local syscall sequence (no
-// waiting on other processes), so callers may run it inline; scans live in Trim.swift.
+// Entry files relative to one storage root, and reading them (I3). A reader takes no lock: it opens the
+// entry (never through a symlink) and accepts it only after checking the header (magic, version, lengths
+// against the file size, header checksum), that the stored key bytes and codec identifier are the ones
+// asked for, expiry, and the payload checksum (skipped for a mapped file this process already verified,
+// VerifiedInodes); anything else is a miss, and a missing file (ENOENT) is a normal one. Small payloads are
+// read, large ones mapped privately. Publishing is in EntryPublish.swift, removal in EntryRemove.swift,
+// touching in Touch.swift, scans in Scan.swift. Every call is a short, local syscall sequence.
 
 import Foundation
 import Synchronization
@@ -57,26 +61,6 @@ enum EntryReadFailure: Error, Sendable {
     case expired(allocatedBytes: Int64)
     case corrupt(EntryFormat.Corruption, allocatedBytes: Int64)
     case system(SystemCallError)
-}
-
-/// What a publish did, for usage accounting.
-struct PublishOutcome: Sendable {
-    let header: EntryFormat.Header
-    let allocatedBytes: Int64
-    let replacedAllocatedBytes: Int64
-    let replacedPayloadBytes: Int64
-    /// The mtime the publish gave the entry (its first use, I11).
-    let modifiedNanoseconds: Int64
-}
-
-/// How `EntryFile.remove` learns the payload bytes it takes off the payload counter (I9).
-enum PayloadCharge: Sendable {
-    /// Known from a header read just before (a scan, a namespace removal).
-    case known(Int64)
-    /// The file's size minus this header size: the entry's key and codec are known, so its header size is.
-    case headerSize(Int)
-    /// Unknown: read the entry's fixed header first.
-    case readHeader
 }
 
 /// Entry-file operations relative to one storage root.
@@ -277,113 +261,6 @@ struct EntryFile {
         }
     }
 
-    // MARK: Publish (I1, I2)
-
-    /// Writes `payload` to a staging file and renames it over `path`: the commit point.
-    ///
-    /// With `lock` (the key's held lock file), the lock file itself is the staging file: it is filled
-    /// and renamed into place, so a generation creates one file, not two (I2, I6). Waiters blocked on it
-    /// wake to find the lock path gone and read the entry. On failure the lock file is left to its holder.
-    func publish(
-        _ payload: Data, to path: EntryPath, expectation: EntryExpectation, codecIdentifier: String,
-        createdAt: Int64, expiresAt: Int64, lock: HeldLock? = nil, knownAbsent: Bool = false
-    ) -> Result<PublishOutcome, SystemCallError> {
-        let checksum = payload.withUnsafeBytes { CRC32C.checksum($0) }
-        let headerBytes = EntryFormat.encodeHeader(
-            keyBytes: expectation.keyBytes, codecIdentifier: codecIdentifier,
-            entryIdentity: expectation.identity.digest, keyStableDigest: expectation.keyDigest,
-            payloadByteCount: payload.count, payloadChecksum: checksum, createdAtNanoseconds: createdAt,
-            expiresAtNanoseconds: expiresAt)
-        let root = directory.descriptor
-        let staging: String
-        let fd: Int32
-        var result: Result<Void, SystemCallError> = .success(())
-        if let lock {
-            staging = lock.path.relative
-            fd = lock.descriptor
-            // A lock file left by a killed holder may hold a partial write. It was never published
-            // (I1 does not cover it) and nobody maps lock files, so emptying it is safe.
-            if lock.sizeWhenLocked > 0 { result = Syscall.truncate(fd, length: 0) }
-        } else {
-            staging = directory.newStagingPath()
-            var opened = Syscall.open(
-                staging, in: root, flags: [.writeOnly, .create, .exclusive], mode: directory.fileMode)
-            if case .failure(let error) = opened, error.errno.isFolderMissingOrReplaced {
-                // tmp/ was removed, or replaced by a symlink (never followed): make it a real folder again (I13).
-                if case .failure(let repairError) = directory.repairStagingFolder() { return .failure(repairError) }
-                opened = Syscall.open(
-                    staging, in: root, flags: [.writeOnly, .create, .exclusive], mode: directory.fileMode)
-            }
-            switch opened {
-            case .success(let value): fd = value
-            case .failure(let error): return .failure(error)
-            }
-            result = Syscall.setMode(fd, directory.fileMode)
-        }
-        if case .success = result {
-            result = headerBytes.withUnsafeBytes { header in
-                payload.withUnsafeBytes { Syscall.write(fd, header, $0) }
-            }
-        }
-        // The entry's first use, to the nanosecond (I11): the kernel's own mtime comes from a coarse clock, so
-        // entries published within one tick would tie in trim's order, and a hit's touch could land before
-        // it. Best effort: a lock file another user made (a takeover in group-shared mode) keeps the
-        // kernel's time.
-        let publishedAt = Syscall.realtimeNanoseconds
-        if case .success = result { _ = Syscall.setTimes(fd, nanoseconds: publishedAt) }
-        if lock == nil { Syscall.close(fd) }
-        if case .failure(let error) = result {
-            if lock == nil {
-                _ = Syscall.unlink(staging, in: root)  // no partial file ever becomes visible
-            } else {
-                _ = Syscall.truncate(fd, length: 0)  // give the space back; the holder unlinks it
-            }
-            return .failure(error)
-        }
-        // A coordinated generation (holding the lock) just saw no entry; others may replace one. The entry
-        // it replaces has the same key and codec, so the same header size.
-        var replaced: Int64 = 0
-        var replacedPayload: Int64 = 0
-        if !knownAbsent, case .success(let old) = Syscall.status(of: path.relative, in: root), old.isRegularFile {
-            replaced = old.allocatedBytes
-            replacedPayload = Self.payloadBytes(fileSize: old.size, headerSize: headerBytes.count)
-        }
-        var renamed = Syscall.rename(staging, in: root, to: path.relative, in: root)
-        if case .failure(let error) = renamed, error.errno.isFolderMissingOrReplaced {
-            // The fan-out folder is missing, or a symlink or file (never followed): make it a real one (I13).
-            if case .failure(let mkdirError) = directory.ensureFanOut(path.fanOut) {
-                if lock == nil { _ = Syscall.unlink(staging, in: root) }
-                return .failure(mkdirError)
-            }
-            renamed = Syscall.rename(staging, in: root, to: path.relative, in: root)
-        }
-        if case .failure(let error) = renamed {
-            if lock == nil { _ = Syscall.unlink(staging, in: root) }
-            return .failure(error)
-        }
-        // The charges (I9): the payload bytes, which the budget counts, and the file size in 4 KiB blocks
-        // (what ext4 allocates; trim recounts st_blocks).
-        let allocated = roundUpToBlock(Int64(headerBytes.count + payload.count))
-        directory.state.adjustUsage(by: allocated - replaced)
-        directory.state.adjustPayloadBytes(by: Int64(payload.count) - replacedPayload)
-        directory.state.notePublish(atNanoseconds: publishedAt)
-        let header = EntryFormat.Header(
-            keyByteCount: expectation.keyBytes.count, codecByteCount: expectation.codecBytes.count,
-            payloadByteCount: Int64(payload.count), createdAtNanoseconds: createdAt, expiresAtNanoseconds: expiresAt,
-            payloadChecksum: checksum, entryIdentity: expectation.identity.digest,
-            keyStableDigest: expectation.keyDigest)
-        return .success(
-            PublishOutcome(
-                header: header, allocatedBytes: allocated, replacedAllocatedBytes: replaced,
-                replacedPayloadBytes: replacedPayload, modifiedNanoseconds: publishedAt))
-    }
-
-    /// The payload bytes a file of `fileSize` bytes with a header of `headerSize` bytes holds. A file too
-    /// short for its header is not an entry and is charged its whole size, as a scan charges it.
-    static func payloadBytes(fileSize: Int64, headerSize: Int) -> Int64 {
-        fileSize >= Int64(headerSize) ? fileSize - Int64(headerSize) : max(0, fileSize)
-    }
-
     /// The payload bytes the payload counter holds for the file at `relative` (status `status`): its
     /// header's payload count when the fixed header is sound, else its whole size (debris in `entries/`
     /// counts against the budget until trim removes it). One open and one 128-byte read.
@@ -402,132 +279,4 @@ struct EntryFile {
         return header.payloadByteCount
     }
 
-    /// The bytes an entry with this payload will be charged: its file size rounded up to 4 KiB blocks.
-    static func chargedBytes(payloadByteCount: Int, keyByteCount: Int, codecByteCount: Int) -> Int64 {
-        roundUpToBlock(Int64(EntryFormat.fixedHeaderSize + keyByteCount + codecByteCount + payloadByteCount))
-    }
-
-    // MARK: Remove (I4)
-
-    /// Unlinks `relative` and subtracts its allocated and payload bytes from the counters (I9). A missing
-    /// file is fine.
-    @discardableResult
-    func remove(_ relative: String, payload charge: PayloadCharge) -> Result<Bool, SystemCallError> {
-        let root = directory.descriptor
-        let allocated: Int64
-        var payload: Int64 = 0
-        switch Syscall.status(of: relative, in: root) {
-        case .success(let status):
-            allocated = status.isRegularFile ? status.allocatedBytes : 0
-            if status.isRegularFile {
-                switch charge {
-                case .known(let bytes): payload = bytes
-                case .headerSize(let size): payload = Self.payloadBytes(fileSize: status.size, headerSize: size)
-                case .readHeader: payload = chargedPayloadBytes(relative, status: status)
-                }
-            }
-        case .failure(let error) where error.errno == .noSuchFile: return .success(false)
-        case .failure(let error): return .failure(error)
-        }
-        switch Syscall.unlink(relative, in: root) {
-        case .success:
-            directory.state.adjustUsage(by: -allocated)
-            directory.state.adjustPayloadBytes(by: -payload)
-            return .success(true)
-        case .failure(let error) where error.errno == .noSuchFile: return .success(false)
-        case .failure(let error): return .failure(error)
-        }
-    }
-
-    /// `nanoseconds`, or the next value after it that carries the touch mark (`Policy.touchMark`).
-    static func marked(_ nanoseconds: Int64) -> Int64 {
-        let modulus = Policy.touchMark.modulus
-        let marked = nanoseconds - nanoseconds % modulus + Policy.touchMark.remainder
-        return marked >= nanoseconds ? marked : marked + modulus
-    }
-
-    /// Whether an mtime was set by a cache touch (its nanoseconds carry the touch mark).
-    static func isTouchMark(_ nanoseconds: Int64) -> Bool {
-        nanoseconds % Policy.touchMark.modulus == Policy.touchMark.remainder
-    }
-
-    /// Whether a hit on an entry last used at `lastUse` touches it (I11): when anything was published
-    /// after that use (or trim would take it for older than what was published since), when the use is
-    /// at least the touch interval old, or when it lies that far in the future (a clock that jumped back).
-    /// Otherwise nothing is written: a read-only workload does not write.
-    static func shouldTouch(lastUse: Int64, now: Int64, lastPublish: Int64) -> Bool {
-        lastPublish > lastUse || now - lastUse >= Policy.touchInterval || lastUse - now >= Policy.touchInterval
-    }
-
-    /// Marks an entry used (I11) if `shouldTouch` says so, and returns its new last use (nil when it was
-    /// not touched). The mtime becomes now, and at least one nanosecond after the last publish, so the
-    /// entry is newer than everything published before the hit; a file of another user (group-shared
-    /// mode) only allows the kernel's now, exact to within a clock tick.
-    @discardableResult
-    func touchIfStale(_ path: EntryPath, lastUse: Int64, now: Int64) -> Int64? {
-        // A last publish far ahead of now was left by a clock that jumped back: it says nothing about order.
-        let recorded = directory.state.lastPublishNanoseconds
-        let lastPublish = recorded - now >= Policy.touchInterval ? 0 : recorded
-        guard Self.shouldTouch(lastUse: lastUse, now: now, lastPublish: lastPublish) else { return nil }
-        let target = Self.marked(max(now, lastPublish &+ 1))
-        // Best effort: a failed touch only makes LRU order a little less exact.
-        switch Syscall.setTimes(path.relative, in: directory.descriptor, nanoseconds: target) {
-        case .success:
-            return target
-        case .failure(let error) where error.errno == .operationNotPermitted:
-            _ = Syscall.touch(path.relative, in: directory.descriptor)
-            return now
-        case .failure:
-            return nil
-        }
-    }
-}
-
-private func roundUpToBlock(_ size: Int64) -> Int64 { (size + 4095) / 4096 * 4096 }
-
-/// The (inode, ctime, size) of mapped files whose payload checksum this process already verified.
-/// Any write to a file changes its ctime, so a match proves the bytes are the verified ones; only ctimes
-/// older than `Policy.verifiedCtimeMinimumAge` are remembered (coarse timestamps, see Policy).
-///
-/// A touch (I11) changes the ctime too, without changing a byte, and touches follow publishes: were every
-/// changed ctime a new file version, a large entry touched after each write somewhere in the directory
-/// would have its payload checksummed on every hit. So a ctime that moved on since the verification still
-/// counts as the verified version when the file's last change was a cache touch: its mtime carries the
-/// touch mark (`Policy.touchMark`) and differs from its ctime, which a write never leaves (a write sets
-/// both to the kernel's one "now"; a touch sets an explicit mtime). The record keeps the verified ctime,
-/// so a write after the touch, even within one coarse clock tick, is caught again. What this cannot see,
-/// like any check of metadata, is a foreign process rewriting an entry in place (which I1 rules out for
-/// every conforming writer) and a cache touch after it.
-final class VerifiedInodes: Sendable {
-    static let shared = VerifiedInodes()
-
-    private struct Identity: Hashable {
-        let device: UInt64
-        let inode: UInt64
-    }
-
-    private struct Seen: Equatable {
-        let changed: Int64
-        let size: Int64
-    }
-
-    private let table = Mutex<[Identity: Seen]>([:])
-
-    func contains(_ status: FileStatus) -> Bool {
-        guard let seen = table.withLock({ $0[Identity(device: status.device, inode: status.inode)] }),
-            seen.size == status.size
-        else { return false }
-        if seen.changed == status.changedNanoseconds { return true }
-        return status.changedNanoseconds > seen.changed && EntryFile.isTouchMark(status.modifiedNanoseconds)
-            && status.modifiedNanoseconds != status.changedNanoseconds
-    }
-
-    func insert(_ status: FileStatus, now: Int64) {
-        guard now - status.changedNanoseconds >= Policy.verifiedCtimeMinimumAge else { return }
-        table.withLock { table in
-            if table.count >= Policy.verifiedInodeCapacity { table.removeAll(keepingCapacity: true) }
-            table[Identity(device: status.device, inode: status.inode)] = Seen(
-                changed: status.changedNanoseconds, size: status.size)
-        }
-    }
 }

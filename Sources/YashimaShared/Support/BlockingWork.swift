@@ -13,7 +13,7 @@ enum BlockingWork {
         observer?()
         return await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
             let thread = Thread { continuation.resume(returning: body()) }
-            thread.stackSize = 512 * 1024
+            thread.stackSize = Policy.blockingWorkThreadStackSize
             thread.start()
         }
     }

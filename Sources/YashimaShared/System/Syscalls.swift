@@ -1,63 +1,11 @@
-// The only Swift file that calls CFileLock for I/O. Each operation returns `Result<_, SystemCallError>`;
-// errno is captured by the C shim right after the call (never read here from the global) and EINTR is
-// retried in C. Callers above this file see typed errors, never errno.
-// Nothing here blocks on another process except `Syscall.lock(_:exclusive:wait: true)` (marked Blocking).
+// Typed wrappers over CFileLock's one-call shims: opening, status, reading and writing, mapping, renaming,
+// linking, folders, modes, times, listing. Each returns `Result<_, SystemCallError>`; errno is captured by
+// the C shim right after the call (never read here from the global) and EINTR is retried in C. With
+// FileLock.swift (file locks), Observation/InotifySyscalls.swift (inotify) and Remote/RemoteSocket.swift
+// (sockets), the only Swift code calling the C layer for I/O. Nothing here waits for another process.
 
 import CFileLock
 import Glibc
-
-/// An errno value with names for the codes the cache handles.
-struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
-    let rawValue: Int32
-
-    static let noSuchFile = Errno(rawValue: 2)  // ENOENT
-    static let interrupted = Errno(rawValue: 4)  // EINTR
-    static let ioError = Errno(rawValue: 5)  // EIO
-    static let badDescriptor = Errno(rawValue: 9)  // EBADF
-    static let wouldBlock = Errno(rawValue: 11)  // EAGAIN / EWOULDBLOCK
-    static let outOfMemory = Errno(rawValue: 12)  // ENOMEM
-    static let permissionDenied = Errno(rawValue: 13)  // EACCES
-    static let fileExists = Errno(rawValue: 17)  // EEXIST
-    static let crossDevice = Errno(rawValue: 18)  // EXDEV
-    static let notDirectory = Errno(rawValue: 20)  // ENOTDIR
-    static let isDirectory = Errno(rawValue: 21)  // EISDIR
-    static let invalidArgument = Errno(rawValue: 22)  // EINVAL
-    static let fileTooLarge = Errno(rawValue: 27)  // EFBIG
-    static let noSpace = Errno(rawValue: 28)  // ENOSPC
-    static let readOnlyFilesystem = Errno(rawValue: 30)  // EROFS
-    static let tooManyLinks = Errno(rawValue: 31)  // EMLINK
-    static let nameTooLong = Errno(rawValue: 36)  // ENAMETOOLONG
-    static let directoryNotEmpty = Errno(rawValue: 39)  // ENOTEMPTY
-    static let symlinkLoop = Errno(rawValue: 40)  // ELOOP (O_NOFOLLOW met a symlink)
-    static let staleHandle = Errno(rawValue: 116)  // ESTALE
-    static let quotaExceeded = Errno(rawValue: 122)  // EDQUOT
-    static let operationNotPermitted = Errno(rawValue: 1)  // EPERM
-
-    /// True for the codes that mean "the disk (or a quota, or RLIMIT_FSIZE) is full".
-    var isOutOfSpace: Bool { self == .noSpace || self == .quotaExceeded || self == .fileTooLarge }
-
-    /// True when a folder on the way is missing, or is a symlink or a file (never followed): the codes
-    /// after which the cache recreates its own folder and retries once.
-    var isFolderMissingOrReplaced: Bool { self == .noSuchFile || self == .symlinkLoop || self == .notDirectory }
-
-    var description: String {
-        guard let text = strerrorText(rawValue) else { return "errno \(rawValue)" }
-        return "\(text) (errno \(rawValue))"
-    }
-}
-
-private func strerrorText(_ code: Int32) -> String? {
-    // strerror is not thread-safe in general, but glibc returns static strings for known codes.
-    guard let pointer = strerror(code) else { return nil }
-    return String(cString: pointer)
-}
-
-/// A failed system call: which call, and its errno.
-struct SystemCallError: Error, Hashable, Sendable, CustomStringConvertible {
-    let call: String
-    let errno: Errno
-    var description: String { "\(call): \(errno)" }
-}
 
 /// File status fields the cache uses (from `fstat(2)` / `fstatat(2)`).
 struct FileStatus: Sendable, Equatable {
@@ -105,7 +53,6 @@ struct OpenFlags: OptionSet, Sendable {
     static let create = OpenFlags(rawValue: ysh_O_CREAT)
     static let exclusive = OpenFlags(rawValue: ysh_O_EXCL)
     static let directory = OpenFlags(rawValue: ysh_O_DIRECTORY)
-    static let append = OpenFlags(rawValue: ysh_O_APPEND)
     /// For opening a name that may be a FIFO without blocking on it.
     static let nonBlocking = OpenFlags(rawValue: ysh_O_NONBLOCK)
 }
@@ -149,20 +96,6 @@ enum Syscall {
     static func close(_ fd: Int32) -> Result<Void, SystemCallError> {
         var err: Int32 = 0
         return check(ysh_close(fd, &err), err, "close")
-    }
-
-    /// `flock(2)`. With `wait: true` this blocks until the lock is granted. Blocking.
-    static func lock(_ fd: Int32, exclusive: Bool, wait: Bool) -> Result<Void, SystemCallError> {
-        var err: Int32 = 0
-        let op = (exclusive ? ysh_LOCK_EX : ysh_LOCK_SH) | (wait ? 0 : ysh_LOCK_NB)
-        return check(ysh_flock(fd, op, &err), err, "flock")
-    }
-
-    /// `flock(fd, LOCK_UN)`: always called before `close` (a just-spawned child may still share the file description).
-    @discardableResult
-    static func unlock(_ fd: Int32) -> Result<Void, SystemCallError> {
-        var err: Int32 = 0
-        return check(ysh_flock(fd, ysh_LOCK_UN, &err), err, "flock")
     }
 
     /// `fstat(2)`.
@@ -321,12 +254,6 @@ enum Syscall {
         return check(ysh_fchmod(fd, mode, &err), err, "fchmod")
     }
 
-    /// `fchmodat(2)`: for a folder this process just created (one call instead of open+fchmod+close).
-    static func setMode(_ path: String, in directory: Int32, _ mode: UInt32) -> Result<Void, SystemCallError> {
-        var err: Int32 = 0
-        return check(ysh_fchmodat(directory, path, mode, &err), err, "fchmodat")
-    }
-
     /// `futimens(2)`: sets access and modification times (nanoseconds since the epoch).
     static func setTimes(_ fd: Int32, nanoseconds: Int64) -> Result<Void, SystemCallError> {
         var err: Int32 = 0
@@ -353,12 +280,6 @@ enum Syscall {
     static func truncate(_ fd: Int32, length: Int64) -> Result<Void, SystemCallError> {
         var err: Int32 = 0
         return check(ysh_ftruncate(fd, length, &err), err, "ftruncate")
-    }
-
-    /// `fsync(2)`. Blocking.
-    static func synchronize(_ fd: Int32) -> Result<Void, SystemCallError> {
-        var err: Int32 = 0
-        return check(ysh_fsync(fd, &err), err, "fsync")
     }
 
     /// `fstatfs(2)`: the filesystem magic number.
@@ -421,8 +342,6 @@ enum Syscall {
         return bytes
     }
 
-    /// AT_FDCWD: resolve relative to the current directory (only for creating the user's root path).
-    static var currentDirectory: Int32 { ysh_AT_FDCWD }
     /// `geteuid(2)`.
     static var effectiveUserID: UInt32 { ysh_geteuid() }
     /// Whether `group` is this process's effective group or a supplementary group (`getgroups(2)`).

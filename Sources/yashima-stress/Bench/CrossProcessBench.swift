@@ -2,64 +2,22 @@
 // slowest process's overhead), lock hand-off wake-up against a bare flock hand-off, throughput of 1, 2
 // and 4 processes on storage hits and mixed workloads, and python-diskcache's benchmark shape (100:10:1).
 
+import ChildProcesses
 import Foundation
 import Glibc
 import Synchronization
 import YashimaShared
 
-/// A worker child driven over pipes (the benchmark's own copy of the test helper).
-final class BenchChild {
-    let process = Process()
-    private let input = Pipe()
-    private let output = Pipe()
-    private var buffer = Data()
+extension ChildProcess {
+    /// How long the benchmarks wait for a child's line: as long as a measurement takes (each child's own
+    /// arguments bound its run).
+    static let benchPatience: Duration = .seconds(3600)
 
-    init(_ executable: String, _ arguments: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-    }
-
-    func readLine() -> String? {
-        let handle = output.fileHandleForReading
-        while true {
-            if let newline = buffer.firstIndex(of: 0x0A) {
-                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                buffer.removeSubrange(buffer.startIndex...newline)
-                return line
-            }
-            let chunk = handle.availableData
-            if chunk.isEmpty { return nil }
-            buffer.append(chunk)
-        }
-    }
-
-    func readJSON() -> [String: Any]? {
-        while let line = readLine() {
-            if line.hasPrefix("{") {
-                return (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
-            }
-        }
-        return nil
-    }
-
-    func send(_ line: String) { input.fileHandleForWriting.write(Data((line + "\n").utf8)) }
-
-    /// The child's stdin, for writing from a @Sendable closure.
-    var inputHandle: FileHandle { input.fileHandleForWriting }
-
+    /// Closes the child's stdin (a worker's command loop ends there) and waits for it to exit.
     func finish() {
-        try? input.fileHandleForWriting.close()
-        process.waitUntilExit()
+        closeInput()
+        _ = waitForExit(timeout: nil)
     }
-}
-
-/// Starts `children` at a READY/GO barrier.
-func releaseTogether(_ children: [BenchChild]) {
-    for child in children { while let line = child.readLine(), line != "READY" {} }
-    for child in children { child.send("GO") }
 }
 
 enum CrossProcessBench {
@@ -90,7 +48,7 @@ enum CrossProcessBench {
             let directory = context.directory("stampede-\(openFirst)-\(round)")
             let ledger = directory.path + "/../stampede-\(openFirst)-\(round).ledger"
             let children = try (0..<8).map { _ in
-                try BenchChild(
+                try ChildProcess(
                     context.executable,
                     [
                         "worker", "get", "--directory", directory.path, "--key", "hot", "--generate-ms", "200",
@@ -101,7 +59,9 @@ enum CrossProcessBench {
             releaseTogether(children)
             var walls = Samples()
             for child in children {
-                if let result = child.readJSON(), let elapsed = result["elapsedNs"] as? Double {
+                if let result = child.readJSON(timeout: ChildProcess.benchPatience),
+                    let elapsed = result["elapsedNs"] as? Double
+                {
                     walls.append(elapsed)
                 }
                 child.finish()
@@ -134,18 +94,18 @@ enum CrossProcessBench {
         let trials = context.quick ? 30 : 150
         let directory = context.directory("handoff")
         let lockPath = directory.path + "/raw.lock"
-        let rawWaiter = try BenchChild(context.executable, ["worker", "flock-wait", "--file", lockPath])
-        _ = rawWaiter.readLine()  // READY
+        let rawWaiter = try ChildProcess(context.executable, ["worker", "flock-wait", "--file", lockPath])
+        _ = rawWaiter.readLine(timeout: ChildProcess.benchPatience)  // READY
         var raw = Samples()
         let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         for _ in 0..<trials {
             flock(fd, LOCK_EX)
             rawWaiter.send("WAIT")
-            _ = rawWaiter.readLine()  // BLOCKING
+            _ = rawWaiter.readLine(timeout: ChildProcess.benchPatience)  // BLOCKING
             usleep(20_000)  // let it block in flock
             let released = monotonicNanoseconds()
             flock(fd, LOCK_UN)
-            if let line = rawWaiter.readLine(), let granted = UInt64(line) {
+            if let line = rawWaiter.readLine(timeout: ChildProcess.benchPatience), let granted = UInt64(line) {
                 raw.append(Double(Int64(granted) - Int64(released)))
             }
         }
@@ -155,22 +115,25 @@ enum CrossProcessBench {
 
         let cacheDirectory = directory.appendingPathComponent("cache")
         let holder = YCache(storageDirectory: cacheDirectory)
-        let waiter = try BenchChild(context.executable, ["worker", "handoff-wait", "--directory", cacheDirectory.path])
-        _ = waiter.readLine()  // READY
+        let waiter = try ChildProcess(
+            context.executable, ["worker", "handoff-wait", "--directory", cacheDirectory.path])
+        _ = waiter.readLine(timeout: ChildProcess.benchPatience)  // READY
         var wake = Samples()
         var afterHolder = Samples()
         for trial in 0..<trials {
             let key = CacheKey(namespace: "handoff", identity: "h\(trial)")
             let stamp = Stamp()
-            let waiterInput = waiter.inputHandle
+            let waiterInput = waiter
             _ = try await holder.data(for: key) {
-                waiterInput.write(Data("GET h\(trial)\n".utf8))
+                waiterInput.send("GET h\(trial)")
                 try await Task.sleep(for: .milliseconds(20))  // the waiter reaches the lock and blocks
                 stamp.set(monotonicNanoseconds())
                 return Data(count: 4096)
             }
             let holderReturned = monotonicNanoseconds()
-            if let line = waiter.readLine(), let returned = UInt64(line.split(separator: " ")[0]) {
+            if let line = waiter.readLine(timeout: ChildProcess.benchPatience),
+                let returned = UInt64(line.split(separator: " ")[0])
+            {
                 wake.append(Double(Int64(returned) - Int64(stamp.value)))
                 afterHolder.append(Double(Int64(returned) - Int64(holderReturned)))
             }
@@ -208,7 +171,7 @@ enum CrossProcessBench {
             var single: Double = 0
             for processes in [1, 2, 4] {
                 let children = try (0..<processes).map { _ in
-                    try BenchChild(
+                    try ChildProcess(
                         context.executable,
                         [
                             "worker", "mix", "--directory", directory.path, "--ops", "100000000", "--duration-ms",
@@ -220,7 +183,7 @@ enum CrossProcessBench {
                 var seconds = 0.0
                 var gets = Samples()
                 for child in children {
-                    if let result = child.readJSON() {
+                    if let result = child.readJSON(timeout: ChildProcess.benchPatience) {
                         operations += result["ops"] as? Double ?? 0
                         seconds = max(seconds, (result["elapsedNs"] as? Double ?? 1) / 1e9)
                         if let get = result["get"] as? [String: Any], let p50 = get["p50"] as? Double {
@@ -264,7 +227,7 @@ extension CrossProcessBench {
                     try await filler.store(Data("k\(index)".utf8), for: key, codec: DataCodec())
                 }
                 let children = try (0..<processes).map { number in
-                    try BenchChild(
+                    try ChildProcess(
                         context.executable,
                         [
                             "worker", "mix", "--directory", directory.path, "--keys", "100", "--uniform",
@@ -279,7 +242,9 @@ extension CrossProcessBench {
                 releaseTogether(children)
                 var misses = 0
                 for child in children {
-                    if let result = child.readJSON() { misses += result["getMisses"] as? Int ?? 0 }
+                    if let result = child.readJSON(timeout: ChildProcess.benchPatience) {
+                        misses += result["getMisses"] as? Int ?? 0
+                    }
                     child.finish()
                 }
                 let wall = Double(monotonicNanoseconds() - start)

@@ -3,6 +3,7 @@
 // process seeing a plain write-temp-and-rename (the floor the kernel and the wake-up give). Also how
 // often an idle observer's watcher thread wakes (it should never: it blocks in poll).
 
+import ChildProcesses
 import Foundation
 import Glibc
 import YashimaShared
@@ -21,7 +22,7 @@ enum ObservationBench {
 
         // Two writers replace 4 KiB entries of 10,000 keys as fast as they can, all along.
         let writers = try (0..<2).map { index in
-            try BenchChild(
+            try ChildProcess(
                 context.executable,
                 [
                     "worker", "mix", "--directory", directory.path, "--keys", "10000", "--gets", "0", "--sets", "100",
@@ -32,14 +33,15 @@ enum ObservationBench {
         releaseTogether(writers)
         defer {
             for writer in writers {
-                writer.process.terminate()
+                writer.kill(SIGTERM)
                 writer.finish()
             }
         }
 
         // Baseline: write 4 KiB to a temporary name and rename it into a folder another process watches.
-        let waiter = try BenchChild(context.executable, ["worker", "inotify-wait", "--folder", rawFolder + "/watched"])
-        _ = waiter.readLine()  // READY
+        let waiter = try ChildProcess(
+            context.executable, ["worker", "inotify-wait", "--folder", rawFolder + "/watched"])
+        _ = waiter.readLine(timeout: ChildProcess.benchPatience)  // READY
         var raw = Samples()
         let block = [UInt8](repeating: 7, count: 4096)
         for trial in 0..<trials {
@@ -49,9 +51,11 @@ enum ObservationBench {
             _ = block.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             close(fd)
             rename(staging, rawFolder + "/watched/entry-\(trial)")
-            if let line = waiter.readLine(), let seen = UInt64(line) { raw.append(Double(Int64(seen) - Int64(start))) }
+            if let line = waiter.readLine(timeout: ChildProcess.benchPatience), let seen = UInt64(line) {
+                raw.append(Double(Int64(seen) - Int64(start)))
+            }
         }
-        waiter.process.terminate()
+        waiter.kill(SIGTERM)
         waiter.finish()
         report.add(BenchRow(section: "observation", name: "raw write+rename → inotify reader", samples: raw))
 
@@ -59,22 +63,24 @@ enum ObservationBench {
             ("key observer", ["--namespace", "latency", "--key", "probe"]),
             ("namespace observer", ["--namespace", "latency"]),
         ] {
-            let observer = try BenchChild(
+            let observer = try ChildProcess(
                 context.executable, ["worker", "observe", "--directory", directory.path] + arguments)
-            while let line = observer.readLine(), line != "READY" {}
+            while let line = observer.readLine(timeout: ChildProcess.benchPatience), line != "READY" {}
             var latency = Samples()
             var stores = Samples()
             for trial in 0..<trials {
                 let start = monotonicNanoseconds()
                 try await cache.store(Data(count: 4096 + trial % 2), for: probe, codec: DataCodec())
                 stores.append(Double(monotonicNanoseconds() - start))
-                if let change = observer.readJSON(), let seen = change["monotonicNs"] as? Int {
+                if let change = observer.readJSON(timeout: ChildProcess.benchPatience),
+                    let seen = change["monotonicNs"] as? Int
+                {
                     latency.append(Double(Int64(seen) - Int64(start)))
                 }
             }
             var idle = "idle wake-ups not measured"
             if label == "namespace observer" {
-                idle = idleWakeups(of: observer.process.processIdentifier, writers: writers)
+                idle = idleWakeups(of: observer.pid, writers: writers)
             }
             observer.send("STOP")
             observer.finish()
@@ -91,7 +97,7 @@ enum ObservationBench {
 
     /// Voluntary context switches of the observer's watcher thread over one second with nothing changing
     /// (the writers paused by SIGSTOP): each is a wake-up. 0 means it blocks in poll, as designed.
-    static func idleWakeups(of pid: Int32, writers: [BenchChild]) -> String {
+    static func idleWakeups(of pid: Int32, writers: [ChildProcess]) -> String {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
         guard
             let task = tasks.first(where: {
@@ -104,8 +110,8 @@ enum ObservationBench {
             let line = status?.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches:") }
             return line.flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) }
         }
-        for writer in writers { kill(writer.process.processIdentifier, SIGSTOP) }
-        defer { for writer in writers { kill(writer.process.processIdentifier, SIGCONT) } }
+        for writer in writers { kill(writer.pid, SIGSTOP) }
+        defer { for writer in writers { kill(writer.pid, SIGCONT) } }
         usleep(200_000)  // let events already queued drain
         guard let before = switches() else { return "watcher thread gone" }
         usleep(1_000_000)

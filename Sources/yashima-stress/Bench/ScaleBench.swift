@@ -2,6 +2,7 @@
 // push the directory past its budget (trimming must not put a full scan on every write), one trim pass,
 // and the memory layer's bookkeeping per entry.
 
+import ChildProcesses
 import Foundation
 import Glibc
 import YashimaShared
@@ -86,8 +87,8 @@ enum ScaleBench {
         // L1 bookkeeping: resident memory growth per memory item (tiny values, so overhead dominates),
         // measured in a fresh process: in this one, heap freed by earlier sections is reused and the
         // growth reads as almost nothing.
-        let child = try BenchChild(context.executable, ["worker", "l1-footprint", "--items", "50000"])
-        let footprint = child.readJSON()
+        let child = try ChildProcess(context.executable, ["worker", "l1-footprint", "--items", "50000"])
+        let footprint = child.readJSON(timeout: ChildProcess.benchPatience)
         child.finish()
         let perItem = footprint?["bytesPerEntry"] as? Double ?? .nan
         report.add(

@@ -39,7 +39,7 @@ import Testing
         let dir = TemporaryDirectory("lock-wait")
         let directory = try Directory(path: dir.path, sharing: .privateToUser, allowNetworkFilesystem: false)
         let path = directory.lockPath(forKeyDigest: CacheKey("nobody").stableDigest)
-        #expect(throws: Never.self) { try LockFile.waitForRelease(path, in: directory).get() }
+        #expect(throws: Never.self) { try LockWait.waitForRelease(path, in: directory).get() }
         #expect(!FileManager.default.fileExists(atPath: dir.url.appendingPathComponent(path.relative).path))
     }
 }

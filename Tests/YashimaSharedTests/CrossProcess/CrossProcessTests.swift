@@ -1,6 +1,8 @@
 // Cross-process behaviour with real child processes (the built `yashima-stress worker`), real files
 // and real SIGKILL. Children synchronise through READY/GO lines on pipes, never sleeps; where a test
-// must act "while a child generates", the child announces GENERATING first.
+// must act "while a child generates", the child announces GENERATING first, and "while a child waits for
+// the lock", WAITING (`--announce-wait`, from the lock-wait observer). The two sleeps left do not order
+// events: one varies the moment a publisher is killed, the other paces sampling while writers run.
 
 import Foundation
 import Glibc
@@ -42,10 +44,11 @@ import Testing
         let doomed = try worker("get", dir, ["--key", "k", "--generate-ms", "60000", "--announce", "--ledger", ledger])
         #expect(await doomed.line(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
         let waiters = try (0..<3).map { _ in
-            try worker("get", dir, ["--key", "k", "--generate-ms", "100", "--ledger", ledger, "--announce"])
+            try worker(
+                "get", dir, ["--key", "k", "--generate-ms", "100", "--ledger", ledger, "--announce", "--announce-wait"])
         }
-        // The waiters are blocked on the lock (or about to be); the holder dies holding it.
-        try await Task.sleep(for: .milliseconds(200))
+        // Each waiter says when its lookup starts waiting for the holder's lock; then the holder dies holding it.
+        for waiter in waiters { #expect(await waiter.line(where: { $0.hasPrefix("WAITING") }) != nil) }
         doomed.kill()
         await doomed.exitStatus()
         var results: [[String: Any]] = []
@@ -136,7 +139,7 @@ import Testing
         var running = true
         while running {
             maximum = max(maximum, payloadEntryBytesAtOneInstant(dir.url))
-            running = children.contains { $0.process.isRunning }
+            running = children.contains { $0.isRunning }
             try await Task.sleep(for: .milliseconds(2))
         }
         for child in children { #expect(await child.exitStatus() == 0) }
@@ -181,10 +184,14 @@ import Testing
         #expect(await holder.line(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
         let cache = YCache(storageDirectory: dir.url)
         let key = CacheKey(namespace: "stress", identity: "slow")
+        let waiting = Gate()
         let waiter = Task {
-            try await cache.data(for: key) { Data("mine".utf8) }
+            // The lock-wait observer opens the gate once this lookup waits for the holder's lock.
+            try await LockWait.$observer.withValue({ _ in waiting.open() }) {
+                try await cache.data(for: key) { Data("mine".utf8) }
+            }
         }
-        try await Task.sleep(for: .milliseconds(100))
+        #expect(await waiting.wait(within: 60))
         let start = ContinuousClock.now
         waiter.cancel()
         let result = await waiter.result

@@ -28,12 +28,16 @@ extension Hardening {
             return false
         }
 
-        func acquire(_ directory: Directory) throws -> (HeldLock, LockPath) {
+        func acquire(_ directory: Directory) async throws -> KeyLock {
             let path = directory.lockPath(forKeyDigest: Self.key.stableDigest)
-            guard case .success(.acquired(let held)) = LockFile.tryAcquire(path, in: directory) else {
+            guard
+                case .acquired(let held) = try await KeyLock.acquire(
+                    path, in: directory, timeout: .zero, lookAgain: nil)
+                    as KeyLock.Acquisition<Never>
+            else {
                 throw YCache.Error.ioFailure(operation: "lock", detail: "not acquired")
             }
-            return (held, path)
+            return held
         }
 
         @Test("a handle opened by another pid is not usable and must be reopened")
@@ -50,17 +54,18 @@ extension Hardening {
         }
 
         @Test("a child releasing an inherited lock neither unlocks (LOCK_UN) nor unlinks the parent's lock")
-        func childDoesNotReleaseParentsLock() throws {
+        func childDoesNotReleaseParentsLock() async throws {
             // The lock was taken by the "parent" (another pid); this process plays the forked child.
             let inherited = try Directory(
                 path: dir.path, sharing: .privateToUser, allowNetworkFilesystem: false,
                 ownerProcessID: getpid() &+ 1)
-            let (held, path) = try acquire(inherited)
+            let held = try await acquire(inherited)
+            let path = held.path
             let parentsCopy = dup(held.descriptor)  // the parent still has the shared description
             try #require(parentsCopy >= 0)
             #expect(!lockIsFree(path, in: inherited))
 
-            held.release(unlinking: true)
+            held.abandon()
 
             #expect(Hardening.isRegularFile(dir.path + "/" + path.relative), "the child did not unlink it")
             #expect(!lockIsFree(path, in: inherited), "the parent still holds the lock")
@@ -69,15 +74,21 @@ extension Hardening {
         }
 
         @Test("the owner releasing does unlock the shared description (why a child must not)")
-        func ownerReleaseUnlocksSharedDescription() throws {
+        func ownerReleaseUnlocksSharedDescription() async throws {
             let mine = try Directory(path: dir.path, sharing: .privateToUser, allowNetworkFilesystem: false)
-            let (held, path) = try acquire(mine)
+            let held = try await acquire(mine)
             let otherCopy = dup(held.descriptor)
             try #require(otherCopy >= 0)
             defer { close(otherCopy) }
-            held.release(unlinking: false)
+            // Another open file description of the lock file, to see the lock from outside once the file
+            // is unlinked (abandoning unlinks it).
+            let probe = open(dir.path + "/" + held.path.relative, O_RDWR | O_CLOEXEC)
+            try #require(probe >= 0)
+            defer { close(probe) }
+            #expect(flock(probe, LOCK_EX | LOCK_NB) != 0)
+            held.abandon()
             // LOCK_UN dropped the lock for every descriptor sharing the description, the dup included.
-            #expect(lockIsFree(path, in: mine))
+            #expect(flock(probe, LOCK_EX | LOCK_NB) == 0)
         }
 
         @Test("the engine reopens storage when its handle belongs to another process or root")
@@ -86,11 +97,11 @@ extension Hardening {
             _ = try await cache.data(for: Self.key) { Data("v".utf8) }
             let first = try cache.engine.storage().get().directory
             // Same process, root unchanged: the same handle.
-            #expect(try cache.engine.storage(verifyingRoot: true).get().directory === first)
+            #expect(try cache.engine.storage(for: .write).get().directory === first)
             // The root replaced (the part of the check a test can trigger without forking): a new handle.
             try FileManager.default.moveItem(atPath: dir.path, toPath: dir.path + ".moved")
             defer { try? FileManager.default.removeItem(atPath: dir.path + ".moved") }
-            let second = try cache.engine.storage(verifyingRoot: true).get().directory
+            let second = try cache.engine.storage(for: .write).get().directory
             #expect(second !== first)
             #expect(second.isStillNamedByPath())
         }

@@ -1,4 +1,4 @@
-// Modes on every create path, under a hostile umask, and the owner check at open (P12, P13).
+// Modes on every create path, under a hostile umask (I2, I6), and the owner check at open (Storage/Root.swift).
 // The umask is process-wide and other suites run in parallel, so the hostile umasks are set in child
 // processes (`/bin/sh -c 'umask 000; exec yashima-stress worker …'`), never in this test process: the
 // library code under test is the same, and no other test can be disturbed.
@@ -180,9 +180,11 @@ extension Hardening {
             #expect(await doomed.line(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
             let waiters = try (0..<2).map { _ in
                 try users.worker(
-                    as: TwoUsers.second, ["get", "--key", "k", "--generate-ms", "100", "--ledger", ledger])
+                    as: TwoUsers.second,
+                    ["get", "--key", "k", "--generate-ms", "100", "--ledger", ledger, "--announce-wait"])
             }
-            try await Task.sleep(for: .milliseconds(200))  // the waiters block on the lock (or are about to)
+            // Each waiter says when its lookup starts waiting for the holder's lock; then the holder dies.
+            for waiter in waiters { #expect(await waiter.line(where: { $0.hasPrefix("WAITING") }) != nil) }
             doomed.kill()
             await doomed.exitStatus()
             for waiter in waiters {

@@ -1,4 +1,4 @@
-// Symlinks and hard links planted inside the storage directory (P12, I13): an entry path, a fan-out
+// Symlinks and hard links planted inside the storage directory (I13): an entry path, a fan-out
 // folder, tmp/, a lock file and trim.lock pointing outside, and hard links of outside files. Each test
 // checks that the outside file or folder is untouched (bytes, mode, mtime), that the lookup is a miss,
 // and that a generation still returns the right value (replacing the planted link, never writing into

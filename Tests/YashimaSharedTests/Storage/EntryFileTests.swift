@@ -30,10 +30,10 @@ struct EntryFileTests {
         func publish(_ key: CacheKey, _ payload: Data, codec: String = "data-v1", expiresAt: Int64 = 0) throws
             -> PublishOutcome
         {
-            try files.publish(
-                payload, to: path(key, codec), expectation: EntryExpectation(key: key, codecIdentifier: codec),
-                codecIdentifier: codec, createdAt: Syscall.realtimeNanoseconds, expiresAt: expiresAt
-            ).get()
+            let content = EntryContent(
+                payload: payload, expectation: EntryExpectation(key: key, codecIdentifier: codec),
+                codecIdentifier: codec, createdAt: Syscall.realtimeNanoseconds, expiresAt: expiresAt)
+            return try files.publish(content, to: path(key, codec)).get()
         }
 
         func read(_ key: CacheKey, codec: String = "data-v1", now: Int64 = Syscall.realtimeNanoseconds)
@@ -131,8 +131,10 @@ struct EntryFileTests {
         try FileManager.default.createDirectory(at: entry, withIntermediateDirectories: true)
         try writeFile(Data("in the way".utf8), to: entry.appendingPathComponent("blocker"))
         let result = fixture.files.publish(
-            Data("v".utf8), to: path, expectation: EntryExpectation(key: key, codecIdentifier: "data-v1"),
-            codecIdentifier: "data-v1", createdAt: 1, expiresAt: 0)
+            EntryContent(
+                payload: Data("v".utf8), expectation: EntryExpectation(key: key, codecIdentifier: "data-v1"),
+                codecIdentifier: "data-v1", createdAt: 1, expiresAt: 0),
+            to: path)
         guard case .failure(let error) = result else {
             Issue.record("publish into a file succeeded")
             return
@@ -224,7 +226,7 @@ struct EntryFileTests {
 
     @Test("the touch rule: after a later publish, or a minute old, or a minute ahead; otherwise no write")
     func touchRule() {
-        let minute = Policy.touchInterval
+        let minute = Policy.touchInterval.nanoseconds
         #expect(!EntryFile.shouldTouch(lastUse: 100, now: 100, lastPublish: 100))
         #expect(!EntryFile.shouldTouch(lastUse: 100, now: 100 + minute - 1, lastPublish: 50))
         #expect(EntryFile.shouldTouch(lastUse: 100, now: 101, lastPublish: 101))
@@ -275,7 +277,7 @@ struct EntryFileTests {
         status.size = 100_000
         status.modifiedNanoseconds = 9_000_000_000
         status.changedNanoseconds = 10_000_000_000
-        inodes.insert(status, now: status.changedNanoseconds + Policy.verifiedCtimeMinimumAge)
+        inodes.insert(status, now: status.changedNanoseconds + Policy.verifiedCtimeMinimumAge.nanoseconds)
         #expect(inodes.contains(status))
         var touched = status
         touched.modifiedNanoseconds = EntryFile.marked(20_000_000_001)

@@ -91,7 +91,10 @@ import Testing
         let directory = storage.directory
         #expect(storage.census().lockFiles == 0)
         let path = directory.lockPath(forKeyDigest: CacheKey("in flight").stableDigest)
-        guard case .success(.acquired(let held)) = LockFile.tryAcquire(path, in: directory) else {
+        guard
+            case .acquired(let held) = try await KeyLock.acquire(path, in: directory, timeout: .zero, lookAgain: nil)
+                as KeyLock.Acquisition<Never>
+        else {
             Issue.record("could not take the lock")
             return
         }
@@ -100,11 +103,11 @@ import Testing
         #expect(census.lockFilesHeld == 1)
         #expect(census.staleLockFiles == 0)
         // A waiter blocked on the lock (on a thread of its own) shows as one waiting process.
-        let waiter = Thread { _ = LockFile.waitForRelease(path, in: directory) }
+        let waiter = Thread { _ = LockWait.waitForRelease(path, in: directory) }
         waiter.start()
         let seen = await eventually { storage.census().waitingProcesses == 1 }
         #expect(seen)
-        held.release(unlinking: true)
+        held.abandon()
         #expect(await eventually { storage.census().waitingProcesses == 0 })
         census = storage.census()
         #expect(census.lockFiles == 0 && census.lockFilesHeld == 0)

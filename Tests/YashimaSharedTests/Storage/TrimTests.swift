@@ -253,21 +253,21 @@ struct TrimTests {
         let directory = try cache.storageContext().directory
         let abandoned = directory.lockPath(forKeyDigest: CacheKey("abandoned").stableDigest)
         let busy = directory.lockPath(forKeyDigest: CacheKey("busy").stableDigest)
-        guard case .success(.acquired(let abandonedLock)) = LockFile.tryAcquire(abandoned, in: directory),
-            case .success(.acquired(let busyLock)) = LockFile.tryAcquire(busy, in: directory)
+        guard case .acquired(let abandonedLock) = try await Self.lock(abandoned, in: directory),
+            case .acquired(let busyLock) = try await Self.lock(busy, in: directory)
         else {
             Issue.record("could not take the lock files")
             return
         }
-        abandonedLock.release(unlinking: false)  // a killed process leaves its (unlocked) lock file behind
-        defer { busyLock.release(unlinking: true) }
+        _ = consume abandonedLock  // a killed process leaves its (unlocked) lock file behind
         // Lock files are swept once nobody has held them for an hour (I6); a fresh one may be in use soon.
         let fresh = directory.lockPath(forKeyDigest: CacheKey("fresh").stableDigest)
-        guard case .success(.acquired(let freshLock)) = LockFile.tryAcquire(fresh, in: directory) else {
+        guard case .acquired(let freshLock) = try await Self.lock(fresh, in: directory) else {
             Issue.record("could not take the fresh lock file")
+            busyLock.abandon()
             return
         }
-        freshLock.release(unlinking: false)
+        _ = consume freshLock
         try setModificationTime(dir.url.appendingPathComponent(abandoned.relative), secondsAgo: 2 * 3600)
         try setModificationTime(dir.url.appendingPathComponent(busy.relative), secondsAgo: 2 * 3600)
 
@@ -279,6 +279,12 @@ struct TrimTests {
         #expect(fileExists(dir.url.appendingPathComponent(busy.relative)))
         #expect(fileExists(dir.url.appendingPathComponent(fresh.relative)))
         #expect(try await cache.valueIfCached(for: CacheKey("kept"), codec: Self.codec) == "kept")
+        busyLock.abandon()
+    }
+
+    /// Takes a key's lock without waiting and without looking in storage.
+    static func lock(_ path: LockPath, in directory: Directory) async throws -> KeyLock.Acquisition<Never> {
+        try await KeyLock.acquire(path, in: directory, timeout: .zero, lookAgain: nil)
     }
 
     // MARK: Usage
@@ -337,7 +343,7 @@ struct TrimTests {
         try FileManager.default.createDirectory(
             at: urls["s1"]!.deletingLastPathComponent().appendingPathComponent("folder.entry"),
             withIntermediateDirectories: true)
-        let scanned = try YCache(storageDirectory: dir.url).storageContext().trimmer.scanEntries()
+        let scanned = try YCache(storageDirectory: dir.url).storageContext().files.scanEntries()
         #expect(
             Set(scanned.map { dir.url.appendingPathComponent($0.relative).path })
                 == Set(urls.values.map(\.path)))

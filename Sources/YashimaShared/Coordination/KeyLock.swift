@@ -1,0 +1,190 @@
+// The per-key lock across processes (I5–I8), end to end. A `KeyLock` is created here, only by `acquire`:
+// it locks the key's lock file exclusively without waiting; when another process holds it, it waits for
+// that holder off the cooperative pool with a shared lock (LockWait), so every waiter wakes at once, then
+// looks in storage before competing again; once locked, it checks that the path still names the inode it
+// locked (fstat against fstatat, a link count above zero; I6), and, holding it, looks in storage once more
+// before the caller generates. Past the caller's `crossProcessWaitTimeout` a waiter generates without the
+// lock (I8): a duplicate generation at worst, never a wrong value, since values of one key are
+// interchangeable and publishing is atomic. A lock ends in exactly one of two ways, which the compiler
+// enforces (it is noncopyable): `publish` fills the lock file with the entry and renames it into place
+// (the lock file is the generation's staging file: one file created per generation, as a bare
+// write-temp-and-rename would; a lock file per entry, unlinked with it, would make every create pay ext4's
+// scan past recently deleted inodes: measured, it doubled the write path); `abandon` (a failed, cancelled
+// or nil generation, or an entry found) unlinks it while the path still names it, and the next waiter
+// becomes the generator. Either releases the lock (LOCK_UN, then close; I7). So lock files exist only
+// while a key is in flight; those of killed processes are swept (StaleLockFiles). Opening and creating
+// lock files is in LockFileOpening.swift.
+
+/// The exclusive lock of one key's lock file: this process is the key's one generator (I5).
+///
+/// Noncopyable: consumed by exactly one of `publish(_:to:)` or `abandon()`. A `KeyLock` dropped without
+/// either (only on a path that threw while holding it) still has its file lock released by `FileLock`'s
+/// deinit; its lock file then stays, unlocked, for the next generator to reuse or a sweep to remove.
+struct KeyLock: ~Copyable {
+    private let lock: FileLock
+    let path: LockPath
+    let directory: Directory
+    /// The lock file's size when locked: non-zero only for one left by a killed holder mid-write.
+    private let sizeWhenLocked: Int64
+    /// Whether storage was seen without the entry while this lock was held (`acquire` looked again, I5).
+    private var entryKnownAbsent = false
+
+    private init(lock: consuming FileLock, path: LockPath, directory: Directory, sizeWhenLocked: Int64) {
+        self.lock = lock
+        self.path = path
+        self.directory = directory
+        self.sizeWhenLocked = sizeWhenLocked
+    }
+
+    /// How an acquisition ended.
+    enum Acquisition<Found: Sendable>: ~Copyable {
+        /// Another process published while we waited (or just before we locked).
+        case found(Found)
+        /// We hold the key's lock, and storage had no entry once we held it: generate, then publish.
+        case acquired(KeyLock)
+        /// The wait passed the caller's timeout: generate without the lock (I8).
+        case timedOut
+        /// The lock file could not be used (an I/O error, a filesystem that cannot lock): generate
+        /// without the lock. A duplicate generation at worst, never a wrong value.
+        case unavailable(SystemCallError)
+    }
+
+    /// Takes the key's lock (I5): locks `path` without waiting; when another process holds it, waits for
+    /// that holder off the cooperative pool (at most `timeout`, I8) and then calls `lookAgain`, since the
+    /// holder most likely published; and once the lock is held, calls `lookAgain` before handing it over.
+    /// - Parameter lookAgain: The storage lookup of the entry; nil for a refresh, which must not be
+    ///   answered from storage.
+    /// - Throws: `CancellationError` promptly when the task is cancelled; whatever `lookAgain` throws.
+    static func acquire<Found: Sendable>(
+        _ path: LockPath, in directory: Directory, timeout: Duration?, lookAgain: (() throws -> Found?)?
+    ) async throws -> Acquisition<Found> {
+        let deadline = timeout.map { ContinuousClock.now.advanced(by: $0) }
+        while true {
+            try Task.checkCancellation()
+            switch attempt(path, in: directory) {
+            case .failed(let error):
+                return .unavailable(error)
+            case .locked(let lock):
+                // I5: another process may have published while we waited or before we locked.
+                guard let lookAgain else { return .acquired(lock) }
+                let found: Found?
+                do { found = try lookAgain() } catch {
+                    lock.abandon()
+                    throw error
+                }
+                if let found {
+                    lock.abandon()  // nothing to publish: the lock file goes (I6)
+                    return .found(found)
+                }
+                var held = lock
+                held.entryKnownAbsent = true
+                return .acquired(held)
+            case .busy:
+                var remaining: Duration?
+                if let deadline {
+                    remaining = ContinuousClock.now.duration(to: deadline)
+                    if remaining! <= .zero { return .timedOut }
+                }
+                switch try await LockWait.wait(for: path, in: directory, timeout: remaining) {
+                case .timedOut: return .timedOut
+                case .released: break  // the holder finished, most likely after publishing
+                }
+                if let found = try lookAgain?() { return .found(found) }
+            case .stale:
+                // The lock file was renamed or unlinked under us (I6): look in storage before trying again.
+                if let found = try lookAgain?() { return .found(found) }
+            }
+        }
+    }
+
+    /// What one attempt at the lock found.
+    private enum Attempt: ~Copyable {
+        /// We hold the lock on the file the path names.
+        case locked(KeyLock)
+        /// Someone else holds it.
+        case busy
+        /// We locked an inode the path no longer names (its holder published or unlinked it, I6).
+        case stale
+        case failed(SystemCallError)
+    }
+
+    /// One attempt that does not wait: opens (or creates) the lock file and locks it exclusively.
+    private static func attempt(_ path: LockPath, in directory: Directory) -> Attempt {
+        let lock: FileLock
+        switch LockFileOpening.open(path, in: directory) {
+        case .failed(let error):
+            return .failed(error)
+        case .createdLocked(let created):
+            lock = created
+        case .existing(let fd):
+            switch FileLock.attempt(.exclusive, on: fd, ownerProcessID: directory.ownerProcessID) {
+            case .locked(let locked):
+                lock = locked
+            case .busy:
+                Syscall.close(fd)  // we hold nothing on it
+                return .busy
+            case .failed(let error):
+                Syscall.close(fd)
+                return .failed(error)
+            }
+        }
+        let root = directory.descriptor
+        // I6: the path must still name the inode we locked.
+        guard case .success(let mine) = Syscall.status(of: lock.descriptor), mine.linkCount > 0,
+            case .success(let current) = Syscall.status(of: path.relative, in: root), current.isSameFile(as: mine)
+        else {
+            lock.release()
+            return .stale
+        }
+        // The lock file becomes the entry (I6), so it must be a file we own with no other name: a planted
+        // hard link of someone else's file is unlinked (the name only; the file is never written, truncated
+        // or chmod'ed, I13) and the attempt starts over on a fresh file.
+        guard mine.isOurs else {
+            _ = Syscall.unlink(path.relative, in: root)
+            lock.release()
+            return .stale
+        }
+        if mine.permissionBits != directory.fileMode { _ = Syscall.setMode(lock.descriptor, directory.fileMode) }
+        return .locked(KeyLock(lock: lock, path: path, directory: directory, sizeWhenLocked: mine.size))
+    }
+
+    // MARK: Ending
+
+    /// Publishes `content` at `entry` through this lock file, then releases the lock (I6): the lock file,
+    /// filled, is renamed over the entry path, so waiters wake to find it gone and read the entry. When
+    /// the publish fails, the lock file is abandoned instead. Either way the lock is released once.
+    consuming func publish(_ content: EntryContent, to entry: EntryPath) async -> Result<
+        PublishOutcome, SystemCallError
+    > {
+        let staging = HeldStagingFile(
+            descriptor: lock.descriptor, relative: path.relative, leftoverBytes: sizeWhenLocked,
+            entryKnownAbsent: entryKnownAbsent)
+        let outcome = await EntryFile(directory: directory).publishOffPoolWhenLarge(
+            content, to: entry, through: .held(staging))
+        switch outcome {
+        case .success:
+            lock.release()  // the path names the entry now: nothing to unlink
+        case .failure:
+            abandon()
+        }
+        return outcome
+    }
+
+    /// Gives the lock up without publishing (a failed, cancelled or nil generation, or an entry found):
+    /// unlinks the lock file if the path still names the inode we hold (I6: only a holder unlinks, so lock
+    /// files exist only while a key is in flight), then releases the lock. The next waiter, if any, then
+    /// holds the lock and becomes the generator. A forked child only closes its inherited descriptor (I7).
+    consuming func abandon() {
+        if directory.isOwnedByThisProcess, case .success(let mine) = Syscall.status(of: lock.descriptor),
+            mine.linkCount > 0,
+            case .success(let current) = Syscall.status(of: path.relative, in: directory.descriptor),
+            current.isSameFile(as: mine)
+        {
+            _ = Syscall.unlink(path.relative, in: directory.descriptor)
+        }
+        lock.release()
+    }
+
+    /// The locked descriptor (tests: a dup of it plays a forked child's inherited copy).
+    var descriptor: Int32 { lock.descriptor }
+}

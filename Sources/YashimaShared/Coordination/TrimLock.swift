@@ -1,0 +1,104 @@
+// `trim.lock`: the file trimmers lock exclusively so that one process trims a directory at a time (I9).
+// Its contents mean nothing (it is only locked), so damaged contents need no repair; whatever cannot serve
+// as a lock file is replaced (I14, counted as a repair): a symlink (never followed), a folder (moved into
+// `tmp/`, never removed), a FIFO, socket or device, a file this user may not open. A trimmer checks after
+// locking that the path still names the file it locked: a repair may have replaced it meanwhile, and two
+// trimmers holding locks on two files would both trim. Created like a key's lock file (LockFileOpening).
+
+/// The exclusive lock of `trim.lock`: this process is the directory's one trimmer.
+struct TrimLock: ~Copyable {
+    private let lock: FileLock
+
+    /// Opens `trim.lock` and locks it exclusively, waiting for another trimmer, so that a budget bound
+    /// holds once the caller's trim returns. Blocking: call off the cooperative pool.
+    static func acquire(in directory: Directory) -> Result<TrimLock, SystemCallError> {
+        for _ in 0..<Policy.nameRaceRetries {
+            let lock: FileLock
+            switch open(in: directory) {
+            case .failed(let error):
+                return .failure(error)
+            case .createdLocked(let created):
+                lock = created
+            case .existing(let fd):
+                switch FileLock.wait(for: .exclusive, on: fd, ownerProcessID: directory.ownerProcessID) {
+                case .success(let locked): lock = locked
+                case .failure(let error):
+                    Syscall.close(fd)
+                    return .failure(error)
+                }
+            }
+            if case .success(let mine) = Syscall.status(of: lock.descriptor), mine.linkCount > 0,
+                case .success(let current) = Syscall.status(of: Directory.trimLockFile, in: directory.descriptor),
+                current.isSameFile(as: mine)
+            {
+                return .success(TrimLock(lock: lock))
+            }
+            lock.release()  // a repair replaced it while we waited: lock the new one
+        }
+        return .failure(SystemCallError(call: "flock", errno: .staleHandle))
+    }
+
+    /// Ends this trimmer's turn (LOCK_UN, then close; I7).
+    consuming func release() {
+        lock.release()
+    }
+
+    /// Opens `trim.lock`, creating it when missing, and replacing what cannot serve as a lock file.
+    private static func open(in directory: Directory) -> LockFileOpening.Opened {
+        var result = LockFileOpening.openOrCreate(Directory.trimLockFile, in: directory)
+        if let error = result.failure, error.errno == .symlinkLoop {
+            // A symlink planted at trim.lock is never followed: remove the link and create the real file.
+            directory.removeSymbolicLink(Directory.trimLockFile)
+            directory.onRepair()
+            result = LockFileOpening.openOrCreate(Directory.trimLockFile, in: directory)
+        }
+        var replace = false
+        if let error = result.failure, unusableLockFileErrors.contains(error.errno) {
+            replace = true
+        } else if let fd = result.existingDescriptor, case .success(let status) = Syscall.status(of: fd),
+            !status.isRegularFile
+        {
+            Syscall.close(fd)  // never locked
+            replace = true
+        }
+        if replace {
+            if case .failure(let error) = replaceTrimLock(in: directory) { return .failed(error) }
+            result = LockFileOpening.openOrCreate(Directory.trimLockFile, in: directory)
+        }
+        // Never trust the umask; but never chmod a file reached through a planted hard link (I13).
+        if let fd = result.existingDescriptor, case .success(let status) = Syscall.status(of: fd), status.isOurs,
+            status.permissionBits != directory.fileMode
+        {
+            _ = Syscall.setMode(fd, directory.fileMode)
+        }
+        return result
+    }
+
+    /// The errnos of opening `trim.lock` that mean something other than a lock file sits there (a symlink
+    /// is handled before: its link is removed).
+    private static let unusableLockFileErrors = Errno.foreignFile.subtracting([.symlinkLoop])
+
+    /// Replaces whatever sits at `trim.lock` by a new, empty lock file (renamed over it; a folder is
+    /// moved into `tmp/` first). Counted as a repair.
+    private static func replaceTrimLock(in directory: Directory) -> Result<Void, SystemCallError> {
+        let root = directory.descriptor
+        if case .success(let status) = Syscall.status(of: Directory.trimLockFile, in: root), status.isDirectory {
+            let aside = Directory.stagingFolder + "/trim.lock-" + Directory.randomHex(byteCount: 8) + ".damaged"
+            if case .failure(let error) = Syscall.rename(Directory.trimLockFile, in: root, to: aside, in: root),
+                error.errno != .noSuchFile
+            {
+                return .failure(error)
+            }
+        }
+        do throws(YCache.Error) {
+            try Directory.createReplacing(
+                Directory.trimLockFile, in: root, bytes: [], mode: directory.fileMode,
+                folderMode: directory.directoryMode, rootPath: directory.path)
+        } catch {
+            if case .storageFull = error { return .failure(SystemCallError(call: "write", errno: .noSpace)) }
+            return .failure(SystemCallError(call: "renameat", errno: .ioError))
+        }
+        directory.onRepair()
+        return .success(())
+    }
+}

@@ -1,0 +1,123 @@
+// The engine behind `YCache`: its configuration, its layers (memory, flights, the expectation cache), the
+// one way to get at storage (`storage(for:)`), and the statistics. The lookup pipeline is in Lookup.swift
+// (memory → storage → flight), a flight's body in Production.swift (key lock → tiers → generate →
+// publish), writing in Store.swift, the lifecycle operations in Lifecycle.swift. The engine does no I/O of
+// its own beyond calling Storage and Coordination, and never blocks the cooperative pool: scans, trims and
+// large writes go through BlockingWork, lock waits through LockWait.
+
+import Foundation
+import Synchronization
+
+/// What a storage access is for.
+enum StoragePurpose: Sendable {
+    /// A lookup: the root path is re-checked at most once per `Policy.rootCheckInterval` (I13).
+    case read
+    /// A write (publish, remove, trim, a production's lock file): the root path is checked now (I13).
+    case write
+}
+
+final class CacheEngine: Sendable {
+    let storagePath: String
+    /// The storage budget this instance enforces when it writes (I9).
+    let budget: StorageBudget
+    let sharing: StorageSharingMode
+    let allowNetworkFilesystem: Bool
+    let memory: MemoryStore
+    let flights = FlightTable()
+    let statistics = Mutex(CacheStatistics())
+    let expectations = ExpectationCache()
+    /// The tiers a production asks before it runs the generator, outermost first (GenerationTier.swift).
+    /// None yet: the remote tier goes here.
+    let generationTiers: [any GenerationTier]
+
+    private enum Opening {
+        case notYet
+        case open(StorageContext)
+        case failed(YCache.Error, at: Int64)
+    }
+
+    private let opening = Mutex<Opening>(.notYet)
+
+    init(
+        storagePath: String, memoryMaximumCost: Int?, memoryMaximumEntryCount: Int?, budget: StorageBudget,
+        sharing: StorageSharingMode, allowNetworkFilesystem: Bool, generationTiers: [any GenerationTier] = []
+    ) {
+        self.storagePath = storagePath
+        self.budget = budget
+        self.sharing = sharing
+        self.allowNetworkFilesystem = allowNetworkFilesystem
+        self.memory = MemoryStore(maximumCost: memoryMaximumCost, maximumCount: memoryMaximumEntryCount)
+        self.generationTiers = generationTiers
+    }
+
+    // MARK: Storage
+
+    /// The storage context, opening the directory on first use, and again: after a failure (at most once
+    /// per `Policy.storageReopenInterval`), after a fork (I7), and when the root path no longer names the
+    /// open root (I13), which a write checks now and a read at most once per `Policy.rootCheckInterval`.
+    /// The one way every part of the engine gets at storage.
+    func storage(for purpose: StoragePurpose = .read) -> Result<StorageContext, YCache.Error> {
+        opening.withLock { opening in
+            let now = Syscall.monotonicNanoseconds
+            switch opening {
+            case .open(let context) where context.directory.isUsable(verifyingRoot: purpose == .write, now: now):
+                return .success(context)
+            case .failed(let error, let at) where now - at < storageReopenInterval:
+                return .failure(error)
+            default:
+                do throws(YCache.Error) {
+                    let directory = try Directory(
+                        path: storagePath, sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem,
+                        // Called with `opening` or the state's own lock held (a repair while opening or
+                        // switching files): only the local counter, never `count`, whose shared-counter
+                        // mirror takes both locks again.
+                        onRepair: { [weak self] in self?.statistics.withLock { $0.auxiliaryFileRepairs += 1 } })
+                    let context = StorageContext(directory: directory)
+                    opening = .open(context)
+                    return .success(context)
+                } catch {
+                    opening = .failed(error, at: now)
+                    return .failure(error)
+                }
+            }
+        }
+    }
+
+    /// The open directory's state file, without opening the directory (nil until it is open): where the
+    /// statistics are mirrored, which must never be what opens storage.
+    var stateIfOpen: SharedState? {
+        opening.withLock { opening in
+            if case .open(let context) = opening { return context.directory.state }
+            return nil
+        }
+    }
+
+    // MARK: Statistics
+
+    /// Updates this cache's statistics, and adds the change to the directory's shared counters
+    /// (SharedState+Counters) when it is open.
+    func count(_ update: (inout CacheStatistics) -> Void) {
+        let (before, after) = statistics.withLock { statistics in
+            let before = statistics
+            update(&statistics)
+            return (before, statistics)
+        }
+        stateIfOpen?.add(after, since: before)
+    }
+}
+
+/// `Policy.storageReopenInterval` in nanoseconds, read once.
+private let storageReopenInterval = Policy.storageReopenInterval.nanoseconds
+
+extension Result where Success == StorageContext, Failure == YCache.Error {
+    /// The storage for a lookup: the context, or under `.treatAsMiss` nil when it cannot be opened (a
+    /// miss); under `.throwError` the error.
+    func orMiss(under policy: CacheReadFailurePolicy) throws(YCache.Error) -> StorageContext? {
+        switch self {
+        case .success(let context): return context
+        case .failure(let error):
+            if policy == .throwError { throw error }
+            return nil
+        }
+    }
+}

@@ -1,0 +1,61 @@
+// The seam between the per-key lock and the generator: a production asks the engine's generation tiers,
+// outermost first, for the value, and the innermost step is the caller's generator. No tier exists yet;
+// the remote tier goes here, and nothing else in the pipeline changes when it does. Its flow, as it will
+// sit in `produce(_:next:)` with this process holding the key's lock (I5):
+//   1. look the entry up remotely; a hit is returned as a `Produced` value with its stored bytes and
+//      times, which the publish step publishes locally as they are (through the held lock file);
+//   2. on a miss take the remote lease: the value found meanwhile goes as in 1; a lease held elsewhere is
+//      waited for (then 1 again, or the lease taken, or past the caller's timeout `next()` without one);
+//   3. holding the lease, call `next()` (the generator), renewing the lease meanwhile; on a throw or nil,
+//      release the lease and pass it on;
+//   4. set `afterPublish` to put the published bytes remotely and release the lease in one round trip
+//      (or only release it when nothing was published).
+
+import Foundation
+
+/// A source of values a production asks before its generator (see the file's header).
+protocol GenerationTier: Sendable {
+    /// Produces `request`'s value, from this tier or by calling `next` (the tiers below this one, then the
+    /// generator). Returns nil when `next` did (an optional generator's nil); throws what `next` throws.
+    func produce<Codec: CacheCodec>(
+        _ request: ProductionRequest<Codec>, next: @Sendable () async throws -> Produced<Codec.Value>?
+    ) async throws -> Produced<Codec.Value>?
+}
+
+/// A value a production got from its tiers or its generator, and what the publish step needs to know.
+struct Produced<Value: Sendable>: Sendable {
+    let value: Value
+    /// Where it came from: `.generated` for the generator.
+    let source: YCache.Source
+    /// The value's encoded bytes and times when a tier already has them (a value fetched from elsewhere,
+    /// with the created and expiry times it was stored with): the publish step publishes them as they are.
+    /// Nil: the publish step encodes the value, created now, expiring by the caller's options.
+    var stored: StoredForm?
+    /// Called once the production is over: with what the publish step did, or with nil when nothing was
+    /// published (the commit gate closed: the flight was cancelled; or the write failed and threw).
+    var afterPublish: (@Sendable (PublishedValue?) async -> Void)?
+
+    init(value: Value, source: YCache.Source, stored: StoredForm? = nil) {
+        self.value = value
+        self.source = source
+        self.stored = stored
+    }
+}
+
+/// A value's encoded bytes and the times they were stored with elsewhere.
+struct StoredForm: Sendable {
+    let payload: Data
+    /// Nanoseconds since 1970.
+    let createdAt: Int64
+    /// Nanoseconds since 1970; nil: never expires.
+    let expiresAt: Int64?
+}
+
+/// What the publish step did with a produced value.
+struct PublishedValue: Sendable {
+    /// The entry as encoded for storage; nil when the write policy keeps the value out of storage and
+    /// nothing was encoded (`.disabled`).
+    let content: EntryContent?
+    /// Whether it was published in this machine's storage directory.
+    let isStoredLocally: Bool
+}

@@ -1,0 +1,90 @@
+// The storage tier: reading the key's entry file (I3: no lock, full validation), decoding it, putting the
+// value in memory under the epochs read before the read (I10), and touching the file by the rule of I11.
+// An entry proven corrupt or expired, or one the codec cannot decode, is removed and is a miss (or
+// thrown under `.throwError`). Asked by a lookup, and again by a production after any wait (I5).
+
+/// A storage hit and the epochs it was read under.
+struct StorageHit<Value: Sendable>: Sendable {
+    let resolution: YCache.Resolved<Value>
+    let epochs: EpochSnapshot?
+}
+
+extension CacheEngine {
+    /// Looks in storage; a hit is decoded, put in memory, and its file touched (I11). A corrupt or expired
+    /// entry, or one the codec cannot decode, is removed and is a miss, or throws under `.throwError`: a
+    /// `YCache.Error`, or the codec's own error as it threw it.
+    /// - Parameter shared: Whether a hit is another process's generation this lookup waited for.
+    func storageHit<Codec: CacheCodec>(
+        _ request: ProductionRequest<Codec>, in storage: StorageContext?, shared: Bool
+    ) throws -> StorageHit<Codec.Value>? {
+        guard let storage else { return nil }
+        let epochs = epochs(of: request, in: storage)
+        let path = storage.directory.entryPath(for: request.expectation.identity)
+        let now = Syscall.realtimeNanoseconds
+        let read = storage.files.read(
+            path, expecting: request.expectation, now: now, useMapping: storage.isLocalFilesystem)
+        let strict = request.options.readFailurePolicy == .throwError
+        switch read {
+        case .success(let entry):
+            let value: Codec.Value
+            do {
+                value = try request.codec.decode(entry.payload)
+            } catch {
+                count { $0.corruptEntries += 1 }
+                discard(path, headerSize: request.expectation.headerSize, in: storage)
+                if strict { throw error }  // the codec's own error, unwrapped (as Yashima)
+                return nil
+            }
+            let lastUse =
+                storage.files.touchIfStale(path, lastUse: entry.modifiedNanoseconds, now: now)
+                ?? entry.modifiedNanoseconds
+            let cost =
+                request.options.cost?.charged
+                ?? request.codec.memoryCost(of: value, encodedByteCount: entry.payload.count)
+            let metadata = request.key.metadata(
+                header: entry.header, codecIdentifier: request.codec.identifier, cost: cost, lastAccessedAt: now)
+            if request.options.writePolicy != .disabled {
+                remember(
+                    MemoryItem(
+                        value: value, cost: cost, metadata: metadata, slots: epochs?.slots, stamp: epochs?.stamp,
+                        entryPath: path, entryVersion: EntryVersion(entry.header)),
+                    for: request.memoryKey, lastUse: lastUse)
+            }
+            count { $0.storageHits += 1 }
+            return StorageHit(
+                resolution: YCache.Resolved(
+                    value: value, source: .storage, metadata: metadata, wasSharedGeneration: shared),
+                epochs: epochs)
+        case .failure(.missing):
+            return nil
+        case .failure(.expired):
+            discard(path, headerSize: request.expectation.headerSize, in: storage)
+            return nil
+        case .failure(.corrupt(let corruption, _)):
+            count { $0.corruptEntries += 1 }
+            discard(path, headerSize: request.expectation.headerSize, in: storage)
+            if strict { throw YCache.Error.corruptEntry(reason: corruption.description) }
+            return nil
+        case .failure(.system(let error)):
+            if strict { throw YCache.Error.system(error, path: storagePath, operation: "reading an entry") }
+            return nil
+        }
+    }
+
+    /// The slots and current epochs of `request`'s key, taken before a read or a generation so that a
+    /// removal that happens meanwhile invalidates the memory item (I10). Nil without storage.
+    func epochs<Codec: CacheCodec>(of request: ProductionRequest<Codec>, in storage: StorageContext?)
+        -> EpochSnapshot?
+    {
+        guard let storage else { return nil }
+        let slots = SharedState.slots(namespace: request.key.namespace, keyDigest: request.expectation.keyDigest)
+        return EpochSnapshot(slots: slots, stamp: storage.directory.state.stamp(slots))
+    }
+
+    /// Unlinks an entry a lookup proved corrupt or expired, unless the root path no longer names this
+    /// root (I13: never unlink in a directory that was renamed away).
+    private func discard(_ path: EntryPath, headerSize: Int, in storage: StorageContext) {
+        guard storage.directory.isStillNamedByPath() else { return }
+        _ = storage.files.remove(path.relative, payload: .headerSize(headerSize))
+    }
+}

@@ -1,0 +1,189 @@
+// Writing a value, the publish step of every production and of an explicit `store`: encode it (once, for
+// memory and storage alike: its metadata has the byte count), publish it by the write policy through the
+// production's permit (the key lock's file, or a new staging file), bump the key's epochs when the value
+// replaces one other processes may hold (I10), trim when the directory is over budget (I9), and remember
+// the value in memory under the right epochs. A codec that cannot encode throws its own error under every
+// policy and nothing is written, as in Yashima; under `.throwError` a failed storage write leaves neither
+// layer written, under `.bestEffort` memory keeps the value.
+
+import Foundation
+
+/// What the publish step stored.
+struct Stored: Sendable {
+    /// Nil when the write policy is `.disabled` (nothing encoded, nothing kept).
+    let metadata: YCache.Metadata?
+    /// The epochs the memory item was stamped with (I10), which a joiner checks.
+    let epochs: EpochSnapshot?
+    /// For the generation tiers' post-publish work.
+    let published: PublishedValue?
+}
+
+extension CacheEngine {
+    /// `YCache.store`: writes `value` as a production of kind `.store` would publish it (no generation,
+    /// no key lock; the value replaces the stored one everywhere, I10).
+    func store<Codec: CacheCodec>(_ value: Codec.Value, for key: CacheKey, codec: Codec, options: YCache.Options)
+        async throws
+    {
+        let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
+        let request = request(memoryKey, codec: codec, options: options) { value }
+        let storage = options.writePolicy == .memoryAndStorage ? try? storage(for: .write).get() : nil
+        let production = Production(engine: self, request: request, flight: nil, kind: .store)
+        _ = try await production.publish(
+            Produced(value: value, source: .generated), storage: storage, epochs: nil, permit: .uncoordinated)
+    }
+}
+
+extension Production {
+    /// Step 6: writes `produced` by the options' write policy and remembers it in memory; consumes
+    /// `permit` whatever happens.
+    /// - Parameters:
+    ///   - storage: The storage opened (and verified, I13) for this write; when nil, opened once more.
+    ///   - epochs: The key's epochs from before the value was produced (I10).
+    func publish(
+        _ produced: Produced<Codec.Value>, storage: StorageContext?, epochs: EpochSnapshot?,
+        permit: consuming WritePermit
+    ) async throws -> Stored {
+        let options = request.options
+        guard options.writePolicy != .disabled else {
+            permit.abandon()
+            return Stored(
+                metadata: nil, epochs: epochs, published: PublishedValue(content: nil, isStoredLocally: false))
+        }
+        let now = Syscall.realtimeNanoseconds
+        let (content, expiresAt): (EntryContent, Int64?)
+        do {
+            (content, expiresAt) = try encode(produced, now: now)
+        } catch {
+            permit.abandon()
+            throw error  // the codec's own error, unwrapped: nothing is written
+        }
+        var write = StorageWrite(epochs: epochs)
+        if options.writePolicy == .memoryAndStorage {
+            let failure: YCache.Error?
+            (write, failure) = await writeToStorage(content, storage: storage, epochs: epochs, permit: permit)
+            if let failure {
+                engine.count { $0.writeFailures += 1 }
+                if options.writeFailurePolicy == .throwError {
+                    engine.memory.remove(request.memoryKey)
+                    throw failure
+                }
+            }
+        } else {
+            permit.abandon()
+        }
+        let cost =
+            options.cost?.charged
+            ?? request.codec.memoryCost(of: produced.value, encodedByteCount: content.payload.count)
+        let metadata = request.key.metadata(
+            codecIdentifier: request.codec.identifier, createdAt: content.createdAt, expiresAt: expiresAt,
+            byteCount: content.payload.count, cost: cost, keyDigest: request.expectation.keyDigest)
+        engine.remember(
+            MemoryItem(
+                value: produced.value, cost: cost, metadata: metadata, slots: write.epochs?.slots,
+                stamp: write.epochs?.stamp, entryPath: write.entryPath, entryVersion: write.entryVersion),
+            for: request.memoryKey, lastUse: write.publishedAt)
+        return Stored(
+            metadata: metadata, epochs: write.epochs,
+            published: PublishedValue(content: content, isStoredLocally: write.entryPath != nil))
+    }
+
+    /// The entry to publish, and its expiry (nil: never): the bytes a tier already had, or the value
+    /// encoded now.
+    private func encode(_ produced: Produced<Codec.Value>, now: Int64) throws -> (EntryContent, Int64?) {
+        let (payload, createdAt, expiresAt): (Data, Int64, Int64?)
+        if let stored = produced.stored {
+            (payload, createdAt, expiresAt) = (stored.payload, stored.createdAt, stored.expiresAt)
+        } else {
+            let encoded = try request.codec.encode(produced.value)
+            (payload, createdAt, expiresAt) = (encoded, now, request.options.expiry.expiresAtNanoseconds(now: now))
+        }
+        let content = EntryContent(
+            payload: payload, expectation: request.expectation, codecIdentifier: request.codec.identifier,
+            createdAt: createdAt, expiresAt: expiresAt ?? 0)
+        return (content, expiresAt)
+    }
+
+    /// What a storage write left for the memory item.
+    private struct StorageWrite {
+        var epochs: EpochSnapshot?
+        var entryPath: EntryPath?
+        var entryVersion: EntryVersion?
+        /// The mtime the publish gave the entry (its first use, I11).
+        var publishedAt: Int64?
+    }
+
+    /// Publishes `content` in storage through `permit` (consumed on every path), or, for a value no
+    /// reader could accept or the budget could never hold, keeps it out of storage (and out of every
+    /// process's memory when it replaces a stored value, I10). Returns what the memory item needs, with
+    /// the error that stopped the write, if any (a publish may have happened before it).
+    private func writeToStorage(
+        _ content: EntryContent, storage opened: StorageContext?, epochs: EpochSnapshot?, permit: consuming WritePermit
+    ) async -> (StorageWrite, YCache.Error?) {
+        let unwritten = StorageWrite(epochs: epochs)
+        let storage: StorageContext
+        if let opened {
+            storage = opened
+        } else {
+            switch engine.storage(for: .write) {
+            case .success(let opened): storage = opened
+            case .failure(let error):
+                permit.abandon()
+                return (unwritten, error)
+            }
+        }
+        let expectation = request.expectation
+        let path = storage.directory.entryPath(for: expectation.identity)
+        let charged = EntryFile.chargedBytes(
+            payloadByteCount: content.payload.count, keyByteCount: expectation.keyBytes.count,
+            codecByteCount: expectation.codecBytes.count)
+        let budget = engine.budget
+        let tooLargeForBudget =
+            (budget.payloadBytes.map { Int64(content.payload.count) > $0 } ?? false)
+            || (budget.allocatedBytes.map { charged > $0 } ?? false)
+        // A key or codec identifier no reader accepts (EntryFormat) would only be read back as corrupt.
+        let unreadable =
+            expectation.keyBytes.count > EntryFormat.maximumKeyByteCount
+            || expectation.codecBytes.count > EntryFormat.maximumCodecByteCount
+        if tooLargeForBudget || unreadable {
+            permit.abandon()
+            // Returned (and kept in memory) but never stored. A store or refresh replaces the value, so the
+            // old stored entry must not outlive it in any process (I10).
+            guard kind.replaces else { return (unwritten, nil) }
+            do throws(YCache.Error) {
+                let (removedEpochs, _) = try engine.unlinkStoredEntry(
+                    at: path, headerSize: expectation.headerSize, namespace: request.key.namespace,
+                    keyDigest: expectation.keyDigest, in: storage)
+                return (StorageWrite(epochs: removedEpochs), nil)
+            } catch {
+                return (unwritten, error)
+            }
+        }
+        // A replacing write stamps its memory item from just before its publish (I10).
+        let slots = SharedState.slots(namespace: request.key.namespace, keyDigest: expectation.keyDigest)
+        let beforePublish = storage.directory.state.stamp(slots)
+        let outcome: PublishOutcome
+        switch await permit.publish(content, to: path, in: storage) {
+        case .success(let published): outcome = published
+        case .failure(let error):
+            return (unwritten, .system(error, path: engine.storagePath, operation: "publishing an entry"))
+        }
+        var write = StorageWrite(
+            epochs: epochs, entryPath: path, entryVersion: EntryVersion(outcome.header),
+            publishedAt: outcome.modifiedNanoseconds)
+        if kind.replaces {
+            // The value is replaced: other processes' memory copies go (I10). Our own copy is valid from our
+            // bump on, unless a removal ran since before our publish (it may have unlinked what we
+            // published): then it is read again.
+            do throws(YCache.Error) {
+                let after = try storage.directory.state.bumpKey(slots, expecting: beforePublish)
+                write.epochs = EpochSnapshot(slots: slots, stamp: after ?? beforePublish)
+            } catch {
+                return (write, error)
+            }
+        }
+        if budget.isExceeded(by: storage.directory.state) {
+            _ = await BlockingWork.run { Maintenance.trimIfNeeded(storage, budget: budget) }
+        }
+        return (write, nil)
+    }
+}

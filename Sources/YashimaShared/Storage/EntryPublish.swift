@@ -1,0 +1,178 @@
+// Publishing an entry (I1, I2): the whole file is written to a staging file, which is renamed over the
+// entry path, the commit point; no partial file is ever visible. The staging file is a new file in `tmp/`
+// with an unpredictable name, or one the caller holds open (a key's lock file, I6: one file created per
+// generation, as a bare write-temp-and-rename would). A publish raises the state file's usage counters
+// (I9) and last-publish time (I11). Large payloads are written off the cooperative pool.
+
+import Foundation
+
+/// What a publish writes: the payload and the header fields it is published with.
+struct EntryContent: Sendable {
+    let payload: Data
+    let expectation: EntryExpectation
+    let codecIdentifier: String
+    /// Nanoseconds since 1970.
+    let createdAt: Int64
+    /// Nanoseconds since 1970; 0: never expires.
+    let expiresAt: Int64
+}
+
+/// A file the caller holds open and hands to a publish as its staging file (a key's lock file, I6). The
+/// caller keeps the descriptor (closing it is its business) and learns from the result whether the file
+/// was renamed into place.
+struct HeldStagingFile: Sendable {
+    let descriptor: Int32
+    /// Its path relative to the root.
+    let relative: String
+    /// Bytes already in it (a lock file left by a killed holder mid-write): emptied before writing. It was
+    /// never published (I1 does not cover it) and nobody maps lock files, so emptying it is safe.
+    let leftoverBytes: Int64
+    /// Whether the entry path was seen empty while this file was held (a coordinated generation looked
+    /// again under its lock, I5): then no conforming process published since, and the entry it would
+    /// replace need not be looked at for accounting.
+    let entryKnownAbsent: Bool
+}
+
+/// Where a publish writes the entry before renaming it into place (I2).
+enum Staging: Sendable {
+    /// A new file `tmp/<random>.staging` (created `O_CREAT|O_EXCL`), unlinked when the publish fails.
+    case newFile
+    /// A file the caller holds: filled and renamed into place; emptied (its space given back) when the
+    /// publish fails, and left to the caller.
+    case held(HeldStagingFile)
+}
+
+/// What a publish did, for usage accounting.
+struct PublishOutcome: Sendable {
+    let header: EntryFormat.Header
+    let allocatedBytes: Int64
+    let replacedAllocatedBytes: Int64
+    let replacedPayloadBytes: Int64
+    /// The mtime the publish gave the entry (its first use, I11).
+    let modifiedNanoseconds: Int64
+}
+
+extension EntryFile {
+    /// `publish(_:to:through:)`, on a thread of its own when the payload has at least
+    /// `Policy.offPoolWriteThreshold` bytes: its checksum and write hold a thread for milliseconds (far
+    /// longer when the kernel throttles dirty pages), which must not be one of the cooperative pool's.
+    func publishOffPoolWhenLarge(_ content: EntryContent, to path: EntryPath, through staging: Staging) async
+        -> Result<PublishOutcome, SystemCallError>
+    {
+        guard content.payload.count >= Policy.offPoolWriteThreshold else {
+            return publish(content, to: path, through: staging)
+        }
+        let files = self
+        return await BlockingWork.run { files.publish(content, to: path, through: staging) }
+    }
+
+    /// Writes `content` to the staging file and renames it over `path`: the commit point. Waiters blocked
+    /// on a held lock file wake to find the lock path gone and read the entry.
+    func publish(_ content: EntryContent, to path: EntryPath, through staging: Staging = .newFile)
+        -> Result<PublishOutcome, SystemCallError>
+    {
+        let (payload, expectation) = (content.payload, content.expectation)
+        let checksum = payload.withUnsafeBytes { CRC32C.checksum($0) }
+        let headerBytes = EntryFormat.encodeHeader(
+            keyBytes: expectation.keyBytes, codecIdentifier: content.codecIdentifier,
+            entryIdentity: expectation.identity.digest, keyStableDigest: expectation.keyDigest,
+            payloadByteCount: payload.count, payloadChecksum: checksum, createdAtNanoseconds: content.createdAt,
+            expiresAtNanoseconds: content.expiresAt)
+        let root = directory.descriptor
+        let stagingPath: String
+        let fd: Int32
+        var result: Result<Void, SystemCallError> = .success(())
+        var entryKnownAbsent = false
+        switch staging {
+        case .held(let held):
+            (stagingPath, fd, entryKnownAbsent) = (held.relative, held.descriptor, held.entryKnownAbsent)
+            if held.leftoverBytes > 0 { result = Syscall.truncate(fd, length: 0) }
+        case .newFile:
+            stagingPath = directory.newStagingPath()
+            switch openNewStagingFile(stagingPath) {
+            case .success(let value): fd = value
+            case .failure(let error): return .failure(error)
+            }
+            result = Syscall.setMode(fd, directory.fileMode)
+        }
+        /// Cleans up after a failure: a new file is unlinked (no partial file ever becomes visible); a held
+        /// one is emptied to give the space back, and stays its holder's.
+        func fail(_ error: SystemCallError) -> Result<PublishOutcome, SystemCallError> {
+            if case .held = staging {
+                _ = Syscall.truncate(fd, length: 0)
+            } else {
+                _ = Syscall.unlink(stagingPath, in: root)
+            }
+            return .failure(error)
+        }
+        if case .success = result {
+            result = headerBytes.withUnsafeBytes { header in
+                payload.withUnsafeBytes { Syscall.write(fd, header, $0) }
+            }
+        }
+        // The entry's first use, to the nanosecond (I11): the kernel's own mtime comes from a coarse clock, so
+        // entries published within one tick would tie in trim's order, and a hit's touch could land before
+        // it. Best effort: a lock file another user made (a takeover in group-shared mode) keeps the
+        // kernel's time.
+        let publishedAt = Syscall.realtimeNanoseconds
+        if case .success = result { _ = Syscall.setTimes(fd, nanoseconds: publishedAt) }
+        if case .newFile = staging { Syscall.close(fd) }
+        if case .failure(let error) = result { return fail(error) }
+        // The entry replaced has the same key and codec, so the same header size.
+        var replaced: Int64 = 0
+        var replacedPayload: Int64 = 0
+        if !entryKnownAbsent, case .success(let old) = Syscall.status(of: path.relative, in: root), old.isRegularFile {
+            replaced = old.allocatedBytes
+            replacedPayload = Self.payloadBytes(fileSize: old.size, headerSize: headerBytes.count)
+        }
+        var renamed = Syscall.rename(stagingPath, in: root, to: path.relative, in: root)
+        if case .failure(let error) = renamed, error.errno.isFolderMissingOrReplaced {
+            // The fan-out folder is missing, or a symlink or file (never followed): make it a real one (I13).
+            if case .failure(let mkdirError) = directory.ensureFanOut(path.fanOut) { return fail(mkdirError) }
+            renamed = Syscall.rename(stagingPath, in: root, to: path.relative, in: root)
+        }
+        if case .failure(let error) = renamed { return fail(error) }
+        // The charges (I9): the payload bytes, which the budget counts, and the file size in 4 KiB blocks
+        // (what ext4 allocates; trim recounts st_blocks).
+        let allocated = roundUpToBlock(Int64(headerBytes.count + payload.count))
+        directory.state.adjustUsage(by: allocated - replaced)
+        directory.state.adjustPayloadBytes(by: Int64(payload.count) - replacedPayload)
+        directory.state.notePublish(atNanoseconds: publishedAt)
+        let header = EntryFormat.Header(
+            keyByteCount: expectation.keyBytes.count, codecByteCount: expectation.codecBytes.count,
+            payloadByteCount: Int64(payload.count), createdAtNanoseconds: content.createdAt,
+            expiresAtNanoseconds: content.expiresAt, payloadChecksum: checksum,
+            entryIdentity: expectation.identity.digest, keyStableDigest: expectation.keyDigest)
+        return .success(
+            PublishOutcome(
+                header: header, allocatedBytes: allocated, replacedAllocatedBytes: replaced,
+                replacedPayloadBytes: replacedPayload, modifiedNanoseconds: publishedAt))
+    }
+
+    /// Creates a new staging file in `tmp/`, making `tmp/` a real folder again when it was removed or
+    /// replaced by a symlink (never followed, I13).
+    private func openNewStagingFile(_ relative: String) -> Result<Int32, SystemCallError> {
+        let root = directory.descriptor
+        let flags: OpenFlags = [.writeOnly, .create, .exclusive]
+        let opened = Syscall.open(relative, in: root, flags: flags, mode: directory.fileMode)
+        guard case .failure(let error) = opened, error.errno.isFolderMissingOrReplaced else { return opened }
+        if case .failure(let repairError) = directory.repairStagingFolder() { return .failure(repairError) }
+        return Syscall.open(relative, in: root, flags: flags, mode: directory.fileMode)
+    }
+
+    // MARK: Charges (I9)
+
+    /// The payload bytes a file of `fileSize` bytes with a header of `headerSize` bytes holds. A file too
+    /// short for its header is not an entry and is charged its whole size, as a scan charges it.
+    static func payloadBytes(fileSize: Int64, headerSize: Int) -> Int64 {
+        fileSize >= Int64(headerSize) ? fileSize - Int64(headerSize) : max(0, fileSize)
+    }
+
+    /// The bytes an entry with this payload will be charged: its file size rounded up to 4 KiB blocks.
+    static func chargedBytes(payloadByteCount: Int, keyByteCount: Int, codecByteCount: Int) -> Int64 {
+        roundUpToBlock(Int64(EntryFormat.fixedHeaderSize + keyByteCount + codecByteCount + payloadByteCount))
+    }
+}
+
+/// A size rounded up to whole 4 KiB blocks: what ext4 allocates for a file of that size.
+private func roundUpToBlock(_ size: Int64) -> Int64 { (size + 4095) / 4096 * 4096 }

@@ -1,0 +1,58 @@
+// Every path inside the storage root is made here, from the folder and suffix names below: entries by
+// entry identity, lock files by key digest, staging files by unpredictable random names (I2). Paths are
+// typed (`EntryPath`, `LockPath`) so a lock path can never be passed where an entry path is expected. No
+// path contains key text.
+
+/// A path of an entry file, relative to the root.
+struct EntryPath: Hashable, Sendable {
+    let fanOut: String  // "entries/ab"
+    let relative: String  // "entries/ab/<hex>.entry"
+}
+
+/// A path of a key's lock file, relative to the root.
+struct LockPath: Hashable, Sendable {
+    let fanOut: String  // "locks/ab"
+    let relative: String  // "locks/ab/<stableIdentifier>.lock"
+}
+
+extension Directory {
+    static let entriesFolder = "entries"
+    static let locksFolder = "locks"
+    static let stagingFolder = "tmp"
+    static let layoutFile = "layout"
+    static let stateFile = "state"
+    static let trimLockFile = "trim.lock"
+    static let entrySuffix = ".entry"
+    static let lockSuffix = ".lock"
+    static let stagingSuffix = ".staging"
+
+    func entryPath(for identity: EntryIdentity) -> EntryPath {
+        let hex = identity.hex
+        let fanOut = Directory.entriesFolder + "/" + hex.prefix(2)
+        return EntryPath(fanOut: fanOut, relative: fanOut + "/" + hex + Directory.entrySuffix)
+    }
+
+    func lockPath(forKeyDigest digest: SHA256Digest) -> LockPath {
+        let hex = digest.hex
+        let fanOut = Directory.locksFolder + "/" + hex.prefix(2)
+        return LockPath(fanOut: fanOut, relative: fanOut + "/" + hex + Directory.lockSuffix)
+    }
+
+    /// A fresh, unpredictable staging-file path (I2).
+    func newStagingPath() -> String {
+        Directory.stagingFolder + "/" + Directory.randomHex(byteCount: 12) + Directory.stagingSuffix
+    }
+
+    /// `byteCount` random bytes as lowercase hex, two digits each: unpredictable names for staging files
+    /// and folders (I2).
+    static func randomHex(byteCount: Int) -> String {
+        var name = ""
+        for byte in Syscall.randomBytes(byteCount) {
+            name.append(hexDigits[Int(byte >> 4)])
+            name.append(hexDigits[Int(byte & 0xF)])
+        }
+        return name
+    }
+}
+
+private let hexDigits: [Character] = Array("0123456789abcdef")

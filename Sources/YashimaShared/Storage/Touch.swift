@@ -1,0 +1,57 @@
+// Touching an entry (I11). A publish gives its entry an mtime to the nanosecond and raises the state
+// file's last-publish time to it (EntryPublish.swift). A hit (from storage, or from memory for a stored
+// entry) sets its file's mtime, trim's LRU signal, only when something was published after its last use
+// (its mtime, as this process saw or set it): to now and at least one nanosecond past the last publish, so
+// an entry read after another was written is newer than it in trim's order; otherwise at most once per
+// `Policy.touchInterval`. So a read-only workload writes nothing beyond one touch per entry and process
+// after a publish, and one a minute. In the group-shared mode another user's file only takes the kernel's
+// "now" (explicit times need the owner), exact to within a clock tick. A touch gives the mtime a mark
+// (`Policy.touchMark`) that tells a ctime moved by a touch from one moved by a write (VerifiedInodes).
+
+extension EntryFile {
+    /// `nanoseconds`, or the next value after it that carries the touch mark (`Policy.touchMark`).
+    static func marked(_ nanoseconds: Int64) -> Int64 {
+        let modulus = Policy.touchMark.modulus
+        let marked = nanoseconds - nanoseconds % modulus + Policy.touchMark.remainder
+        return marked >= nanoseconds ? marked : marked + modulus
+    }
+
+    /// Whether an mtime was set by a cache touch (its nanoseconds carry the touch mark).
+    static func isTouchMark(_ nanoseconds: Int64) -> Bool {
+        nanoseconds % Policy.touchMark.modulus == Policy.touchMark.remainder
+    }
+
+    /// Whether a hit on an entry last used at `lastUse` touches it (I11): when anything was published
+    /// after that use (or trim would take it for older than what was published since), when the use is
+    /// at least the touch interval old, or when it lies that far in the future (a clock that jumped back).
+    /// Otherwise nothing is written: a read-only workload does not write.
+    static func shouldTouch(lastUse: Int64, now: Int64, lastPublish: Int64) -> Bool {
+        lastPublish > lastUse || now - lastUse >= touchIntervalNanoseconds || lastUse - now >= touchIntervalNanoseconds
+    }
+
+    /// Marks an entry used (I11) if `shouldTouch` says so, and returns its new last use (nil when it was
+    /// not touched). The mtime becomes now, and at least one nanosecond after the last publish, so the
+    /// entry is newer than everything published before the hit; a file of another user (group-shared
+    /// mode) only allows the kernel's now, exact to within a clock tick.
+    @discardableResult
+    func touchIfStale(_ path: EntryPath, lastUse: Int64, now: Int64) -> Int64? {
+        // A last publish far ahead of now was left by a clock that jumped back: it says nothing about order.
+        let recorded = directory.state.lastPublishNanoseconds
+        let lastPublish = recorded - now >= touchIntervalNanoseconds ? 0 : recorded
+        guard Self.shouldTouch(lastUse: lastUse, now: now, lastPublish: lastPublish) else { return nil }
+        let target = Self.marked(max(now, lastPublish &+ 1))
+        // Best effort: a failed touch only makes LRU order a little less exact.
+        switch Syscall.setTimes(path.relative, in: directory.descriptor, nanoseconds: target) {
+        case .success:
+            return target
+        case .failure(let error) where error.errno == .operationNotPermitted:
+            _ = Syscall.touch(path.relative, in: directory.descriptor)
+            return now
+        case .failure:
+            return nil
+        }
+    }
+}
+
+/// `Policy.touchInterval` in nanoseconds, read once (every hit compares against it).
+let touchIntervalNanoseconds = Policy.touchInterval.nanoseconds

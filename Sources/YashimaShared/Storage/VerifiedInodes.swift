@@ -1,0 +1,55 @@
+// Which mapped entry files this process has already verified (payload checksum), so a hit on a large
+// entry does not checksum it again: keyed by inode, trusted only while the file's ctime says nothing wrote
+// it since (I1 rules out in-place writes by conforming processes).
+
+import Synchronization
+
+/// The (inode, ctime, size) of mapped files whose payload checksum this process already verified.
+/// Any write to a file changes its ctime, so a match proves the bytes are the verified ones; only ctimes
+/// at least `Policy.verifiedCtimeMinimumAge` old are remembered (coarse timestamps, see Policy).
+///
+/// A touch (I11) changes the ctime too, without changing a byte, and touches follow publishes: were every
+/// changed ctime a new file version, a large entry touched after each write somewhere in the directory
+/// would have its payload checksummed on every hit. So a ctime that moved on since the verification still
+/// counts as the verified version when the file's last change was a cache touch: its mtime carries the
+/// touch mark (`Policy.touchMark`) and differs from its ctime, which a write never leaves (a write sets
+/// both to the kernel's one "now"; a touch sets an explicit mtime). The record keeps the verified ctime,
+/// so a write after the touch, even within one coarse clock tick, is caught again. What this cannot see,
+/// like any check of metadata, is a foreign process rewriting an entry in place (which I1 rules out for
+/// every conforming writer) and a cache touch after it.
+final class VerifiedInodes: Sendable {
+    static let shared = VerifiedInodes()
+
+    private struct Identity: Hashable {
+        let device: UInt64
+        let inode: UInt64
+    }
+
+    private struct Seen: Equatable {
+        let changed: Int64
+        let size: Int64
+    }
+
+    private let table = Mutex<[Identity: Seen]>([:])
+
+    func contains(_ status: FileStatus) -> Bool {
+        guard let seen = table.withLock({ $0[Identity(device: status.device, inode: status.inode)] }),
+            seen.size == status.size
+        else { return false }
+        if seen.changed == status.changedNanoseconds { return true }
+        return status.changedNanoseconds > seen.changed && EntryFile.isTouchMark(status.modifiedNanoseconds)
+            && status.modifiedNanoseconds != status.changedNanoseconds
+    }
+
+    func insert(_ status: FileStatus, now: Int64) {
+        guard now - status.changedNanoseconds >= verifiedCtimeMinimumAge else { return }
+        table.withLock { table in
+            if table.count >= Policy.verifiedInodeCapacity { table.removeAll(keepingCapacity: true) }
+            table[Identity(device: status.device, inode: status.inode)] = Seen(
+                changed: status.changedNanoseconds, size: status.size)
+        }
+    }
+}
+
+/// `Policy.verifiedCtimeMinimumAge` in nanoseconds, read once.
+private let verifiedCtimeMinimumAge = Policy.verifiedCtimeMinimumAge.nanoseconds

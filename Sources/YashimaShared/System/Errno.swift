@@ -1,0 +1,60 @@
+// Typed errors of the system-call layer: an errno with names for the codes the cache acts on, and the
+// failed call it came from. Callers above System/ see these, never a raw errno.
+
+import Glibc
+
+/// An errno value with names for the codes the cache handles.
+struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
+    let rawValue: Int32
+
+    static let operationNotPermitted = Errno(rawValue: 1)  // EPERM
+    static let noSuchFile = Errno(rawValue: 2)  // ENOENT
+    static let interrupted = Errno(rawValue: 4)  // EINTR
+    static let ioError = Errno(rawValue: 5)  // EIO
+    static let noDeviceOrAddress = Errno(rawValue: 6)  // ENXIO (opening a socket)
+    static let wouldBlock = Errno(rawValue: 11)  // EAGAIN / EWOULDBLOCK
+    static let permissionDenied = Errno(rawValue: 13)  // EACCES
+    static let fileExists = Errno(rawValue: 17)  // EEXIST
+    static let notDirectory = Errno(rawValue: 20)  // ENOTDIR
+    static let isDirectory = Errno(rawValue: 21)  // EISDIR
+    static let invalidArgument = Errno(rawValue: 22)  // EINVAL
+    static let tooManyOpenFiles = Errno(rawValue: 24)  // EMFILE
+    static let fileTooLarge = Errno(rawValue: 27)  // EFBIG
+    static let noSpace = Errno(rawValue: 28)  // ENOSPC
+    static let directoryNotEmpty = Errno(rawValue: 39)  // ENOTEMPTY
+    static let symlinkLoop = Errno(rawValue: 40)  // ELOOP (O_NOFOLLOW met a symlink)
+    static let notSupported = Errno(rawValue: 95)  // EOPNOTSUPP
+    static let staleHandle = Errno(rawValue: 116)  // ESTALE
+    static let quotaExceeded = Errno(rawValue: 122)  // EDQUOT
+
+    /// True for the codes that mean "the disk (or a quota, or RLIMIT_FSIZE) is full".
+    var isOutOfSpace: Bool { self == .noSpace || self == .quotaExceeded || self == .fileTooLarge }
+
+    /// True when a folder on the way is missing, or is a symlink or a file (never followed): the codes
+    /// after which the cache recreates its own folder and retries once.
+    var isFolderMissingOrReplaced: Bool { self == .noSuchFile || self == .symlinkLoop || self == .notDirectory }
+
+    /// The codes of opening a name that mean something other than the cache's own file sits there: a
+    /// symlink (never followed), a folder, a socket, a file this user may not open.
+    static let foreignFile: Set<Errno> = [
+        .symlinkLoop, .isDirectory, .permissionDenied, .operationNotPermitted, .noDeviceOrAddress, .notSupported,
+    ]
+
+    var description: String {
+        guard let text = strerrorText(rawValue) else { return "errno \(rawValue)" }
+        return "\(text) (errno \(rawValue))"
+    }
+}
+
+private func strerrorText(_ code: Int32) -> String? {
+    // strerror is not thread-safe in general, but glibc returns static strings for known codes.
+    guard let pointer = strerror(code) else { return nil }
+    return String(cString: pointer)
+}
+
+/// A failed system call: which call, and its errno.
+struct SystemCallError: Error, Hashable, Sendable, CustomStringConvertible {
+    let call: String
+    let errno: Errno
+    var description: String { "\(call): \(errno)" }
+}
