@@ -78,6 +78,8 @@ int ysh_fstatat(int dirfd, const char *path, ysh_stat *out, int *err);
 int ysh_stat_path(const char *path, ysh_stat *out, int *err);
 /// pread(2) until `count` bytes or end of file; retries EINTR. Returns the bytes read.
 ssize_t ysh_pread_full(int fd, void *buffer, size_t count, int64_t offset, int *err);
+/// pwrite(2) until all `count` bytes are written at `offset`; retries EINTR. Returns the bytes written.
+ssize_t ysh_pwrite_full(int fd, const void *buffer, size_t count, int64_t offset, int *err);
 /// write(2) until all `count` bytes are written; retries EINTR. Returns the bytes written.
 ssize_t ysh_write_full(int fd, const void *buffer, size_t count, int *err);
 /// writev(2) of two buffers until all bytes are written; retries EINTR. One call writes an entry's
