@@ -21,6 +21,23 @@ struct RemotePolicy: Hashable, Sendable {
     var breakerCooldown: Duration = .seconds(5)
     /// The longest bypass after repeated failed probes (the cooldown doubles up to this).
     var maximumBreakerCooldown: Duration = .seconds(60)
+
+    /// What is wrong with these settings, if anything (every backend's configuration checks this).
+    enum Problem: Equatable, Sendable {
+        /// A timeout or the cooldown is under 1 ms.
+        case invalidTimeout
+        /// The value cap is negative or 2 GiB or more.
+        case invalidValueCap
+    }
+
+    /// The first problem of these settings, or nil when they are valid.
+    var problem: Problem? {
+        guard operationTimeout.remoteMilliseconds >= 1, connectTimeout.remoteMilliseconds >= 1,
+            breakerCooldown.remoteMilliseconds >= 1
+        else { return .invalidTimeout }
+        guard maximumValueBytes >= 0, maximumValueBytes <= Int(Int32.max) else { return .invalidValueCap }
+        return nil
+    }
 }
 
 /// Whether an operation reads or writes (writes have their own breaker and honour read-only mode).

@@ -18,6 +18,16 @@ struct RemotePayloadFile: Sendable {
     /// The payload's CRC32C (a local entry header records it), so the envelope header can be sent
     /// before the payload is read. Damaged bytes then fail the readers' check and read as a miss.
     let checksum: UInt32
+
+    /// The whole payload in memory, read on a RemoteIO thread; nil when the file fails or is shorter.
+    func readWhole() async -> Data? {
+        await RemoteIO.shared.run { () -> Data? in
+            var payload = Data(count: byteCount)
+            let result = payload.withUnsafeMutableBytes { Syscall.read(descriptor, into: $0, at: offset) }
+            guard case .success(let count) = result, count == byteCount else { return nil }
+            return payload
+        }
+    }
 }
 
 /// A remote tier's values: lookups, stores and removals for one entry identity, every call guarded
@@ -84,13 +94,7 @@ extension RemoteValueStore {
         _ identity: EntryIdentity, payloadFile file: RemotePayloadFile, createdAt: Int64, expiresAt: Int64
     ) async -> RemoteStoreOutcome {
         if let skip = skipReason(payloadCount: file.byteCount, expiresAt: expiresAt) { return .skipped(skip) }
-        let read = await RemoteIO.shared.run { () -> Data? in
-            var payload = Data(count: file.byteCount)
-            let result = payload.withUnsafeMutableBytes { Syscall.read(file.descriptor, into: $0, at: file.offset) }
-            guard case .success(let count) = result, count == file.byteCount else { return nil }
-            return payload
-        }
-        guard let payload = read else {
+        guard let payload = await file.readWhole() else {
             statistics.add(.failedWrites)
             return .unavailable
         }
