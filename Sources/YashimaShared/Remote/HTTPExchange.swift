@@ -167,6 +167,15 @@ final class HTTPExchange: @unchecked Sendable {
         if proceed == false { cancelTask() }
     }
 
+    /// The server asked for credentials (a 401 with `WWW-Authenticate`): the answer is that 401.
+    /// URLSession on Linux would otherwise wait for credentials forever; the task is cancelled instead.
+    func refuseChallenge() {
+        lock.lock()
+        stopped = true
+        status = status ?? 401
+        lock.unlock()
+    }
+
     /// URLSession reports the end, with its error if any.
     func didComplete(error: (any Error)?, response: URLResponse?) {
         lock.lock()

@@ -8,7 +8,7 @@
 import Foundation
 
 /// The settings of an HTTP remote backend.
-struct HTTPRemoteConfiguration: Sendable, CustomStringConvertible {
+struct HTTPRemoteConfiguration: Sendable, CustomStringConvertible, CustomReflectable {
     /// The server.
     var endpoint: HTTPEndpoint
     /// Timeouts, size cap, read-only mode and breaker (shared with every backend). Over HTTP the
@@ -61,6 +61,9 @@ struct HTTPRemoteConfiguration: Sendable, CustomStringConvertible {
         let names = headers.keys.sorted()
         return names.isEmpty ? endpoint.description : "\(endpoint) (headers: \(names.joined(separator: ", ")))"
     }
+
+    /// The description only (a dump must not show header values or the secret).
+    var customMirror: Mirror { Mirror(self, children: ["configuration": description]) }
 
     /// Checks every setting.
     func validate() throws(HTTPConfigurationError) {

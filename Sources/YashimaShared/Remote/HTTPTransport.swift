@@ -146,6 +146,17 @@ final class HTTPSessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Se
         completionHandler(nil)
     }
 
+    /// Credentials go with every request (the URL's or the environment's), never in answer to a
+    /// challenge: a 401 with `WWW-Authenticate` is the answer (corelibs would wait forever for a
+    /// credential it does not have).
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
+        exchange(for: task)?.refuseChallenge()
+        completionHandler(.cancelAuthenticationChallenge, nil)
+    }
+
     /// A body stream is never rewound (no redirects, no authentication rounds): none is given again.
     func urlSession(
         _ session: URLSession, task: URLSessionTask,

@@ -53,8 +53,9 @@ extension Trait where Self == ConditionTrait {
 final class NginxServer: Sendable {
     /// The basic user of /auth/.
     static let user = "yashima"
-    /// The basic password of /auth/ (characters a URL must percent-encode).
-    static let password = "p@ss:w/rd%"
+    /// The basic password of /auth/ (characters a URL must percent-encode; no `:`, which ends an
+    /// htpasswd password).
+    static let password = "p@ss/w%rd"
     /// The bearer token of /token/.
     static let token = "test-token-0123456789"
 
