@@ -121,7 +121,9 @@ final class HTTPExchange: @unchecked Sendable {
                 task.resume()
             }
         } onCancel: {
-            finish(.failure(.cancelled))
+            // Not on the canceller's thread (maybe the cooperative pool's): finishing waits for a sink
+            // write in progress, and cancelling the task waits for URLSession's work queue.
+            DispatchQueue.global().async { self.finish(.failure(.cancelled)) }
         }
     }
 

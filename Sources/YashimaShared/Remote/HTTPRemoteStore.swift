@@ -39,14 +39,14 @@ import Foundation
 /// ## Failures
 /// The first response byte must come within `operationTimeout` (connecting included), no transfer may
 /// stall longer than that, and none may take longer than `transferTimeout`. A timeout, a refused, reset
-/// or closed connection, or a 5xx answer to a lookup opens the read and write breakers: calls are
+/// or closed connection, or a 5xx or 429 answer to a lookup opens the read and write breakers: calls are
 /// bypassed for `breakerCooldown`, then one probe decides. A store or removal refused with any status
 /// but 413 (5xx, 401, 403, 405...) opens the write breaker only and is counted (`failedWrites`); 413
 /// skips that value (`oversizedValues`). Any other non-2xx lookup is a miss: 404 and 410 plainly
 /// (`absent`), others as ``RemoteMiss/refused(status:)`` (a wrong password reads as misses). Values
 /// whose envelope exceeds `maximumValueBytes` stay local, and longer bodies are not read. In read-only
 /// mode nothing is written.
-final class HTTPRemoteStore: RemoteValueStore {
+final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
     /// The settings.
     let configuration: HTTPRemoteConfiguration
     /// The tier's counters.
@@ -70,6 +70,9 @@ final class HTTPRemoteStore: RemoteValueStore {
         transport = HTTPTransport(configuration: configuration)
         remoteGuard = RemoteGuard(policy: configuration.policy, scopes: 1, statistics: statistics, now: now)
     }
+
+    /// The configuration's description only (never credentials or header values).
+    var customMirror: Mirror { Mirror(self, children: ["configuration": configuration.description]) }
 
     /// The URL of `identity`'s value.
     func url(for identity: EntryIdentity) -> URL { configuration.endpoint.url(for: identity.digest) }
@@ -120,7 +123,7 @@ final class HTTPRemoteStore: RemoteValueStore {
             switch status {
             case 200..<300: return true
             case 404, 410: return false
-            case 500..<600: throw .serverStatus(status)
+            case 429, 500..<600: throw .serverStatus(status)
             default: return nil
             }
         }

@@ -22,8 +22,9 @@ enum HTTPRequestBody {
     case stream(HTTPEnvelopeStream)
 }
 
-/// Requests to one HTTP server. Thread-safe.
-final class HTTPTransport: Sendable {
+/// Requests to one HTTP server. Thread-safe. A dump shows header names only (the `Authorization`
+/// header and custom headers may hold secrets).
+final class HTTPTransport: Sendable, CustomReflectable {
     private let session: URLSession
     private let router: HTTPSessionDelegate
     private let headers: [String: String]
@@ -59,6 +60,8 @@ final class HTTPTransport: Sendable {
         session.invalidateAndCancel()
     }
 
+    var customMirror: Mirror { Mirror(self, children: ["headers": headers.keys.sorted()]) }
+
     /// Sends `method` to `url` and suspends until the answer, a timeout or the caller's cancellation.
     ///
     /// - Parameters:
@@ -72,6 +75,7 @@ final class HTTPTransport: Sendable {
         _ method: String, to url: URL, extraHeaders: [String: String] = [:], body: HTTPRequestBody = .none,
         sink: (any HTTPResponseSink)? = nil, deadline: RemoteDeadline, transferDeadline: RemoteDeadline? = nil
     ) async throws(RemoteError) -> HTTPExchangeOutcome {
+        guard !Task.isCancelled else { throw .cancelled }
         var request = URLRequest(url: url)
         request.httpMethod = method
         // No compression: the body is the envelope's bytes, and ranges count those.

@@ -2,7 +2,7 @@
 // requests): it checks that each 206 continues where the last ended (same total, same ETag through
 // `If-Range`), feeds the bytes to one RemoteEnvelopeReader, discards the small body of a non-2xx
 // answer (so the connection is kept), and says what the answer amounts to: a verified hit, a miss with
-// its reason, the next window, or a failure for the breaker (5xx).
+// its reason, the next window, or a failure for the breaker (5xx, 429).
 
 import Foundation
 
@@ -103,7 +103,7 @@ final class HTTPValueSink: HTTPResponseSink {
             case .failure(.staging(let error)): throw .localFile(error)
             }
         case 404, 410: return .miss(.absent)
-        case 500..<600: throw .serverStatus(outcome.status)
+        case 429, 500..<600: throw .serverStatus(outcome.status)
         default: return .miss(.refused(status: outcome.status))
         }
     }

@@ -84,7 +84,7 @@ enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
     /// An HTTP transfer failed below HTTP: refused, reset or closed connection, name resolution, TLS
     /// (the `URLError` code only).
     case transport(code: Int)
-    /// The HTTP server answered a read with a 5xx status.
+    /// The HTTP server answered a read with a 5xx status (or 429, too many requests).
     case serverStatus(Int)
     /// The HTTP server refused a write with a status other than 2xx and 413 (5xx, 401, 403, 405, ...).
     case writeRefused(Int)

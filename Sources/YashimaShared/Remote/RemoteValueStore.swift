@@ -183,7 +183,7 @@ enum RemoteMiss: Equatable, Sendable {
     case wrongType
     /// The stored value is longer than the size cap allows (it was not read).
     case tooLarge
-    /// The HTTP server answered with this status (neither 2xx, 404, 410 nor 5xx: say 401, 403, 3xx).
+    /// The HTTP server answered with this status (not 2xx, 404, 410, 429 or 5xx: say 401, 403, 3xx).
     case refused(status: Int)
     /// Writing the payload into the staging file failed (this host's fault).
     case localFailure

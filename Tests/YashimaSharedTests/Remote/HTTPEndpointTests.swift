@@ -136,14 +136,18 @@ struct HTTPEndpointTests {
             dump(endpoint, to: &dumped)
             var dumpedConfiguration = ""
             dump(configuration, to: &dumpedConfiguration)
-            texts += [dumped, dumpedConfiguration]
+            let store = try HTTPRemoteStore(configuration: configuration)
+            var dumpedStore = ""
+            dump(store, to: &dumpedStore)
+            texts += [dumped, dumpedConfiguration, dumpedStore, String(reflecting: store)]
             if let credentials = endpoint.credentials {
                 var dumpedCredentials = ""
                 dump(credentials, to: &dumpedCredentials)
                 texts += [dumpedCredentials, credentials.description, String(reflecting: credentials)]
             }
             for text in texts {
-                for secret in [password, user, token, "header-sekrit", "hunter2", "sekrit"] {
+                let encoded = Data("\(user):\(password)".utf8).base64EncodedString()
+                for secret in [password, user, token, "header-sekrit", "hunter2", "sekrit", encoded] {
                     #expect(!text.contains(secret), "\(text)")
                 }
             }

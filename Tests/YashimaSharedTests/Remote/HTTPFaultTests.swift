@@ -1,5 +1,5 @@
 // HTTPFaultTests.swift: the HTTP backend's promise under faults a real server cannot stage
-// (FaultyHTTPServer): 500s on a kept-alive connection, a connection reset in the middle of a body, a
+// (FaultyHTTPServer): 500s and 429s on a kept-alive connection (a 403 is a miss), a connection reset in the middle of a body, a
 // body that stalls, a server that never answers or closes without answering, one that trickles a byte
 // at a time past the transfer timeout, and nothing listening at all. In every case: no error thrown,
 // no wrong value, no wait beyond the timeouts (checked with the project's generous "does not hang"
@@ -47,6 +47,17 @@ struct HTTPFaultTests {
         #expect(writer.statistics.snapshot[.failedWrites] == 1)
         #expect(writer.remoteGuard.breaker(scope: 0, access: .write).state != .closed)
         #expect(writer.remoteGuard.breaker(scope: 0, access: .read).state == .closed)
+        // 429 (too many requests) is the server's trouble too; 403 is a miss of that lookup.
+        let busy = try FaultyHTTPServer(.status(429))
+        defer { busy.stop() }
+        let throttled = try makeHTTPStore(busy.url)
+        #expect(await throttled.lookup(id) == .unavailable)
+        #expect(throttled.remoteGuard.breaker(scope: 0, access: .read).state != .closed)
+        let forbidden = try FaultyHTTPServer(.status(403))
+        defer { forbidden.stop() }
+        let refused = try makeHTTPStore(forbidden.url)
+        #expect(await refused.lookup(id) == .miss(.refused(status: 403)))
+        #expect(refused.remoteGuard.breaker(scope: 0, access: .read).state == .closed)
         // A 404 server: the probe succeeds and closes the breaker.
         let missing = try FaultyHTTPServer(.status(404))
         defer { missing.stop() }
