@@ -3,7 +3,8 @@
 // signed and not; the file nginx holds is byte for byte the envelope; values planted by another client
 // (foreign, another entry's, truncated, damaged, expired, unsigned, wrongly signed) read as misses and
 // are overwritten; the size cap on both sides and nginx's own 413; read-only mode; basic and bearer
-// authentication, and wrong or missing credentials as misses; windows as Range requests.
+// authentication, and wrong or missing credentials as misses; windows as Range requests; https with an
+// untrusted certificate is refused (verification stays on).
 
 import Foundation
 import Glibc
@@ -268,6 +269,38 @@ struct HTTPRemoteStoreTests {
         #expect(await readOnlyServer.lookup(id) == .hit(RemoteValue(payload: payload(3), createdAt: 1, expiresAt: 0)))
         let moved = try makeHTTPStore(server.url("/moved"))
         #expect(await moved.lookup(id) == .miss(.refused(status: 302)))
+        await server.stop()
+    }
+
+    @Test(
+        "https: a certificate the system does not trust is refused (unavailable); curl trusting it gets the value",
+        .enabled(
+            if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl")
+                && FileManager.default.isExecutableFile(atPath: "/usr/bin/curl")))
+    func untrustedCertificate() async throws {
+        let server = try await NginxServer.start(tls: true)
+        let plain = try makeHTTPStore(server.url())
+        let id = entryIdentity("https")
+        #expect(await plain.store(id, payload: payload(10), createdAt: 1, expiresAt: 0) == .stored)
+        let secure = try makeHTTPStore("https://127.0.0.1:\(server.tlsPort)/cache")
+        #expect(await secure.lookup(id) == .unavailable)
+        #expect(secure.statistics.snapshot[.errors] == 1)
+        // The server itself is fine: curl, told to trust its certificate, reads the envelope.
+        let path = secure.url(for: id).path
+        let fetched = try await offPool { () -> Data in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+            process.arguments = ["-sf", "--cacert", server.certificate, "https://127.0.0.1:\(server.tlsPort)\(path)"]
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return data
+        }
+        #expect(
+            Array(fetched)
+                == RemoteEnvelope.seal(payload(10), identity: id.digest, createdAt: 1, expiresAt: 0, secret: nil))
         await server.stop()
     }
 }

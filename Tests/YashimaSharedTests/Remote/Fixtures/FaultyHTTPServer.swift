@@ -27,14 +27,14 @@ final class FaultyHTTPServer: Sendable {
 
     let port: Int
     private let listener: Int32
-    private let behaviour: Behaviour
+    private let behaviour: Mutex<Behaviour>
     private let stopped = Atomic<Bool>(false)
     private let requests = Atomic<Int>(0)
     private let held = Mutex<[Int32]>([])
     private let acceptorDone = Mutex<Bool>(false)
 
     init(_ behaviour: Behaviour) throws {
-        self.behaviour = behaviour
+        self.behaviour = Mutex(behaviour)
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw RedisFixtureError(description: "socket failed") }
         var one: Int32 = 1
@@ -59,6 +59,9 @@ final class FaultyHTTPServer: Sendable {
 
     /// A URL with a path prefix on this server.
     var url: String { "http://127.0.0.1:\(port)/cache" }
+
+    /// Changes how the next requests are answered (a server that recovers).
+    func change(to behaviour: Behaviour) { self.behaviour.withLock { $0 = behaviour } }
 
     /// Requests read so far.
     var requestCount: Int { requests.load(ordering: .relaxed) }
@@ -125,7 +128,7 @@ final class FaultyHTTPServer: Sendable {
     private func serve(_ client: Int32) {
         var pending: [UInt8] = []
         while readRequest(client, &pending) {
-            switch behaviour {
+            switch behaviour.withLock({ $0 }) {
             case .status(let status):
                 send(client, "HTTP/1.1 \(status) Fault\r\nContent-Length: 5\r\n\r\nfault")
                 continue

@@ -11,6 +11,9 @@
 //     /broken/  every request answers 500
 //     /moved/   every request answers 302 to /cache/
 //
+// With `tls`, the same locations on a second port over TLS, with a self-signed certificate made by
+// `openssl` in the folder (`tlsPort`, `certificate`).
+//
 // When nginx is missing the suites skip, unless YASHIMA_REQUIRE_NGINX=1 (CI), where starting one fails.
 
 import Foundation
@@ -63,12 +66,18 @@ final class NginxServer: Sendable {
     let directory: String
     /// The port on 127.0.0.1.
     let port: Int
+    /// The TLS port on 127.0.0.1 (0 without TLS).
+    let tlsPort: Int
     private let running = Mutex<(process: Process, exit: ProcessExit)?>(nil)
 
-    private init(directory: String, port: Int) {
+    private init(directory: String, port: Int, tlsPort: Int) {
         self.directory = directory
         self.port = port
+        self.tlsPort = tlsPort
     }
+
+    /// The self-signed certificate of the TLS port (PEM).
+    var certificate: String { "\(directory)/cert.pem" }
 
     /// The URL of a location (`/cache`, `/auth`, ...), without credentials.
     func url(_ location: String = "/cache") -> String { "http://127.0.0.1:\(port)\(location)" }
@@ -79,8 +88,8 @@ final class NginxServer: Sendable {
     /// nginx's error log (for failure messages).
     var errorLog: String { (try? String(contentsOfFile: "\(directory)/error.log", encoding: .utf8)) ?? "" }
 
-    /// Starts nginx on a free port and waits until it accepts connections.
-    static func start() async throws -> NginxServer {
+    /// Starts nginx on a free port (and with `tls` a second one over TLS) and waits until it accepts.
+    static func start(tls: Bool = false) async throws -> NginxServer {
         guard let executable = NginxAvailability.path else {
             throw RedisFixtureError(description: "nginx not found and YASHIMA_REQUIRE_NGINX=1")
         }
@@ -92,8 +101,10 @@ final class NginxServer: Sendable {
                 atPath: "\(directory)/\(folder)", withIntermediateDirectories: true)
         }
         try "\(user):{PLAIN}\(password)\n".write(toFile: "\(directory)/htpasswd", atomically: true, encoding: .utf8)
+        if tls { try makeCertificate(in: directory) }
         for attempt in 0..<5 {
-            let server = NginxServer(directory: directory, port: RedisServer.freePort())
+            let server = NginxServer(
+                directory: directory, port: RedisServer.freePort(), tlsPort: tls ? RedisServer.freePort() : 0)
             try server.configuration.write(toFile: "\(directory)/nginx.conf", atomically: true, encoding: .utf8)
             do {
                 try await server.launch(executable)
@@ -105,8 +116,36 @@ final class NginxServer: Sendable {
         throw RedisFixtureError(description: "nginx did not start")
     }
 
+    /// A self-signed P-256 certificate for 127.0.0.1, valid for a day.
+    private static func makeCertificate(in directory: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = [
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
+            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", "\(directory)/key.pem",
+            "-out", "\(directory)/cert.pem",
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw RedisFixtureError(description: "openssl req failed") }
+    }
+
     private var configuration: String {
         let dav = "dav_methods PUT DELETE; create_full_put_path on; dav_access user:rw;"
+        let tls =
+            tlsPort == 0
+            ? ""
+            : """
+                server {
+                    listen 127.0.0.1:\(tlsPort) ssl;
+                    ssl_certificate \(directory)/cert.pem;
+                    ssl_certificate_key \(directory)/key.pem;
+                    root \(directory)/www;
+                    location /cache/ { \(dav) client_max_body_size 300m; }
+                }
+            """
         return """
             daemon off;
             master_process off;
@@ -138,6 +177,7 @@ final class NginxServer: Sendable {
                     location /broken/ { return 500; }
                     location /moved/ { return 302 http://127.0.0.1:\(port)/cache/; }
                 }
+            \(tls)
             }
 
             """
@@ -159,11 +199,11 @@ final class NginxServer: Sendable {
             try process.run()
         }
         running.withLock { $0 = (process, exit) }
-        let port = port
+        let (port, tlsPort) = (port, tlsPort)
         let ready = await offPool { () -> Bool in
             let limit = RemoteDeadline.after(.seconds(10))
             while !limit.hasPassed && !exit.hasExited {
-                if NginxServer.accepts(port) { return true }
+                if NginxServer.accepts(port) && (tlsPort == 0 || NginxServer.accepts(tlsPort)) { return true }
                 usleep(5_000)
             }
             return false
