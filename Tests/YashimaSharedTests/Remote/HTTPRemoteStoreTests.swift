@@ -4,7 +4,8 @@
 // (foreign, another entry's, truncated, damaged, expired, unsigned, wrongly signed) read as misses and
 // are overwritten; the size cap on both sides and nginx's own 413; read-only mode; basic and bearer
 // authentication, and wrong or missing credentials as misses; windows as Range requests; https with an
-// untrusted certificate is refused (verification stays on).
+// untrusted certificate is refused (verification stays on); a failing local file is this host's fault,
+// never the server's.
 
 import Foundation
 import Glibc
@@ -301,6 +302,36 @@ struct HTTPRemoteStoreTests {
         #expect(
             Array(fetched)
                 == RemoteEnvelope.seal(payload(10), identity: id.digest, createdAt: 1, expiresAt: 0, secret: nil))
+        await server.stop()
+    }
+
+    @Test("a local file that fails (short source, read-only staging): unavailable or a miss, breakers closed")
+    func localFileFailures() async throws {
+        let server = try await NginxServer.start()
+        let store = try makeHTTPStore(server.url()) { $0.streamingThreshold = 64 << 10 }
+        let directory = TemporaryDirectory("http-local")
+        for size in [1000, 200_000] {
+            let id = entryIdentity("local-\(size)")
+            let (file, fd) = try payloadFile(payload(size), in: directory, name: "short-\(size)")
+            defer { close(fd) }
+            let short = RemotePayloadFile(
+                descriptor: fd, offset: file.offset, byteCount: size + 10, checksum: file.checksum)
+            #expect(await store.store(id, payloadFile: short, createdAt: 1, expiresAt: 0) == .unavailable, "\(size)")
+            #expect(await store.lookup(id) == .miss(.absent), "\(size): nothing half-written was published")
+        }
+        #expect(store.statistics.snapshot[.failedWrites] == 2)
+        #expect(store.remoteGuard.breaker(scope: 0, access: .write).state == .closed)
+        let id = entryIdentity("local-staging")
+        #expect(await store.store(id, payload: payload(100_000), createdAt: 1, expiresAt: 0) == .stored)
+        let (_, writable) = try stagingFile(in: directory)
+        close(writable)
+        let readOnly = open("\(directory.path)/staging", O_RDONLY | O_CLOEXEC)
+        defer { close(readOnly) }
+        #expect(
+            await store.lookup(id, staging: RemoteStagingFile(descriptor: readOnly, payloadOffset: 0))
+                == .miss(.localFailure))
+        #expect(store.remoteGuard.breaker(scope: 0, access: .read).state == .closed)
+        #expect(store.statistics.snapshot[.errors] == 0)
         await server.stop()
     }
 }
