@@ -124,6 +124,19 @@ ssize_t ysh_pread_full(int fd, void *buffer, size_t count, int64_t offset, int *
     return (ssize_t)done;
 }
 
+ssize_t ysh_pwrite_full(int fd, const void *buffer, size_t count, int64_t offset, int *err) {
+    size_t done = 0;
+    while (done < count) {
+        ssize_t n = pwrite(fd, (const char *)buffer + done, count - done, (off_t)(offset + (int64_t)done));
+        if (n == -1) {
+            if (errno == EINTR) continue;
+            FAIL_WITH_ERRNO(-1);
+        }
+        done += (size_t)n;
+    }
+    return (ssize_t)done;
+}
+
 ssize_t ysh_write_full(int fd, const void *buffer, size_t count, int *err) {
     size_t done = 0;
     while (done < count) {
@@ -154,19 +167,6 @@ ssize_t ysh_write2_full(int fd, const void *first, size_t first_count, const voi
             count++;
         }
         ssize_t n = writev(fd, rest, count);
-        if (n == -1) {
-            if (errno == EINTR) continue;
-            FAIL_WITH_ERRNO(-1);
-        }
-        done += (size_t)n;
-    }
-    return (ssize_t)done;
-}
-
-ssize_t ysh_pwrite_full(int fd, const void *buffer, size_t count, int64_t offset, int *err) {
-    size_t done = 0;
-    while (done < count) {
-        ssize_t n = pwrite(fd, (const char *)buffer + done, count - done, (off_t)(offset + (int64_t)done));
         if (n == -1) {
             if (errno == EINTR) continue;
             FAIL_WITH_ERRNO(-1);

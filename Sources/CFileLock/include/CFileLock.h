@@ -80,14 +80,14 @@ int ysh_fstatat(int dirfd, const char *path, ysh_stat *out, int *err);
 int ysh_stat_path(const char *path, ysh_stat *out, int *err);
 /// pread(2) until `count` bytes or end of file; retries EINTR. Returns the bytes read.
 ssize_t ysh_pread_full(int fd, void *buffer, size_t count, int64_t offset, int *err);
+/// pwrite(2) until all `count` bytes are written at `offset`; retries EINTR. Returns the bytes written.
+ssize_t ysh_pwrite_full(int fd, const void *buffer, size_t count, int64_t offset, int *err);
 /// write(2) until all `count` bytes are written; retries EINTR. Returns the bytes written.
 ssize_t ysh_write_full(int fd, const void *buffer, size_t count, int *err);
 /// writev(2) of two buffers until all bytes are written; retries EINTR. One call writes an entry's
 /// header and payload, so the page cache gets large folios (mapped reads then fault less).
 ssize_t ysh_write2_full(int fd, const void *first, size_t first_count, const void *second, size_t second_count,
                        int *err);
-/// pwrite(2) of all `count` bytes at `offset`; retries EINTR. Returns the bytes written.
-ssize_t ysh_pwrite_full(int fd, const void *buffer, size_t count, int64_t offset, int *err);
 /// mmap(2) PROT_READ|PROT_WRITE, MAP_PRIVATE: copy-on-write, the file is never changed. NULL on failure.
 void *ysh_mmap_private(int fd, size_t length, int *err);
 /// mmap(2) PROT_READ|PROT_WRITE, MAP_SHARED: for the small shared-state file. NULL on failure.

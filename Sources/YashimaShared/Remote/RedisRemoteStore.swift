@@ -1,6 +1,7 @@
 // RedisRemoteStore.swift: the Redis remote tier as the engine will call it: lookups, stores, removals
-// and the lease protocol for one entry identity, every call guarded (RemoteGuard) and never throwing.
-// The design (keys, envelope, lease protocol, failures) is documented on the type below.
+// (RemoteValueStore) and the lease protocol (RemoteLeaseStore) for one entry identity, every call
+// guarded (RemoteGuard) and never throwing. The design (keys, envelope, lease protocol, failures) is
+// documented on the type below.
 
 import Foundation
 
@@ -47,13 +48,15 @@ import Foundation
 /// call decides. `OOM`, `READONLY` and `MISCONF` open only the write breaker: lookups go on.
 /// `WRONGTYPE` and oversized replies are misses of that key. In read-only mode nothing is written and
 /// no lease is taken (generation is then coordinated per host only).
-final class RedisRemoteStore: Sendable {
+final class RedisRemoteStore: RemoteLeaseStore {
     /// The settings.
     let configuration: RemoteConfiguration
     /// The tier's counters.
     let statistics = RemoteStatistics()
     /// Timeouts, breakers, read-only mode, cap.
     let remoteGuard: RemoteGuard
+    /// Signs stored values; only values signed with it are hits.
+    var secret: RemoteSecret? { configuration.secret }
     /// Where each entry's commands run.
     let router: any RedisRouter
     /// Connection settings of every pool and subscriber.
@@ -225,99 +228,11 @@ final class RedisRemoteStore: Sendable {
 
     // MARK: Helpers
 
-    /// Verifies stored bytes for `identity`: a hit, or the reason for the miss.
-    static func verify(_ bytes: [UInt8], identity: EntryIdentity, secret: RemoteSecret?) -> RemoteLookup {
-        switch RemoteEnvelope.open(bytes, identity: identity.digest, secret: secret) {
-        case .failure(let rejection): return .miss(.rejected(rejection))
-        case .success(let value):
-            if value.expiresAt > 0 && value.expiresAt <= Syscall.realtimeNanoseconds { return .miss(.expired) }
-            return .hit(value)
-        }
-    }
-
-    func finishLookup(_ attempt: RemoteAttempt<RemoteLookup>) -> RemoteLookup {
-        let lookup: RemoteLookup
-        switch attempt {
-        case .completed(let result): lookup = result
-        case .keyFailure(let error): lookup = .miss(error == .replyTooLarge ? .tooLarge : .wrongType)
-        case .unavailable: return .unavailable
-        }
-        switch lookup {
-        case .hit: statistics.add(.hits)
-        case .miss(let reason):
-            statistics.add(.misses)
-            if case .rejected = reason { statistics.add(.rejectedValues) }
-        case .unavailable: break
-        }
-        return lookup
-    }
-
-    private func finishStore(_ attempt: RemoteAttempt<Void>) -> RemoteStoreOutcome {
-        guard case .completed = attempt else { return .unavailable }
-        statistics.add(.puts)
-        return .stored
-    }
-
-    private func skipReason(payloadCount: Int, expiresAt: Int64) -> RemoteStoreOutcome.Skip? {
-        if configuration.policy.readOnly { return .readOnly }
-        let size = RemoteEnvelope.sealedSize(payloadCount: payloadCount, signed: configuration.secret != nil)
-        if !remoteGuard.admitsValue(ofSize: size) {
-            statistics.add(.oversizedValues)
-            return .tooLarge
-        }
-        if expiresAt > 0 && expiresAt - Syscall.realtimeNanoseconds < 1_000_000 { return .expired }
-        return nil
-    }
-
     /// The value's PX: the configured TTL, shortened to the entry's own expiry.
     private func valueMilliseconds(expiresAt: Int64) -> Int64 {
         let configured = configuration.valueTimeToLive.remoteMilliseconds
         guard expiresAt > 0 else { return configured }
         return max(1, min(configured, (expiresAt - Syscall.realtimeNanoseconds) / 1_000_000))
-    }
-}
-
-/// The result of a lookup.
-enum RemoteLookup: Equatable, Sendable {
-    /// A verified value.
-    case hit(RemoteValue)
-    /// Nothing usable is stored.
-    case miss(RemoteMiss)
-    /// The tier is down or bypassed: behave as without it.
-    case unavailable
-}
-
-/// Why a lookup missed.
-enum RemoteMiss: Equatable, Sendable {
-    /// No value stored.
-    case absent
-    /// The stored value's own expiry has passed.
-    case expired
-    /// The stored bytes failed verification.
-    case rejected(RemoteEnvelope.Rejection)
-    /// The key holds another Redis type (planted by another client).
-    case wrongType
-    /// The stored value is longer than the size cap allows (it was not read).
-    case tooLarge
-}
-
-/// The result of a store.
-enum RemoteStoreOutcome: Equatable, Sendable {
-    /// Stored.
-    case stored
-    /// Not attempted.
-    case skipped(Skip)
-    /// The tier is down or bypassed, or refused the write.
-    case unavailable
-
-    /// Why a store was not attempted.
-    enum Skip: Equatable, Sendable {
-        /// The envelope would exceed the size cap: the value stays local.
-        case tooLarge
-        /// The entry expires within a millisecond.
-        case expired
-        /// The tier is read-only.
-        case readOnly
     }
 }
 

@@ -1,4 +1,4 @@
-// RemoteCircuitBreaker.swift: the circuit breaker every remote backend shares (Redis now, HTTP later).
+// RemoteCircuitBreaker.swift: the circuit breaker every remote backend shares (Redis and HTTP).
 // Closed: calls go through. One failure (an error or a timeout) opens it: calls are bypassed at once,
 // costing nothing, for a cooldown. After the cooldown it is half-open: exactly one call goes through as
 // a probe while the others are still bypassed; the probe's success closes it, its failure opens it

@@ -60,10 +60,11 @@ struct RemoteConfiguration: Sendable {
         guard valueTimeToLive.remoteMilliseconds >= 1, leaseTimeToLive.remoteMilliseconds >= 30,
             waitRecheckInterval.remoteMilliseconds >= 1
         else { throw .invalidTimeToLive }
-        guard policy.operationTimeout.remoteMilliseconds >= 1, policy.connectTimeout.remoteMilliseconds >= 1,
-            policy.breakerCooldown.remoteMilliseconds >= 1
-        else { throw .invalidTimeout }
-        guard policy.maximumValueBytes >= 0, policy.maximumValueBytes <= Int(Int32.max) else { throw .invalidValueCap }
+        switch policy.problem {
+        case .invalidTimeout: throw .invalidTimeout
+        case .invalidValueCap: throw .invalidValueCap
+        case nil: break
+        }
         switch topology {
         case .servers(let endpoints):
             guard !endpoints.isEmpty else { throw .invalidURL(.noServers) }

@@ -1,5 +1,6 @@
 // RemoteEnvelope.swift: the one definition of a remote value's bytes (format version 1), shared by
-// every remote backend (Redis now; the HTTP backend stores these same bytes). Pure functions: no I/O.
+// every remote backend (Redis and HTTP store these same bytes). Pure functions: no I/O. Verification
+// is RemoteEnvelopeReader's (streamed or at once).
 // A value written by another client, truncated, meant for another key, or (with a secret) unsigned or
 // wrongly signed is rejected with a typed reason, never returned: the tier treats it as a miss and
 // overwrites it.
@@ -107,39 +108,48 @@ enum RemoteEnvelope {
     static func seal(
         _ payload: Data, identity: SHA256Digest, createdAt: Int64, expiresAt: Int64, secret: RemoteSecret?
     ) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: sealedSize(payloadCount: payload.count, signed: secret != nil))
+        let payloadChecksum = payload.withUnsafeBytes { CRC32C.checksum($0) }
+        var bytes = header(
+            payloadCount: payload.count, payloadChecksum: payloadChecksum, identity: identity, createdAt: createdAt,
+            expiresAt: expiresAt, signed: secret != nil)
+        bytes.reserveCapacity(sealedSize(payloadCount: payload.count, signed: secret != nil))
+        bytes.append(contentsOf: payload)
+        if let secret {
+            var mac = HMACSHA256(key: secret.bytes)
+            mac.update(bytes)
+            bytes.append(contentsOf: mac.finalize())
+        }
+        return bytes
+    }
+
+    /// The 80 header bytes of an envelope for a payload of `payloadCount` bytes whose own CRC32C is
+    /// `payloadChecksum` (a streamed upload sends these, then the payload, then the tag if `signed`).
+    static func header(
+        payloadCount: Int, payloadChecksum: UInt32, identity: SHA256Digest, createdAt: Int64, expiresAt: Int64,
+        signed: Bool
+    ) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: headerSize)
         bytes.withUnsafeMutableBytes { buffer in
             for (index, byte) in magic.enumerated() { buffer[Offset.magic + index] = byte }
             buffer.storeBytes(of: version.littleEndian, toByteOffset: Offset.version, as: UInt16.self)
-            let flags: UInt16 = secret == nil ? 0 : signedFlag
+            let flags: UInt16 = signed ? signedFlag : 0
             buffer.storeBytes(of: flags.littleEndian, toByteOffset: Offset.flags, as: UInt16.self)
             buffer.storeBytes(
-                of: UInt64(payload.count).littleEndian, toByteOffset: Offset.payloadByteCount, as: UInt64.self)
+                of: UInt64(payloadCount).littleEndian, toByteOffset: Offset.payloadByteCount, as: UInt64.self)
             buffer.storeBytes(of: createdAt.littleEndian, toByteOffset: Offset.createdAt, as: Int64.self)
             buffer.storeBytes(of: expiresAt.littleEndian, toByteOffset: Offset.expiresAt, as: Int64.self)
             for (index, word) in [identity.w0, identity.w1, identity.w2, identity.w3].enumerated() {
                 buffer.storeBytes(of: word.bigEndian, toByteOffset: Offset.identity + 8 * index, as: UInt64.self)
             }
-            payload.withUnsafeBytes { source in
-                if let base = source.baseAddress, source.count > 0 {
-                    (buffer.baseAddress! + Offset.payload).copyMemory(from: base, byteCount: source.count)
-                }
-            }
-            let payloadBytes = UnsafeRawBufferPointer(
-                rebasing: buffer[Offset.payload..<(Offset.payload + payload.count)])
-            let checksum = Self.checksum(header: UnsafeRawBufferPointer(buffer), payload: payloadBytes)
+            let checksum = Self.checksum(
+                header: UnsafeRawBufferPointer(buffer), payloadChecksum: payloadChecksum, payloadCount: payloadCount)
             buffer.storeBytes(of: checksum.littleEndian, toByteOffset: Offset.checksum, as: UInt32.self)
-            if let secret {
-                let signedEnd = Offset.payload + payload.count
-                var mac = HMACSHA256(key: secret.bytes)
-                mac.update(UnsafeRawBufferPointer(rebasing: buffer[0..<signedEnd]))
-                for (index, byte) in mac.finalize().enumerated() { buffer[signedEnd + index] = byte }
-            }
         }
         return bytes
     }
 
-    /// Verifies `bytes` as a value of `identity` and returns it.
+    /// Verifies `bytes` as a value of `identity` and returns it (``RemoteEnvelopeReader`` over the
+    /// whole value: the one verifier, whether the bytes arrive at once or streamed).
     ///
     /// - Parameters:
     ///   - bytes: What the backend returned.
@@ -149,55 +159,21 @@ enum RemoteEnvelope {
     static func open(
         _ bytes: [UInt8], identity: SHA256Digest, secret: RemoteSecret?
     ) -> Result<RemoteValue, Rejection> {
-        bytes.withUnsafeBytes { buffer in
-            guard buffer.count >= magic.count, magic.elementsEqual(buffer[0..<magic.count]) else {
-                return .failure(.foreign)
-            }
-            guard buffer.count >= headerSize else { return .failure(.truncated) }
-            let version = UInt16(littleEndian: buffer.loadUnaligned(fromByteOffset: Offset.version, as: UInt16.self))
-            guard version == Self.version else { return .failure(.unsupportedVersion(version)) }
-            let flags = UInt16(littleEndian: buffer.loadUnaligned(fromByteOffset: Offset.flags, as: UInt16.self))
-            let reserved1 = buffer.loadUnaligned(fromByteOffset: Offset.reserved1, as: UInt32.self)
-            let reserved2 = buffer.loadUnaligned(fromByteOffset: Offset.reserved2, as: UInt32.self)
-            guard flags & ~signedFlag == 0, reserved1 == 0, reserved2 == 0 else { return .failure(.malformedHeader) }
-            let signed = flags & signedFlag != 0
-            let announced = UInt64(
-                littleEndian: buffer.loadUnaligned(fromByteOffset: Offset.payloadByteCount, as: UInt64.self))
-            guard buffer.count >= headerSize + (signed ? tagSize : 0) else { return .failure(.truncated) }
-            let available = UInt64(buffer.count - headerSize - (signed ? tagSize : 0))
-            guard announced <= available else { return .failure(.truncated) }
-            guard announced == available else { return .failure(.trailingBytes) }
-            let payloadCount = Int(announced)
-            for (index, word) in [identity.w0, identity.w1, identity.w2, identity.w3].enumerated() {
-                let stored = UInt64(
-                    bigEndian: buffer.loadUnaligned(fromByteOffset: Offset.identity + 8 * index, as: UInt64.self))
-                guard stored == word else { return .failure(.wrongIdentity) }
-            }
-            let payload = UnsafeRawBufferPointer(rebasing: buffer[Offset.payload..<(Offset.payload + payloadCount)])
-            let stored = UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: Offset.checksum, as: UInt32.self))
-            guard checksum(header: buffer, payload: payload) == stored else { return .failure(.badChecksum) }
-            if let secret {
-                guard signed else { return .failure(.unsigned) }
-                let signedEnd = Offset.payload + payloadCount
-                var mac = HMACSHA256(key: secret.bytes)
-                mac.update(UnsafeRawBufferPointer(rebasing: buffer[0..<signedEnd]))
-                guard constantTimeEqual(mac.finalize(), buffer[signedEnd..<(signedEnd + tagSize)]) else {
-                    return .failure(.badSignature)
-                }
-            }
-            return .success(
-                RemoteValue(
-                    payload: Data(payload),
-                    createdAt: Int64(
-                        littleEndian: buffer.loadUnaligned(fromByteOffset: Offset.createdAt, as: Int64.self)),
-                    expiresAt: Int64(
-                        littleEndian: buffer.loadUnaligned(fromByteOffset: Offset.expiresAt, as: Int64.self))))
+        // The limit is the bytes at hand: a header announcing more is short of bytes.
+        var reader = RemoteEnvelopeReader(identity: identity, secret: secret, maximumBytes: bytes.count)
+        let outcome = bytes.withUnsafeBytes { reader.consume($0) }.flatMap { reader.finish() }
+        switch outcome {
+        case .success(.memory(let value)): return .success(value)
+        case .success(.file): return .failure(.truncated)  // unreachable: no staging file was given
+        case .failure(.rejected(let rejection)): return .failure(rejection)
+        case .failure(.tooLarge), .failure(.staging): return .failure(.truncated)
         }
     }
 
-    /// CRC32C of the header before the checksum field, continued over the payload.
-    private static func checksum(header: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer) -> UInt32 {
+    /// CRC32C of the header before the checksum field, continued over the payload (combined from the
+    /// payload's own CRC32C, so no second pass over the payload).
+    static func checksum(header: UnsafeRawBufferPointer, payloadChecksum: UInt32, payloadCount: Int) -> UInt32 {
         let headerCRC = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: header[0..<Offset.checksum]))
-        return CRC32C.checksum(payload, continuing: headerCRC)
+        return CRC32C.combine(headerCRC, payloadChecksum, secondLength: payloadCount)
     }
 }

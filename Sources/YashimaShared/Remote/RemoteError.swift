@@ -1,7 +1,8 @@
-// RemoteError.swift: the remote tier's deadline and its one error type, with the classification that
-// decides what a failure does (trip the circuit breaker for every operation, for writes only, or count
-// as a miss of one key). Errors never carry credentials, key bytes or values: only kinds, errno values
-// and the server's own error text (which never echoes a password).
+// RemoteError.swift: the remote tier's deadline and its one error type (Redis and HTTP), with the
+// classification that decides what a failure does (trip the circuit breaker for every operation, for
+// writes only, or count as a miss of one key). Errors never carry credentials, headers, URLs, key bytes
+// or values: only kinds, status codes, errno values and Redis's own error text (which never echoes a
+// password).
 
 /// A point on the monotonic clock by which a remote operation must finish.
 ///
@@ -53,8 +54,8 @@ extension Duration {
     var remoteMilliseconds: Int64 { remoteNanoseconds / 1_000_000 }
 }
 
-/// Why a remote operation failed. Thrown only inside the remote tier; callers of the tier's facade
-/// (``RedisRemoteStore``) never see it: they get a miss or "unavailable".
+/// Why a remote operation failed. Thrown only inside the remote tier; callers of the tier's facades
+/// (``RedisRemoteStore``, ``HTTPRemoteStore``) never see it: they get a miss or "unavailable".
 enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The deadline passed (connecting, sending, or waiting for a reply).
     case timedOut
@@ -80,6 +81,19 @@ enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
     case tooManyRedirects
     /// No node of the cluster answered `CLUSTER SLOTS` with a usable map.
     case clusterMapUnavailable
+    /// An HTTP transfer failed below HTTP: refused, reset or closed connection, name resolution, TLS
+    /// (the `URLError` code only).
+    case transport(code: Int)
+    /// The HTTP server answered a read with a 5xx status (or 429, too many requests).
+    case serverStatus(Int)
+    /// The HTTP server refused a write with a status other than 2xx and 413 (5xx, 401, 403, 405, ...).
+    case writeRefused(Int)
+    /// The HTTP server refused a value as too large (413): that value stays local.
+    case payloadTooLarge
+    /// The local file a payload is streamed from or into failed (a fault of this host, not the server's).
+    case localFile(SystemCallError)
+    /// The calling task was cancelled while the operation was in flight.
+    case cancelled
 
     /// What a failure does to the tier.
     enum Scope: Sendable, Equatable {
@@ -94,7 +108,8 @@ enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
     /// What this failure does: see ``Scope``.
     var scope: Scope {
         switch self {
-        case .replyTooLarge: return .key
+        case .replyTooLarge, .payloadTooLarge, .localFile, .cancelled: return .key
+        case .writeRefused: return .writes
         case .server(let reply):
             switch reply.kind {
             case .wrongType: return .key
@@ -107,6 +122,15 @@ enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
 
     /// True for a deadline miss (counted apart from other errors).
     var isTimeout: Bool { self == .timedOut }
+
+    /// The miss a lookup reports for a failure of scope ``Scope/key``.
+    var missReason: RemoteMiss {
+        switch self {
+        case .server: return .wrongType
+        case .localFile: return .localFailure
+        default: return .tooLarge
+        }
+    }
 
     var description: String {
         switch self {
@@ -122,6 +146,12 @@ enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unexpectedReply(let shape): return "unexpected reply from the remote server: \(shape)"
         case .tooManyRedirects: return "too many cluster redirects"
         case .clusterMapUnavailable: return "no cluster node returned a slot map"
+        case .transport(let code): return "remote HTTP transfer failed (URLError \(code))"
+        case .serverStatus(let status): return "remote HTTP server error (status \(status))"
+        case .writeRefused(let status): return "remote HTTP server refused a write (status \(status))"
+        case .payloadTooLarge: return "remote HTTP server refused the value as too large (413)"
+        case .localFile(let error): return "local file error while streaming a remote value: \(error)"
+        case .cancelled: return "remote operation cancelled"
         }
     }
 }

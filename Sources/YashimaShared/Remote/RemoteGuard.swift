@@ -1,8 +1,9 @@
-// RemoteGuard.swift: what every remote backend shares (Redis now, HTTP later), in one place: the
-// timeouts, the circuit breakers, read-only mode, the value size cap, the statistics, and the rule that
-// a remote failure is never thrown to the caller. A backend writes its operations as blocking closures
-// that throw `RemoteError`; the guard decides whether to call them, gives them their deadline, runs
-// them off the cooperative pool, classifies what they throw (RemoteError.scope) and returns a value.
+// RemoteGuard.swift: what every remote backend shares (Redis and HTTP), in one place: the timeouts,
+// the circuit breakers, read-only mode, the value size cap, the statistics, and the rule that a remote
+// failure is never thrown to the caller. A backend writes its operations as closures that throw
+// `RemoteError`: blocking ones (Redis sockets; the guard runs them on the RemoteIO threads) or async
+// ones that suspend instead of blocking (URLSession transfers). The guard decides whether to call
+// them, gives them their deadline, classifies what they throw (RemoteError.scope) and returns a value.
 
 /// Settings every remote backend shares.
 struct RemotePolicy: Hashable, Sendable {
@@ -20,6 +21,23 @@ struct RemotePolicy: Hashable, Sendable {
     var breakerCooldown: Duration = .seconds(5)
     /// The longest bypass after repeated failed probes (the cooldown doubles up to this).
     var maximumBreakerCooldown: Duration = .seconds(60)
+
+    /// What is wrong with these settings, if anything (every backend's configuration checks this).
+    enum Problem: Equatable, Sendable {
+        /// A timeout or the cooldown is under 1 ms.
+        case invalidTimeout
+        /// The value cap is negative or 2 GiB or more.
+        case invalidValueCap
+    }
+
+    /// The first problem of these settings, or nil when they are valid.
+    var problem: Problem? {
+        guard operationTimeout.remoteMilliseconds >= 1, connectTimeout.remoteMilliseconds >= 1,
+            breakerCooldown.remoteMilliseconds >= 1
+        else { return .invalidTimeout }
+        guard maximumValueBytes >= 0, maximumValueBytes <= Int(Int32.max) else { return .invalidValueCap }
+        return nil
+    }
 }
 
 /// Whether an operation reads or writes (writes have their own breaker and honour read-only mode).
@@ -82,10 +100,29 @@ final class RemoteGuard: Sendable {
         guard let admission = admit(scope: scope, access: access) else { return .unavailable }
         let deadline = RemoteDeadline.after(policy.operationTimeout)
         return await RemoteIO.shared.run {
-            self.finish(scope: scope, access: access, admission: admission) { () throws(RemoteError) -> Value in
-                try operation(deadline)
-            }
+            self.finish(
+                scope: scope, access: access, admission: admission,
+                Result { () throws(RemoteError) in
+                    try operation(deadline)
+                })
         }
+    }
+
+    /// Runs `operation`, one that suspends instead of blocking (an HTTP transfer on URLSession), on the
+    /// calling task unless bypassed, with a deadline of the operation timeout from now. Never throws;
+    /// ``RemoteError/cancelled`` (the caller gave up) says nothing about the server.
+    func performAsync<Value: Sendable>(
+        scope: Int, access: RemoteAccess, _ operation: (RemoteDeadline) async throws(RemoteError) -> Value
+    ) async -> RemoteAttempt<Value> {
+        guard let admission = admit(scope: scope, access: access) else { return .unavailable }
+        let deadline = RemoteDeadline.after(policy.operationTimeout)
+        let result: Result<Value, RemoteError>
+        do throws(RemoteError) {
+            result = .success(try await operation(deadline))
+        } catch {
+            result = .failure(error)
+        }
+        return finish(scope: scope, access: access, admission: admission, result)
     }
 
     /// Runs `operation` on the calling thread (already off the cooperative pool) unless bypassed.
@@ -102,10 +139,9 @@ final class RemoteGuard: Sendable {
         if callerBound && deadline!.hasPassed { return .unavailable }
         guard let admission = admit(scope: scope, access: access) else { return .unavailable }
         let effective = callerBound ? deadline! : limit
-        return finish(scope: scope, access: access, admission: admission, callerBound: callerBound) {
-            () throws(RemoteError) -> Value in
-            try operation(effective)
-        }
+        return finish(
+            scope: scope, access: access, admission: admission, callerBound: callerBound,
+            Result { () throws(RemoteError) in try operation(effective) })
     }
 
     private func admit(scope: Int, access: RemoteAccess) -> RemoteCircuitBreaker.Admission? {
@@ -121,21 +157,24 @@ final class RemoteGuard: Sendable {
         return admission
     }
 
+    /// Classifies an admitted call's result: records it with the breakers and counts it.
     private func finish<Value: Sendable>(
         scope: Int, access: RemoteAccess, admission: RemoteCircuitBreaker.Admission, callerBound: Bool = false,
-        _ body: () throws(RemoteError) -> Value
+        _ result: Result<Value, RemoteError>
     ) -> RemoteAttempt<Value> {
         let own = breaker(scope: scope, access: access)
-        do throws(RemoteError) {
-            let value = try body()
+        switch result {
+        case .success(let value):
             own.record(success: true, admission: admission)
             return .completed(value)
-        } catch {
-            if error.isTimeout && callerBound {
-                // The caller's deadline, not the server, ended it: no verdict (a probe ends neutral).
+        case .failure(let error):
+            if (error.isTimeout && callerBound) || error == .cancelled {
+                // The caller's deadline or cancellation, not the server, ended it: no verdict (a probe
+                // ends neutral).
                 own.record(success: true, admission: admission)
                 return .unavailable
             }
+            if access == .write && error != .payloadTooLarge { statistics.add(.failedWrites) }
             switch error.scope {
             case .key:
                 own.record(success: true, admission: admission)

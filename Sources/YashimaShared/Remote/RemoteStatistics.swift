@@ -1,6 +1,6 @@
 // RemoteStatistics.swift: the remote tier's counters (shared by every backend): hits, misses, stores,
-// rejected values, errors, timeouts, bypassed calls, lease waits and takeovers. For observation, never
-// for control. A mutex over an array: an uncontended lock costs about what an atomic does, and
+// rejected values, errors, timeouts, bypassed calls, failed writes, lease waits and takeovers. For
+// observation, never for control. A mutex over an array: an uncontended lock costs about what an atomic does, and
 // `Atomic` cannot be stored in an array.
 
 import Synchronization
@@ -25,6 +25,9 @@ final class RemoteStatistics: Sendable {
         case timeouts
         /// Calls not made because the breaker was open (or the tier is read-only, for writes).
         case bypassed
+        /// Writes (stores, removals, leases) that were attempted and failed: refused by the server, an
+        /// error or a timeout (each also counted as an error or a timeout).
+        case failedWrites
         /// Leases acquired.
         case leasesAcquired
         /// Waits for another host's lease.

@@ -110,13 +110,13 @@ struct RedisEndpoint: Hashable, Sendable, CustomStringConvertible, CustomDebugSt
             let userInfo = authority[..<at]
             hostPart = authority[authority.index(after: at)...]
             if let colon = userInfo.firstIndex(of: ":") {
-                let user = try percentDecoded(userInfo[..<colon])
-                urlUser = user.isEmpty ? nil : try utf8(user)
-                urlPassword = try percentDecoded(userInfo[userInfo.index(after: colon)...])
+                let user = try RemoteURLSyntax.percentDecoded(userInfo[..<colon])
+                urlUser = user.isEmpty ? nil : try RemoteURLSyntax.utf8(user)
+                urlPassword = try RemoteURLSyntax.percentDecoded(userInfo[userInfo.index(after: colon)...])
             } else {
-                let user = try percentDecoded(userInfo)
+                let user = try RemoteURLSyntax.percentDecoded(userInfo)
                 guard !user.isEmpty else { throw .missingUser }
-                urlUser = try utf8(user)
+                urlUser = try RemoteURLSyntax.utf8(user)
             }
         }
         let address: RemoteAddress
@@ -124,12 +124,12 @@ struct RedisEndpoint: Hashable, Sendable, CustomStringConvertible, CustomDebugSt
         if isUnix {
             guard hostPart.isEmpty else { throw .unixHostNotEmpty }
             let pathEnd = afterAuthority.firstIndex(of: "?") ?? afterAuthority.endIndex
-            let path = try utf8(percentDecoded(afterAuthority[..<pathEnd]))
+            let path = try RemoteURLSyntax.utf8(RemoteURLSyntax.percentDecoded(afterAuthority[..<pathEnd]))
             guard path.hasPrefix("/"), path.count > 1, !path.utf8.contains(0) else { throw .invalidSocketPath }
             address = .unix(path: path)
             database = try parseQuery(afterAuthority[pathEnd...])
         } else {
-            address = try parseHostAndPort(hostPart)
+            address = try RemoteURLSyntax.hostAndPort(hostPart, defaultPort: 6379)
             guard !afterAuthority.contains("?") else { throw .unsupportedQuery }
             let dbText = afterAuthority.dropFirst()  // after the "/" (or empty)
             database = dbText.isEmpty ? 0 : try parseDatabase(dbText)
@@ -167,7 +167,28 @@ struct RedisEndpoint: Hashable, Sendable, CustomStringConvertible, CustomDebugSt
         return endpoints
     }
 
-    private static func parseHostAndPort(_ text: Substring) throws(RemoteURLError) -> RemoteAddress {
+    private static func parseDatabase(_ text: Substring) throws(RemoteURLError) -> Int {
+        guard !text.isEmpty, text.count <= 9, text.allSatisfy({ $0.isASCII && $0.isNumber }), let value = Int(text)
+        else { throw .invalidDatabase }
+        return value
+    }
+
+    private static func parseQuery(_ text: Substring) throws(RemoteURLError) -> Int {
+        guard text.hasPrefix("?") else { return 0 }
+        var database = 0
+        for item in text.dropFirst().split(separator: "&", omittingEmptySubsequences: true) {
+            guard item.hasPrefix("db=") else { throw .unsupportedQuery }
+            database = try parseDatabase(item.dropFirst(3))
+        }
+        return database
+    }
+
+}
+
+/// URL syntax shared by the remote tier's URLs (Redis and HTTP).
+enum RemoteURLSyntax {
+    /// Parses `host[:port]`: a name, an IPv4 literal or `[IPv6]`, and a port in 1...65535.
+    static func hostAndPort(_ text: Substring, defaultPort: Int) throws(RemoteURLError) -> RemoteAddress {
         var host: Substring
         var portText: Substring?
         if text.hasPrefix("[") {
@@ -193,7 +214,7 @@ struct RedisEndpoint: Hashable, Sendable, CustomStringConvertible, CustomDebugSt
                 throw .invalidHost
             }
         }
-        var port = 6379
+        var port = defaultPort
         if let portText {
             guard !portText.isEmpty, portText.count <= 5, portText.allSatisfy({ $0.isASCII && $0.isNumber }),
                 let value = Int(portText), (1...65535).contains(value)
@@ -203,28 +224,14 @@ struct RedisEndpoint: Hashable, Sendable, CustomStringConvertible, CustomDebugSt
         return .tcp(host: String(host), port: port)
     }
 
-    private static func parseDatabase(_ text: Substring) throws(RemoteURLError) -> Int {
-        guard !text.isEmpty, text.count <= 9, text.allSatisfy({ $0.isASCII && $0.isNumber }), let value = Int(text)
-        else { throw .invalidDatabase }
-        return value
-    }
-
-    private static func parseQuery(_ text: Substring) throws(RemoteURLError) -> Int {
-        guard text.hasPrefix("?") else { return 0 }
-        var database = 0
-        for item in text.dropFirst().split(separator: "&", omittingEmptySubsequences: true) {
-            guard item.hasPrefix("db=") else { throw .unsupportedQuery }
-            database = try parseDatabase(item.dropFirst(3))
-        }
-        return database
-    }
-
-    private static func utf8(_ bytes: [UInt8]) throws(RemoteURLError) -> String {
+    /// The UTF-8 text of `bytes`.
+    static func utf8(_ bytes: [UInt8]) throws(RemoteURLError) -> String {
         guard let text = String(validating: bytes, as: UTF8.self) else { throw .invalidPercentEncoding }
         return text
     }
 
-    private static func percentDecoded(_ text: Substring) throws(RemoteURLError) -> [UInt8] {
+    /// `text` with `%XX` escapes decoded.
+    static func percentDecoded(_ text: Substring) throws(RemoteURLError) -> [UInt8] {
         var bytes: [UInt8] = []
         var iterator = text.utf8.makeIterator()
         while let byte = iterator.next() {

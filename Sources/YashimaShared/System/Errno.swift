@@ -11,6 +11,7 @@ struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     static let noSuchFile = Errno(rawValue: 2)  // ENOENT
     static let interrupted = Errno(rawValue: 4)  // EINTR
     static let ioError = Errno(rawValue: 5)  // EIO
+    static let badDescriptor = Errno(rawValue: 9)  // EBADF (a test of the envelope reader writing to a closed file)
     static let noDeviceOrAddress = Errno(rawValue: 6)  // ENXIO (opening a socket)
     static let wouldBlock = Errno(rawValue: 11)  // EAGAIN / EWOULDBLOCK
     static let permissionDenied = Errno(rawValue: 13)  // EACCES

@@ -139,23 +139,22 @@ enum Syscall {
         return .success(n)
     }
 
-    /// `write(2)` of the whole buffer.
-    static func write(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> Result<Void, SystemCallError> {
-        guard let base = buffer.baseAddress, buffer.count > 0 else { return .success(()) }
-        var err: Int32 = 0
-        let n = ysh_write_full(fd, base, buffer.count, &err)
-        if n < 0 { return .failure(SystemCallError(call: "write", errno: Errno(rawValue: err))) }
-        return .success(())
-    }
-
-    /// `pwrite(2)` of the whole buffer at `offset` (the file offset is unchanged). Only for marking a
-    /// damaged `state` file dead (`SharedState`): never a published entry (I1).
+    /// `pwrite(2)` of the whole buffer at `offset` (the descriptor's file position does not move).
     static func write(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Result<Void, SystemCallError>
     {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return .success(()) }
         var err: Int32 = 0
         let n = ysh_pwrite_full(fd, base, buffer.count, offset, &err)
         if n < 0 { return .failure(SystemCallError(call: "pwrite", errno: Errno(rawValue: err))) }
+        return .success(())
+    }
+
+    /// `write(2)` of the whole buffer.
+    static func write(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> Result<Void, SystemCallError> {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return .success(()) }
+        var err: Int32 = 0
+        let n = ysh_write_full(fd, base, buffer.count, &err)
+        if n < 0 { return .failure(SystemCallError(call: "write", errno: Errno(rawValue: err))) }
         return .success(())
     }
 

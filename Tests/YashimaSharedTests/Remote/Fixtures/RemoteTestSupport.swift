@@ -101,3 +101,34 @@ final class CallGates: Sendable {
 
     var count: Int { counter.value }
 }
+
+/// An HTTP store for `url` with test settings (short timeouts and cooldown), adjusted by `configure`.
+func makeHTTPStore(
+    _ url: String, environment: [String: String] = [:], clock: TestClock? = nil,
+    _ configure: (inout HTTPRemoteConfiguration) -> Void = { _ in }
+) throws -> HTTPRemoteStore {
+    var configuration = try HTTPRemoteConfiguration(url: url, environment: environment)
+    configuration.policy.operationTimeout = .seconds(5)
+    configuration.policy.connectTimeout = .seconds(1)
+    configuration.policy.breakerCooldown = .milliseconds(100)
+    configuration.policy.maximumBreakerCooldown = .milliseconds(200)
+    configuration.policy.maximumValueBytes = 300 << 20
+    configure(&configuration)
+    guard let clock else { return try HTTPRemoteStore(configuration: configuration) }
+    return try HTTPRemoteStore(configuration: configuration, now: clock.function)
+}
+
+/// This process's resident set (`VmRSS`) and its peak (`VmHWM`) in bytes, from /proc/self/status.
+func residentMemory() -> (current: Int, peak: Int) {
+    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    func field(_ name: String) -> Int {
+        let line = status.split(separator: "\n").first { $0.hasPrefix(name + ":") } ?? ""
+        return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+    }
+    return (field("VmRSS"), field("VmHWM"))
+}
+
+/// Resets this process's `VmHWM` to its current resident set (Linux: "5" to /proc/self/clear_refs).
+func resetPeakMemory() {
+    try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+}

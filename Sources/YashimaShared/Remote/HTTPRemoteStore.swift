@@ -1,0 +1,209 @@
+// HTTPRemoteStore.swift: the remote tier on an HTTP cache server (nginx with WebDAV PUT, bazel-remote,
+// a CDN or object store in front of them) as the engine will call it: lookups, stores and removals of
+// one entry identity (RemoteValueStore), every call guarded (RemoteGuard) and never throwing. The
+// design (URLs, values, streaming, coordination, failures) is documented on the type below.
+
+import Foundation
+
+/// The remote tier on an HTTP server: values shared across hosts, byte for byte the verified format
+/// of the Redis backend (``RemoteEnvelope``). Every method is `async`, returns a value and never throws.
+///
+/// ## URLs (HTTPEndpoint)
+/// `GET`, `PUT`, `DELETE` and `HEAD` at `<prefix>/<xx>/<entry identity hex>`, `xx` the first two hex
+/// digits (the local storage's fan-out). Credentials (basic, or a bearer token) and custom headers go
+/// with every request; redirects are not followed.
+///
+/// ## Values
+/// The body is the envelope: magic, version, the entry identity, the payload length, created and expiry
+/// times, a CRC32C and with a secret an HMAC-SHA256. A lookup returns a value only after verifying it
+/// for the identity asked for (``RemoteEnvelopeReader``); anything else is a miss, and the caller's next
+/// store overwrites it. The server's own expiry, if any, is its business: the envelope's expiry is
+/// checked on every hit.
+///
+/// ## Streaming
+/// Payloads of ``HTTPRemoteConfiguration/streamingThreshold`` bytes or more never sit in memory whole:
+/// ``lookup(_:staging:)`` writes them into the caller's staging file as they arrive (verifying along the
+/// way, checksum and signature at the end: ``RemoteLookup/hitInFile(_:)``), and stores stream them
+/// (chunked) from the local entry or from memory. Smaller payloads go through memory, with
+/// `Content-Length`. URLSession on Linux cannot pause a download, so a lookup asks for the value in
+/// windows (``HTTPRemoteConfiguration/downloadWindow``, `Range` with `If-Range`), the next once the
+/// last is written: a fast server never gets more than a window ahead of a slow disk. A server that
+/// ignores `Range` sends the value whole; one whose value changes between windows reads as a miss.
+///
+/// ## Coordination
+/// HTTP has no locks: hosts that miss the same key at once may each generate it (the last `PUT` wins,
+/// and values of one key are interchangeable), while the local storage still makes generation exactly
+/// once per host. Exactly-once across hosts needs leases (``RemoteLeaseStore``): Redis for leases with
+/// the payloads here.
+///
+/// ## Failures
+/// The first response byte must come within `operationTimeout` (connecting included), no transfer may
+/// stall longer than that, and none may take longer than `transferTimeout`. A timeout, a refused, reset
+/// or closed connection, or a 5xx or 429 answer to a lookup opens the read and write breakers: calls are
+/// bypassed for `breakerCooldown`, then one probe decides. A store or removal refused with any status
+/// but 413 (5xx, 401, 403, 405...) opens the write breaker only and is counted (`failedWrites`); 413
+/// skips that value (`oversizedValues`). Any other non-2xx lookup is a miss: 404 and 410 plainly
+/// (`absent`), others as ``RemoteMiss/refused(status:)`` (a wrong password reads as misses). Values
+/// whose envelope exceeds `maximumValueBytes` stay local, and longer bodies are not read. In read-only
+/// mode nothing is written.
+final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
+    /// The settings.
+    let configuration: HTTPRemoteConfiguration
+    /// The tier's counters.
+    let statistics = RemoteStatistics()
+    /// Timeouts, breakers, read-only mode, cap (one server: scope 0).
+    let remoteGuard: RemoteGuard
+    /// Signs stored values; only values signed with it are hits.
+    var secret: RemoteSecret? { configuration.secret }
+    private let transport: HTTPTransport
+
+    /// Creates the tier (no connection is made until the first call).
+    ///
+    /// - Parameter now: The breakers' monotonic clock (tests).
+    /// - Throws: ``HTTPConfigurationError`` for an invalid configuration.
+    init(
+        configuration: HTTPRemoteConfiguration,
+        now: @escaping @Sendable () -> Int64 = { Syscall.monotonicNanoseconds }
+    ) throws(HTTPConfigurationError) {
+        try configuration.validate()
+        self.configuration = configuration
+        transport = HTTPTransport(configuration: configuration)
+        remoteGuard = RemoteGuard(policy: configuration.policy, scopes: 1, statistics: statistics, now: now)
+    }
+
+    /// The configuration's description only (never credentials or header values).
+    var customMirror: Mirror { Mirror(self, children: ["configuration": configuration.description]) }
+
+    /// The URL of `identity`'s value.
+    func url(for identity: EntryIdentity) -> URL { configuration.endpoint.url(for: identity.digest) }
+
+    // MARK: Lookups
+
+    /// Looks `identity` up, the payload in memory.
+    func lookup(_ identity: EntryIdentity) async -> RemoteLookup {
+        await lookup(identity, into: nil)
+    }
+
+    /// Looks `identity` up; payloads of at least the streaming threshold go into `staging`.
+    func lookup(_ identity: EntryIdentity, staging: RemoteStagingFile) async -> RemoteLookup {
+        await lookup(identity, into: staging)
+    }
+
+    /// A lookup in windows of `downloadWindow` bytes (`Range`), each asked for once the last is written.
+    private func lookup(_ identity: EntryIdentity, into staging: RemoteStagingFile?) async -> RemoteLookup {
+        let url = url(for: identity)
+        let attempt = await remoteGuard.performAsync(scope: 0, access: .read) {
+            (deadline) throws(RemoteError) -> RemoteLookup in
+            let reader = RemoteEnvelopeReader(
+                identity: identity.digest, secret: configuration.secret,
+                maximumBytes: configuration.policy.maximumValueBytes, staging: staging,
+                streamingThreshold: configuration.streamingThreshold)
+            let sink = HTTPValueSink(reader: reader, maximumBytes: configuration.policy.maximumValueBytes)
+            let transferDeadline = RemoteDeadline.after(configuration.transferTimeout)
+            var windowDeadline = deadline
+            while true {
+                let window = sink.nextWindow(size: configuration.downloadWindow)
+                let outcome = try await transport.send(
+                    "GET", to: url, extraHeaders: window, sink: sink, deadline: windowDeadline,
+                    transferDeadline: transferDeadline)
+                if let lookup = try sink.lookup(after: outcome) { return lookup }
+                windowDeadline = .after(configuration.policy.operationTimeout)
+            }
+        }
+        return finishLookup(attempt)
+    }
+
+    /// Whether a value is stored for `identity` (`HEAD`; not verified). Nil when the tier is unavailable
+    /// or the server refused to say.
+    func exists(_ identity: EntryIdentity) async -> Bool? {
+        let url = url(for: identity)
+        let attempt = await remoteGuard.performAsync(scope: 0, access: .read) {
+            (deadline) throws(RemoteError) -> Bool? in
+            let status = try await transport.send("HEAD", to: url, deadline: deadline).status
+            switch status {
+            case 200..<300: return true
+            case 404, 410: return false
+            case 429, 500..<600: throw .serverStatus(status)
+            default: return nil
+            }
+        }
+        if case .completed(let exists) = attempt { return exists }
+        return nil
+    }
+
+    // MARK: Stores
+
+    /// Stores `payload` as `identity`'s value (streamed from memory at or above the threshold).
+    func store(_ identity: EntryIdentity, payload: Data, createdAt: Int64, expiresAt: Int64) async -> RemoteStoreOutcome
+    {
+        if let skip = skipReason(payloadCount: payload.count, expiresAt: expiresAt) { return .skipped(skip) }
+        let secret = configuration.secret
+        let streams = payload.count >= configuration.streamingThreshold
+        return await put(identity) {
+            guard streams else {
+                return .bytes(
+                    Data(
+                        RemoteEnvelope.seal(
+                            payload, identity: identity.digest, createdAt: createdAt, expiresAt: expiresAt,
+                            secret: secret)))
+            }
+            return .stream(
+                HTTPEnvelopeStream(
+                    payload: .memory(payload), identity: identity.digest, createdAt: createdAt, expiresAt: expiresAt,
+                    secret: secret))
+        }
+    }
+
+    /// Stores the payload in `file` (a local entry's) as `identity`'s value, streamed from the file at or
+    /// above the threshold. The caller keeps the descriptor open until this returns.
+    func store(
+        _ identity: EntryIdentity, payloadFile file: RemotePayloadFile, createdAt: Int64, expiresAt: Int64
+    ) async -> RemoteStoreOutcome {
+        guard file.byteCount >= configuration.streamingThreshold else {
+            if let skip = skipReason(payloadCount: file.byteCount, expiresAt: expiresAt) { return .skipped(skip) }
+            guard let payload = await file.readWhole() else {
+                statistics.add(.failedWrites)
+                return .unavailable
+            }
+            return await store(identity, payload: payload, createdAt: createdAt, expiresAt: expiresAt)
+        }
+        if let skip = skipReason(payloadCount: file.byteCount, expiresAt: expiresAt) { return .skipped(skip) }
+        let secret = configuration.secret
+        return await put(identity) {
+            .stream(
+                HTTPEnvelopeStream(
+                    payload: .file(file), identity: identity.digest, createdAt: createdAt, expiresAt: expiresAt,
+                    secret: secret))
+        }
+    }
+
+    /// Deletes `identity`'s value. True when one was deleted.
+    @discardableResult
+    func remove(_ identity: EntryIdentity) async -> Bool {
+        let url = url(for: identity)
+        let attempt = await remoteGuard.performAsync(scope: 0, access: .write) { (deadline) throws(RemoteError) in
+            let status = try await transport.send("DELETE", to: url, deadline: deadline).status
+            switch status {
+            case 200..<300: return true
+            case 404, 410: return false
+            default: throw .writeRefused(status)
+            }
+        }
+        if case .completed(let deleted) = attempt { return deleted }
+        return false
+    }
+
+    /// A guarded `PUT` of the body `makeBody` builds (inside the guard: nothing is sealed when bypassed).
+    private func put(_ identity: EntryIdentity, _ makeBody: () -> HTTPRequestBody) async -> RemoteStoreOutcome {
+        let url = url(for: identity)
+        let attempt = await remoteGuard.performAsync(scope: 0, access: .write) { (deadline) throws(RemoteError) in
+            let status = try await transport.send("PUT", to: url, body: makeBody(), deadline: deadline).status
+            switch status {
+            case 200..<300: return
+            case 413: throw .payloadTooLarge
+            default: throw .writeRefused(status)
+            }
+        }
+        return finishStore(attempt)
+    }
+}

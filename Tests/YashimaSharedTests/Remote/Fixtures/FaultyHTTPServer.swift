@@ -1,0 +1,182 @@
+// A tiny HTTP/1.1 server on loopback that fails on purpose, for faults nginx cannot stage: it answers
+// every request with one status (a 500, say, on a kept-alive connection), resets the connection in the
+// middle of a body, stalls in the middle of a body, never answers, closes without answering, or
+// trickles a body a byte at a time. A thread accepts; each connection is served on another thread.
+// Counts requests, so a test can tell that bypassed calls never reached it.
+
+import Foundation
+import Glibc
+import Synchronization
+
+final class FaultyHTTPServer: Sendable {
+    enum Behaviour: Sendable {
+        /// Reads each request (and its body) and answers with `status` and a short body, keeping the
+        /// connection.
+        case status(Int)
+        /// Answers 200 with `body`'s length, sends its first half, then resets the connection.
+        case resetMidBody([UInt8])
+        /// Answers 200 with `body`'s length, sends its first half, then nothing (holds the connection).
+        case stallMidBody([UInt8])
+        /// Reads requests and never answers.
+        case hang
+        /// Reads a request and closes the connection without a byte.
+        case closeWithoutAnswer
+        /// Answers 200 with `body`'s length, then sends it one byte every 50 ms.
+        case trickle([UInt8])
+    }
+
+    let port: Int
+    private let listener: Int32
+    private let behaviour: Mutex<Behaviour>
+    private let stopped = Atomic<Bool>(false)
+    private let requests = Atomic<Int>(0)
+    private let held = Mutex<[Int32]>([])
+    private let acceptorDone = Mutex<Bool>(false)
+
+    init(_ behaviour: Behaviour) throws {
+        self.behaviour = Mutex(behaviour)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw RedisFixtureError(description: "socket failed") }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(fd, pointer, length) == 0 && listen(fd, 64) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else {
+            close(fd)
+            throw RedisFixtureError(description: "bind failed")
+        }
+        listener = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+        Thread { [self] in acceptLoop() }.start()
+    }
+
+    /// A URL with a path prefix on this server.
+    var url: String { "http://127.0.0.1:\(port)/cache" }
+
+    /// Changes how the next requests are answered (a server that recovers).
+    func change(to behaviour: Behaviour) { self.behaviour.withLock { $0 = behaviour } }
+
+    /// Requests read so far.
+    var requestCount: Int { requests.load(ordering: .relaxed) }
+
+    private func acceptLoop() {
+        while !stopped.load(ordering: .relaxed) {
+            var entry = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+            guard poll(&entry, 1, 50) > 0 else { continue }
+            let client = accept(listener, nil, nil)
+            guard client >= 0 else { continue }
+            held.withLock { $0.append(client) }
+            Thread { [self] in serve(client) }.start()
+        }
+        acceptorDone.withLock { $0 = true }
+    }
+
+    /// Reads one request (head and body) into `pending`; false when the connection ended or we stop.
+    private func readRequest(_ client: Int32, _ pending: inout [UInt8]) -> Bool {
+        func fill() -> Bool {
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while !stopped.load(ordering: .relaxed) {
+                var entry = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
+                guard poll(&entry, 1, 50) > 0 else { continue }
+                let count = recv(client, &buffer, buffer.count, 0)
+                guard count > 0 else { return false }
+                pending += buffer[0..<count]
+                return true
+            }
+            return false
+        }
+        let separator = Array("\r\n\r\n".utf8)
+        var headEnd: Int?
+        while headEnd == nil {
+            headEnd = pending.indices.dropLast(3).first { pending[$0..<($0 + 4)].elementsEqual(separator) }
+            if headEnd == nil && !fill() { return false }
+        }
+        let head = String(decoding: pending[..<headEnd!], as: UTF8.self).lowercased()
+        pending.removeFirst(headEnd! + 4)
+        requests.add(1, ordering: .relaxed)
+        if head.contains("transfer-encoding: chunked") {
+            let end = Array("0\r\n\r\n".utf8)
+            while !(pending.count >= 5 && pending.suffix(5).elementsEqual(end)) {
+                if !fill() { return false }
+            }
+            pending.removeAll()
+        } else if let line = head.split(separator: "\r\n").first(where: { $0.hasPrefix("content-length:") }),
+            let length = Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces))
+        {
+            while pending.count < length { if !fill() { return false } }
+            pending.removeFirst(length)
+        }
+        return true
+    }
+
+    private func send(_ client: Int32, _ text: String) { send(client, Array(text.utf8)) }
+
+    private func send(_ client: Int32, _ bytes: some Collection<UInt8>) {
+        let bytes = Array(bytes)
+        _ = bytes.withUnsafeBytes { Glibc.send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    private func head(_ body: [UInt8]) -> String { "HTTP/1.1 200 OK\r\nContent-Length: \(body.count)\r\n\r\n" }
+
+    private func serve(_ client: Int32) {
+        var pending: [UInt8] = []
+        while readRequest(client, &pending) {
+            switch behaviour.withLock({ $0 }) {
+            case .status(let status):
+                send(client, "HTTP/1.1 \(status) Fault\r\nContent-Length: 5\r\n\r\nfault")
+                continue
+            case .resetMidBody(let body):
+                send(client, head(body))
+                send(client, body.prefix(body.count / 2))
+                // Linger 0: close sends a reset instead of a FIN.
+                var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+                setsockopt(client, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+                closeNow(client)
+            case .stallMidBody(let body):
+                send(client, head(body))
+                send(client, body.prefix(body.count / 2))
+                while !stopped.load(ordering: .relaxed) { usleep(20_000) }
+            case .hang:
+                while !stopped.load(ordering: .relaxed) { usleep(20_000) }
+            case .closeWithoutAnswer:
+                closeNow(client)
+            case .trickle(let body):
+                send(client, head(body))
+                for byte in body where !stopped.load(ordering: .relaxed) {
+                    send(client, [byte])
+                    usleep(50_000)
+                }
+            }
+            return
+        }
+    }
+
+    /// Closes `client` at once (and forgets it, so `stop` does not close a reused descriptor number).
+    private func closeNow(_ client: Int32) {
+        held.withLock { fds in
+            fds.removeAll { $0 == client }
+            close(client)
+        }
+    }
+
+    func stop() {
+        stopped.store(true, ordering: .relaxed)
+        while !acceptorDone.withLock({ $0 }) { usleep(1000) }
+        let clients = held.withLock { $0 }
+        for fd in clients { shutdown(fd, Int32(SHUT_RDWR)) }
+        usleep(100_000)  // the serving threads poll every 50 ms and see `stopped`
+        for fd in clients { close(fd) }
+        close(listener)
+    }
+
+    deinit {
+        if !stopped.load(ordering: .relaxed) { stop() }
+    }
+}
