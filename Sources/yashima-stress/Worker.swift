@@ -65,7 +65,7 @@ enum WorkerCommand {
             Array(words.dropFirst()),
             flagNames: [
                 "go", "announce", "announce-wait", "process-local", "all", "refresh", "uniform", "lookup-only",
-                "open-first", "current", "no-cache",
+                "open-first", "current", "no-cache", "linger",
                 "read", "pause", "exhaust-inotify-instances",
             ])
         switch command {
@@ -102,6 +102,7 @@ enum WorkerCommand {
         let processLocal = arguments.flag("process-local")
         let refresh = arguments.flag("refresh")
         let openFirst = arguments.flag("open-first")
+        let linger = arguments.flag("linger")
         let writeFailure = arguments.string("write-failure") ?? "throw"
         guard writeFailure == "throw" || writeFailure == "best-effort" else {
             throw ArgumentError(description: "--write-failure must be throw or best-effort, not '\(writeFailure)'")
@@ -166,6 +167,9 @@ enum WorkerCommand {
                     "repairs": cache.statistics.auxiliaryFileRepairs,
                 ]))
         }
+        // `--linger`: stay until stdin closes, so this process's exit (a whole Swift process's teardown,
+        // milliseconds of CPU) does not run while sibling processes of a stampede are still waking.
+        if linger { while readLine() != nil {} }
         return allCorrect ? 0 : 1
     }
 
