@@ -139,7 +139,11 @@ enum WorkerCommand {
                     try await cache.resolve(for: key, codec: DataCodec(), options: options) {
                         if announce { emit("GENERATING \(key.identity)") }
                         ledger?.record("\(key.namespace)/\(key.identity) data \(pid)")
-                        if generateMilliseconds > 0 { try await Task.sleep(for: .milliseconds(generateMilliseconds)) }
+                        // No tolerance: Dispatch's default timer leeway let a 200 ms sleep overshoot by up to
+                        // ~3 ms, which the stampede timed as hand-off (the peers' recipes use time.sleep).
+                        if generateMilliseconds > 0 {
+                            try await Task.sleep(for: .milliseconds(generateMilliseconds), tolerance: .zero)
+                        }
                         return expected
                     }
                 }
