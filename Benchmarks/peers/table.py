@@ -191,6 +191,18 @@ def main():
         if stampede_ours and barrier:
             out.append(f"- Stampede overhead (slowest − 200 ms, median of rounds): YashimaShared "
                        f"{fmt(stampede_ours['medianNs'])} vs diskcache barrier(Lock) recipe {fmt(barrier['medianNs'])}")
+        # Issue 14: the stampede below LMDB's write-transaction recipe and ≤ 2 ms; a 64 KiB hit faster than
+        # diskcache's.
+        lmdb = theirs.get("LMDB write-txn lock: stampede slowest wall − 200 ms")
+        if stampede_ours and lmdb:
+            mine, theirs_value = stampede_ours["medianNs"], lmdb["medianNs"]
+            verdict = "met" if mine < theirs_value and mine <= 2_000_000 else "MISSED"
+            out.append(f"- Stampede (slowest − 200 ms, median of rounds) below LMDB's write-txn recipe and ≤ 2 ms: "
+                       f"YashimaShared {fmt(mine)} vs LMDB {fmt(theirs_value)} → **{verdict}**")
+        hit_ours = ours.get("YCache storage hit +touch 64 KiB")
+        hit_dc = theirs.get("diskcache storage hit 64 KiB")
+        out.append(judge("64 KiB storage hit faster than diskcache's (median)",
+                         hit_ours and hit_ours.get("medianNs"), hit_dc and hit_dc.get("medianNs")))
         memoize = theirs.get("diskcache memoize: stampede slowest wall − 200 ms")
         if memoize:
             out.append(f"- Stampede: diskcache `memoize` ran the generator {memoize.get('generations')} times per round "

@@ -25,6 +25,22 @@ enum BenchWorker {
         return 0
     }
 
+    /// `worker first-hit --directory D --key K [--no-cache]`: a fresh process's one lookup: opens the
+    /// existing cache directory and gets one stored value (a storage hit), then exits; with `--no-cache`
+    /// the same process does nothing (the baseline of the bench's first-open row). Prints nothing on a
+    /// hit; exits 1 when the lookup was not a storage hit.
+    static func firstHit(_ arguments: inout Arguments) async throws -> Int32 {
+        let setup = try WorkerSetup(&arguments)
+        let identity = arguments.string("key") ?? "first"
+        let noCache = arguments.flag("no-cache")
+        try arguments.rejectUnknown()
+        if noCache { return 0 }
+        let cache = setup.makeCache()
+        let value = try await cache.valueIfCached(
+            for: CacheKey(namespace: "first", identity: identity), codec: DataCodec())
+        return value == nil ? 1 : 0
+    }
+
     /// `worker handoff-wait --directory D`: for each "GET <identity>" line, get-or-generate that key
     /// (another process is generating it) and print the monotonic time the call returned.
     static func handoffWait(_ arguments: inout Arguments) async throws -> Int32 {

@@ -14,7 +14,7 @@ struct YCacheCorruptionTests {
 
     /// A small payload (read into a buffer) and one past `Policy.mapThreshold` (mapped), made once.
     static let payloads: [Int: Data] = Dictionary(
-        uniqueKeysWithValues: [100, 66_000].map { size in
+        uniqueKeysWithValues: [100, 140_000].map { size in
             (size, Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 13) }))
         })
 
@@ -37,7 +37,7 @@ struct YCacheCorruptionTests {
 
     @Test(
         "a damaged entry is a miss: a fresh instance replaces it with a regenerated value",
-        arguments: EntryDamage.allCases, [100, 66_000])
+        arguments: EntryDamage.allCases, [100, 140_000])
     func damagedIsMiss(_ damage: EntryDamage, payloadSize: Int) async throws {
         let dir = TemporaryDirectory("corrupt")
         let key = CacheKey("victim", namespace: "corrupt").variant("size", payloadSize)
@@ -94,7 +94,7 @@ struct YCacheCorruptionTests {
     func damagedThrowsIfCached() async throws {
         let dir = TemporaryDirectory("corrupt-strict-ifcached")
         let key = CacheKey("strict-if-cached", namespace: "corrupt")
-        let (_, _, reason) = try await Self.damagedEntry(.flipReserved2, in: dir, key: key, payloadSize: 66_000)
+        let (_, _, reason) = try await Self.damagedEntry(.flipReserved2, in: dir, key: key, payloadSize: 140_000)
         await #expect(throws: YCache.Error.corruptEntry(reason: reason.description)) {
             try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec, options: Self.strict)
         }

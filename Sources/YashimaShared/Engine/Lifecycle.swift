@@ -16,7 +16,7 @@ extension CacheEngine {
             return memory.item(for: memoryKey, state: nil, now: now)?.metadata
         }
         let expectation = EntryExpectation(key: key, codecIdentifier: codec.identifier)
-        let path = context.directory.entryPath(for: expectation.identity)
+        let path = expectation.path
         switch context.files.readHeader(path.relative) {
         case .success(let (header, bytes, status)):
             let matches = bytes.withUnsafeBytes {

@@ -19,7 +19,7 @@ extension CacheEngine {
     ) throws -> StorageHit<Codec.Value>? {
         guard let storage else { return nil }
         let epochs = epochs(of: request, in: storage)
-        let path = storage.directory.entryPath(for: request.expectation.identity)
+        let path = request.expectation.path
         let now = Syscall.realtimeNanoseconds
         let read = storage.files.read(
             path, expecting: request.expectation, now: now, useMapping: storage.isLocalFilesystem)

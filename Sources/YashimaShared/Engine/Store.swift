@@ -132,7 +132,7 @@ extension Production {
             }
         }
         let expectation = request.expectation
-        let path = storage.directory.entryPath(for: expectation.identity)
+        let path = expectation.path
         let charged = EntryFile.chargedBytes(
             payloadByteCount: content.payload.count, keyByteCount: expectation.keyBytes.count,
             codecByteCount: expectation.codecBytes.count)

@@ -87,13 +87,14 @@ final class Directory: Sendable {
         networkFilesystemName = filesystem
         rootIdentity = try Directory.checkOwnership(fd, path: path, sharing: sharing)
         rootCheckedAt = Atomic(Syscall.monotonicNanoseconds)
-        try Directory.refuseUnsupportedLayout(fd, path: path)  // before creating anything in it
+        let layoutFound = try Directory.refuseUnsupportedLayout(fd, path: path)  // before creating anything
         for folder in [Directory.entriesFolder, Directory.locksFolder, Directory.stagingFolder] {
             try Directory.ensureFolder(folder, in: fd, mode: sharing.directoryMode, rootPath: path)
         }
         // Fan-out folders are made when first needed (`ensureFanOut`): making all 512 here cost 0.15–0.7 s
         // on ext4 (Benchmarks/repro/folder_cost.py), on the thread of whoever opened a fresh directory first.
-        try Directory.ensureLayout(fd, path: path, fileMode: sharing.fileMode)
+        // An existing directory's layout was read and checked above: one read, not two (issue 14).
+        if !layoutFound { try Directory.ensureLayout(fd, path: path, fileMode: sharing.fileMode) }
         state = try SharedState(
             rootDescriptor: fd, rootPath: path, sharing: sharing, ownerProcessID: ownerProcessID, onRepair: onRepair)
         descriptor = fd

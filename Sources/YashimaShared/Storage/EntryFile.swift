@@ -1,7 +1,7 @@
 // Entry files relative to one storage root, and reading them (I3). A reader takes no lock: it opens the
 // entry (never through a symlink) and accepts it only after checking the header (magic, version, lengths
 // against the file size, header checksum), that the stored key bytes and codec identifier are the ones
-// asked for, expiry, and the payload checksum (skipped for a mapped file this process already verified,
+// asked for, expiry, and the payload checksum (skipped for a file this process already verified,
 // VerifiedInodes); anything else is a miss, and a missing file (ENOENT) is a normal one. Small payloads are
 // read, large ones mapped privately. Publishing is in EntryPublish.swift, removal in EntryRemove.swift,
 // touching in Touch.swift, scans in Scan.swift. Every call is a short, local syscall sequence.
@@ -15,6 +15,9 @@ struct EntryExpectation: Sendable {
     let keyBytes: [UInt8]
     let codecBytes: [UInt8]
     let keyDigest: SHA256Digest
+    /// The entry file's path relative to any root (a function of the identity alone), made once here so a
+    /// lookup does not format the identity's hex again.
+    let path: EntryPath
 
     /// The size of the entry's header (fixed part, key and codec identifier): its file size minus the payload.
     var headerSize: Int { EntryFormat.fixedHeaderSize + keyBytes.count + codecBytes.count }
@@ -25,6 +28,7 @@ struct EntryExpectation: Sendable {
         self.codecBytes = Array(codecIdentifier.utf8)
         self.identity = EntryIdentity(key: key, codecIdentifier: codecIdentifier)
         self.keyDigest = key.stableDigest
+        self.path = Directory.entryPath(for: identity)
     }
 }
 
@@ -104,11 +108,14 @@ struct EntryFile {
         case .failure(let error): return .failure(.system(error))
         }
         let bytes = UnsafeRawBufferPointer(start: buffer, count: size)
+        // The bytes read are the inode's bytes, as a mapping's are: a verified inode is trusted alike.
+        let verified = VerifiedInodes.shared.contains(status)
         let header: EntryFormat.Header
-        switch validate(bytes, status: status, expecting: expectation, now: now, verifyPayload: true) {
+        switch validate(bytes, status: status, expecting: expectation, now: now, verifyPayload: !verified) {
         case .success(let value): header = value
         case .failure(let failure): return .failure(failure)
         }
+        if !verified { VerifiedInodes.shared.insert(status, now: now) }
         let baseBits = UInt(bitPattern: buffer)
         let payload = Data(
             bytesNoCopy: buffer + header.payloadOffset, count: Int(header.payloadByteCount),

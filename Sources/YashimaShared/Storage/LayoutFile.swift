@@ -36,11 +36,13 @@ extension Directory {
     }
 
     /// Refuses a directory whose existing layout file this code cannot use, before anything is created
-    /// in it. A missing layout file is fine: `ensureLayout` writes one.
-    static func refuseUnsupportedLayout(_ root: Int32, path: String) throws(YCache.Error) {
-        if case .success(let text?) = readSmallFile(layoutFile, in: root) {
-            try requireSupportedLayout(text, path: path)
-        }
+    /// in it. A missing layout file is fine: `ensureLayout` writes one. Returns whether a supported layout
+    /// file was found: it is written once and never changed (I12), so the opener need not read it again.
+    @discardableResult
+    static func refuseUnsupportedLayout(_ root: Int32, path: String) throws(YCache.Error) -> Bool {
+        guard case .success(let text?) = readSmallFile(layoutFile, in: root) else { return false }
+        try requireSupportedLayout(text, path: path)
+        return true
     }
 
     static func parseLayoutVersion(_ bytes: [UInt8]) -> Int? {

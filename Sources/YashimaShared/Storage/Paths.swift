@@ -26,7 +26,10 @@ extension Directory {
     static let lockSuffix = ".lock"
     static let stagingSuffix = ".staging"
 
-    func entryPath(for identity: EntryIdentity) -> EntryPath {
+    func entryPath(for identity: EntryIdentity) -> EntryPath { Self.entryPath(for: identity) }
+
+    /// The same for any root: an entry's relative path depends on its identity only.
+    static func entryPath(for identity: EntryIdentity) -> EntryPath {
         let hex = identity.hex
         let fanOut = Directory.entriesFolder + "/" + hex.prefix(2)
         return EntryPath(fanOut: fanOut, relative: fanOut + "/" + hex + Directory.entrySuffix)

@@ -1,10 +1,10 @@
-// Which mapped entry files this process has already verified (payload checksum), so a hit on a large
-// entry does not checksum it again: keyed by inode, trusted only while the file's ctime says nothing wrote
+// Which entry files this process has already verified (payload checksum), so a hit on an entry does not
+// checksum it again (mapped or read: either way the bytes are the inode's): keyed by inode, trusted only while the file's ctime says nothing wrote
 // it since (I1 rules out in-place writes by conforming processes).
 
 import Synchronization
 
-/// The (inode, ctime, size) of mapped files whose payload checksum this process already verified.
+/// The (inode, ctime, size) of entry files whose payload checksum this process already verified.
 /// Any write to a file changes its ctime, so a match proves the bytes are the verified ones; only ctimes
 /// at least `Policy.verifiedCtimeMinimumAge` old are remembered (coarse timestamps, see Policy).
 ///

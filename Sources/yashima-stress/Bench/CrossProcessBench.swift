@@ -24,6 +24,7 @@ enum CrossProcessBench {
     static func run(_ context: BenchContext) async throws {
         try await stampede(context)
         try await handoff(context)
+        try await FirstOpenBench.run(context)
         try await throughput(context)
         try await diskcacheMix(context)
     }
@@ -52,20 +53,22 @@ enum CrossProcessBench {
                     context.executable,
                     [
                         "worker", "get", "--directory", directory.path, "--key", "hot", "--generate-ms", "200",
-                        "--ledger", ledger, "--go",
+                        "--ledger", ledger, "--go", "--linger",
                     ]
                         + (openFirst ? ["--open-first"] : []))
             }
             releaseTogether(children)
             var walls = Samples()
+            // Every result first, then the exits: a process that exits (milliseconds of CPU on 2 cores)
+            // while its siblings still wake would be timed as the library's hand-off (--linger).
             for child in children {
                 if let result = child.readJSON(timeout: ChildProcess.benchPatience),
                     let elapsed = result["elapsedNs"] as? Double
                 {
                     walls.append(elapsed)
                 }
-                child.finish()
             }
+            for child in children { child.finish() }
             overheads.append(walls.maximum - 200_000_000)
             medians.append(walls.median - 200_000_000)
             generations.append(Ledger(path: ledger).lines().count)
@@ -79,10 +82,10 @@ enum CrossProcessBench {
         var row = BenchRow(
             section: "crossprocess", name: "stampede slowest wall − 200 ms\(suffix)", samples: overheads,
             note: "median process: " + formatNanoseconds(medians.median))
-        if openFirst {
-            row.target = "≤ 5 ms median"
-            row.met = overheads.median <= 5_000_000
-        }
+        // Issue 14: ≤ 2 ms with storage open (and below LMDB's write-transaction recipe in the same
+        // peers run: Benchmarks/peers/run.sh), ≤ 5 ms with each process's first open included.
+        row.target = openFirst ? "≤ 2 ms median of rounds" : "≤ 5 ms median of rounds"
+        row.met = overheads.median <= (openFirst ? 2_000_000 : 5_000_000)
         report.add(row)
     }
 
@@ -139,10 +142,16 @@ enum CrossProcessBench {
             }
         }
         waiter.finish()
-        report.add(
-            BenchRow(
-                section: "crossprocess", name: "holder's call returns → waiting process returns", samples: afterHolder,
-                note: "after the publish and the lock release; can be negative"))
+        // Issue 14's hand-off target, from the holder's release. The holder's call returns a few µs after
+        // its release (it then only fills its memory layer), so this slightly flatters the figure.
+        var released = BenchRow(
+            section: "crossprocess", name: "holder's call returns → waiting process returns", samples: afterHolder,
+            note: "after the publish and the lock release; can be negative")
+        released.baseline = "raw flock hand-off"
+        released.ratio = afterHolder.median / raw.median
+        released.target = "p50 ≤ 150 µs, p99 ≤ 2 ms (from the call's return: a lower bound of the release's)"
+        released.met = afterHolder.median <= 150_000 && afterHolder.p99 <= 2_000_000
+        report.add(released)
         var row = BenchRow(
             section: "crossprocess", name: "YCache generator returns → waiting process returns", samples: wake,
             note: "includes publishing the 4 KiB entry")

@@ -3,6 +3,7 @@
 
 import Foundation
 import Glibc
+import Synchronization
 import YashimaShared
 
 enum SingleProcessBench {
@@ -45,7 +46,8 @@ enum SingleProcessBench {
                 let value = try await cache.data(for: key) { payload }
                 touchPages(value)
             }
-            let limit = size >= (1 << 20) ? 1.5 : (size <= (4 << 10) ? 4.0 : nil)
+            // Issue 14: ≤ 2x the faster raw baseline at every size (≥ 1 MiB keeps its older 1.5x).
+            let limit = size >= (1 << 20) ? 1.5 : 2.0
             report.add(
                 BenchRow(section: "single", name: "YCache storage hit +touch \(label)", samples: hit),
                 comparedTo: faster, limit: limit)
@@ -207,8 +209,12 @@ func touchPages(_ data: Data) {
     }
 }
 
-@inline(never)
-func blackHole<T>(_ value: T) { withExtendedLifetime(value) {} }
+/// Keeps a computed value alive: an atomic store the optimizer cannot drop. (A generic `@inline(never)`
+/// function was not enough: its specialization had the argument removed as dead, and with it every
+/// page-touching load, so the "+touch" rows measured no page faults at all.)
+func blackHole(_ value: UInt8) { benchSink.store(value, ordering: .relaxed) }
+
+private let benchSink = Atomic<UInt8>(0)
 
 /// Baseline: open + fstat + read(2) into a reused buffer + close.
 @inline(never)

@@ -51,7 +51,7 @@ struct EntryFileTests {
     }
 
     /// Payloads for the damage tests: buffered and mapped (past `Policy.mapThreshold`), made once.
-    static let damagePayloads = [200: payload(200), 66_000: payload(66_000)]
+    static let damagePayloads = [200: payload(200), 140_000: payload(140_000)]
 
     static func payload(_ count: Int, seed: UInt8 = 1) -> Data {
         Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) })
@@ -114,7 +114,7 @@ struct EntryFileTests {
     func mappedPayloadIsPrivate() throws {
         let fixture = try Fixture()
         let key = CacheKey("private")
-        let payload = Self.payload(100_000)
+        let payload = Self.payload(Policy.mapThreshold + 70_000)
         try fixture.publish(key, payload)
         var mapped = try fixture.read(key).get().payload
         for index in stride(from: 0, to: mapped.count, by: 4096) { mapped[index] ^= 0xFF }
@@ -158,7 +158,7 @@ struct EntryFileTests {
 
     @Test(
         "each damaged file is a miss with its reason (read and header-only read)",
-        arguments: EntryDamage.allCases, [200, 66_000])
+        arguments: EntryDamage.allCases, [200, 140_000])
     func damagedFile(_ damage: EntryDamage, payloadSize: Int) throws {
         let fixture = try Fixture()
         let key = CacheKey("damaged", namespace: "files").variant("size", payloadSize)
