@@ -257,6 +257,43 @@ extension YCache {
         case generated
     }
 
+    /// Where a resolved value came from, with the remote tier told apart (YashimaShared).
+    ///
+    /// `Source` keeps Yashima's three cases, so that exhaustive switches over it keep compiling; a value
+    /// from the remote tier has `source == .storage` (the generator did not run here, and the value is now
+    /// in this host's storage directory) and `origin == .remote`. More cases may be added: switch over
+    /// `Origin` with a `default`.
+    public enum Origin: String, Sendable, Equatable, Codable {
+        /// This process's memory (L1).
+        case memory
+        /// The shared storage directory (L2), written by this or another process of this host.
+        case storage
+        /// The generator ran for this call (or for the call or process whose generation it joined).
+        case generated
+        /// The remote tier (`Configuration.remote`): another host (or this one, earlier) stored it there;
+        /// it was verified and published into this host's storage directory.
+        case remote
+
+        /// The `Source` this origin is reported as (`.remote` is `.storage`).
+        public var source: Source {
+            switch self {
+            case .memory: return .memory
+            case .storage, .remote: return .storage
+            case .generated: return .generated
+            }
+        }
+
+        /// The origin of a value whose source is `source` (never `.remote`).
+        /// - Parameter source: Where the value came from.
+        public init(_ source: Source) {
+            switch source {
+            case .memory: self = .memory
+            case .storage: self = .storage
+            case .generated: self = .generated
+            }
+        }
+    }
+
     /// A value with where it came from.
     public struct Resolved<Value: Sendable>: Sendable {
         /// The value.
@@ -265,8 +302,12 @@ extension YCache {
         public let source: Source
         /// Its metadata; `nil` for a value generated under `writePolicy: .disabled` (never encoded).
         public let metadata: Metadata?
-        /// True when another task or process generated it while this call waited (single-flight).
+        /// True when another task or process (or, with a remote tier, another host) generated it while this
+        /// call waited (single-flight).
         public let wasSharedGeneration: Bool
+        /// Where it came from, with the remote tier told apart: `.remote` for a value of the remote tier
+        /// (whose `source` is `.storage`), else the same as `source` (YashimaShared).
+        public let origin: Origin
 
         /// Creates a resolution.
         /// - Parameters:
@@ -275,8 +316,20 @@ extension YCache {
         ///   - metadata: Its metadata, if any.
         ///   - wasSharedGeneration: Whether another caller's generation produced it.
         public init(value: Value, source: Source, metadata: Metadata?, wasSharedGeneration: Bool) {
+            self.init(
+                value: value, origin: Origin(source), metadata: metadata, wasSharedGeneration: wasSharedGeneration)
+        }
+
+        /// Creates a resolution from its origin (its `source` is `origin.source`).
+        /// - Parameters:
+        ///   - value: The value.
+        ///   - origin: Where it came from.
+        ///   - metadata: Its metadata, if any.
+        ///   - wasSharedGeneration: Whether another caller's generation produced it.
+        public init(value: Value, origin: Origin, metadata: Metadata?, wasSharedGeneration: Bool) {
             self.value = value
-            self.source = source
+            self.source = origin.source
+            self.origin = origin
             self.metadata = metadata
             self.wasSharedGeneration = wasSharedGeneration
         }
@@ -360,4 +413,28 @@ public struct CacheStatistics: Sendable, Equatable {
     /// layer once (the new `state` file invalidates every value kept in memory) and usage is recounted
     /// by the next trim; values stay correct. Non-zero means something damaged the directory.
     public var auxiliaryFileRepairs = 0
+
+    // The remote tier's counters (`YCache.Configuration.remote`); all 0 without one. They are this
+    // instance's own (not in the directory's shared counters).
+
+    /// Remote lookups that returned a verified value (also counted when a lease wait ended with one).
+    public var remoteHits = 0
+    /// Remote lookups that found nothing usable (absent, expired, rejected, another Redis type, too large).
+    public var remoteMisses = 0
+    /// Values stored remotely.
+    public var remotePuts = 0
+    /// Remote values that failed verification (a wrong identity, damaged bytes, a missing or wrong
+    /// signature): misses, never returned, overwritten by the next store. A subset of `remoteMisses`.
+    public var remoteRejectedValues = 0
+    /// Remote calls that failed, other than timeouts. None is ever thrown to a caller.
+    public var remoteErrors = 0
+    /// Remote calls that missed their deadline (`YCache.Remote.Options.operationTimeout`).
+    public var remoteTimeouts = 0
+    /// Remote calls not made because the tier was bypassed after a failure (or, for writes, read-only).
+    public var remoteBypassedCalls = 0
+    /// Waits for another host's remote lease on a key.
+    public var remoteLeaseWaits = 0
+    /// Leases taken over after the holder's lease expired without a release (the holder died, hung or
+    /// was cut off).
+    public var remoteLeaseTakeovers = 0
 }

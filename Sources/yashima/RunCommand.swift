@@ -142,7 +142,8 @@ enum RunCommand {
                 let how =
                     resolution.wasSharedGeneration ? "waited \(Format.seconds(elapsed)) for another process" : "hit"
                 Output.error(
-                    "yashima: \(how): \(Format.bytes(Int64(record.byteCount))) from storage, saved "
+                    "yashima: \(how): \(Format.bytes(Int64(record.byteCount))) from "
+                        + (resolution.origin == .remote ? "the remote tier" : "storage") + ", saved "
                         + Format.seconds(Double(max(0, saved)) / 1e9))
             }
         }

@@ -5,7 +5,7 @@
 //      (I5: storage looked at again after every wake and once the lock is held), else storage looked at
 //      once more; a hit ends the production here;
 //   3. the key's epochs, taken before producing (I10);
-//   4. `produceValue`: the generation tiers (GenerationTier.swift: the remote tier's place), then the
+//   4. `produceValue`: the generation tiers (GenerationTier.swift: the remote tier), then the
 //      caller's generator;
 //   5. `commitGate`: a flight whose callers all left stores nothing;
 //   6. `publish` (Store.swift): encode, publish through the key's lock file (consuming the lock), bump the
@@ -94,8 +94,10 @@ struct Production<Codec: CacheCodec>: Sendable {
                 throw error
             }
             await produced.afterPublish?(stored.published)
+            if produced.sharedGeneration { engine.count { $0.sharedGenerations += 1 } }
             return .value(
-                produced.value, stored.metadata, produced.source, sharedAcrossProcesses: false, epochs: stored.epochs)
+                produced.value, stored.metadata, produced.source, sharedAcrossProcesses: produced.sharedGeneration,
+                epochs: stored.epochs)
         } catch {
             return .failure(error)
         }
@@ -106,7 +108,7 @@ struct Production<Codec: CacheCodec>: Sendable {
         switch await run() {
         case .value(let value, let metadata, let source, let shared, _):
             guard let value = value as? Codec.Value else { throw YCache.Error.valueTypeMismatch }
-            return YCache.Resolved(value: value, source: source, metadata: metadata, wasSharedGeneration: shared)
+            return YCache.Resolved(value: value, origin: source, metadata: metadata, wasSharedGeneration: shared)
         case .noValue: return nil
         case .failure(let error): throw error
         }
@@ -190,7 +192,8 @@ struct Production<Codec: CacheCodec>: Sendable {
         var next: @Sendable () async throws -> Produced<Codec.Value>? = { try await generate() }
         for tier in engine.generationTiers.reversed() {
             let (below, request) = (next, request)
-            next = { try await tier.produce(request, next: below) }
+            let kind = kind
+            next = { try await tier.produce(request, kind: kind, next: below) }
         }
         return try await next()
     }
