@@ -15,8 +15,9 @@ struct WorkerSetup {
     var budget: Int?
     var memoryBudget: Int?
     var sharing: StorageSharingMode
-    /// `--remote URL` (`redis://…`, `redis+unix://…`, `http://…`), with `--remote-lease-ms` (the lease
-    /// TTL) and `--remote-timeout-ms` (the operation timeout).
+    /// `--remote URL` (`redis://…`, `redis+unix://…`, `http://…`), with `--remote-leases URL` (Redis
+    /// leases for an HTTP remote), `--remote-lease-ms` (the lease TTL) and `--remote-timeout-ms` (the
+    /// operation timeout).
     var remote: YCache.Remote?
 
     init(_ arguments: inout Arguments) throws {
@@ -40,6 +41,7 @@ struct WorkerSetup {
     static func remote(_ arguments: inout Arguments) throws -> YCache.Remote? {
         let leaseMilliseconds = try arguments.int("remote-lease-ms", default: nil, range: 30...3_600_000)
         let timeoutMilliseconds = try arguments.int("remote-timeout-ms", default: nil, range: 1...600_000)
+        let leases = arguments.string("remote-leases")
         guard let url = arguments.string("remote") else { return nil }
         var options = YCache.Remote.Options()
         if let leaseMilliseconds {
@@ -51,7 +53,9 @@ struct WorkerSetup {
             options.connectTimeout = .milliseconds(timeoutMilliseconds)
         }
         do {
-            return url.hasPrefix("http") ? try .http(url, options: options) : try .redis(url, options: options)
+            guard url.hasPrefix("http") else { return try .redis(url, options: options) }
+            guard let leases else { return try .http(url, options: options) }
+            return try .http(url, leases: .redis(leases, options: options), options: options)
         } catch {
             throw ArgumentError(description: "--remote: \(error.description)")
         }

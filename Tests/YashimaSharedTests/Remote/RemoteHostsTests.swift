@@ -101,6 +101,28 @@ struct RemoteHostsTests {
         await server.stop()
     }
 
+    @Test("a generation longer than three lease TTLs keeps its lease: the waiting host never takes over")
+    func longGenerationKeepsItsLease() async throws {
+        let server = try await RedisServer.start()
+        let (one, two) = (TemporaryDirectory("long"), TemporaryDirectory("long-waiter"))
+        let ledger = one.path + ".ledger"
+        defer { unlink(ledger) }
+        let lease = ["--remote-lease-ms", "600"]
+        let holder = try worker(
+            one, server, ["--key", "slow", "--generate-ms", "2500", "--announce", "--ledger", ledger] + lease)
+        #expect(await holder.line(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
+        let waiter = try worker(two, server, ["--key", "slow", "--announce-wait", "--ledger", ledger] + lease)
+        #expect(await waiter.line(timeout: 60, where: { $0.hasPrefix("WAITING") }) != nil)
+        let result = try #require(await waiter.json(timeout: 60))
+        #expect(result["origin"] as? String == "remote" && result["correct"] as? Bool == true)
+        #expect(result["shared"] as? Bool == true)  // another host generated it while this one waited
+        #expect(result["remoteLeaseTakeovers"] as? Int == 0)
+        #expect(Ledger(path: ledger).lines().count == 1)
+        #expect(await holder.exitStatus() == 0)
+        #expect(await waiter.exitStatus() == 0)
+        await server.stop()
+    }
+
     @Test("Redis SIGKILLed mid-run: every call goes on, no error thrown, every value right; restarted empty")
     func serverKilledMidRun() async throws {
         let server = try await RedisServer.start()
