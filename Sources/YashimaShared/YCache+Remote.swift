@@ -23,6 +23,10 @@ extension YCache {
     /// costs a call at most `Options.operationTimeout` once, is counted in `CacheStatistics`, and the tier
     /// is then bypassed for a cooldown while the cache works as it does without one.
     ///
+    /// Only values that go to storage (`writePolicy: .memoryAndStorage`) are stored remotely; `store`
+    /// replaces the remote value too, and `remove(for:codec:)` deletes it, while `removeAll(in:)` and
+    /// `removeAll()` stay local.
+    ///
     /// Leases are for efficiency, not correctness: a host paused or cut off for longer than the lease TTL
     /// can duplicate a generation, never corrupt a value. HTTP alone has no leases: generation is then
     /// exactly-once per host, and hosts missing the same key at once may each generate it.

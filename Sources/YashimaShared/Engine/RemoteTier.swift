@@ -73,7 +73,11 @@ final class RemoteTier: GenerationTier {
         // A refresh always generates, and its value replaces the remote one.
         guard kind == .lookup else { return try await generateAndStore(request, next: next) }
         if let hit = await lookup(request, shared: false) { return hit }
-        guard let leases else { return try await generateAndStore(request, next: next) }
+        // Values kept out of this host's storage (`.memoryOnly`, `.disabled`) are kept out of the remote
+        // tier too: no lease, no store.
+        guard let leases, Self.writesRemotely(request.options) else {
+            return try await generateAndStore(request, next: next)
+        }
         let identity = request.expectation.identity
         let deadline = request.options.crossProcessWaitTimeout.map { RemoteDeadline.after($0) } ?? .distantFuture
         let observer = LockWait.leaseObserver
@@ -135,7 +139,9 @@ final class RemoteTier: GenerationTier {
         _ request: ProductionRequest<Codec>, next: @Sendable () async throws -> Produced<Codec.Value>?
     ) async throws -> Produced<Codec.Value>? {
         guard var produced = try await next() else { return nil }
-        guard !isReadOnly, produced.source == .generated else { return produced }
+        guard !isReadOnly, produced.source == .generated, Self.writesRemotely(request.options) else {
+            return produced
+        }
         let (values, identity) = (values, request.expectation.identity)
         produced.afterPublish = Self.chain(produced.afterPublish) { published in
             guard let content = published?.content else { return }
@@ -186,6 +192,9 @@ final class RemoteTier: GenerationTier {
         return produced
     }
 
+    /// Whether values of a call with `options` go to the remote tier: only those that go to storage.
+    static func writesRemotely(_ options: YCache.Options) -> Bool { options.writePolicy == .memoryAndStorage }
+
     /// `first` (if any), then `then`.
     private static func chain(
         _ first: (@Sendable (PublishedValue?) async -> Void)?,
@@ -200,9 +209,9 @@ final class RemoteTier: GenerationTier {
 
     // MARK: Writes outside productions
 
-    /// Stores a value an explicit `store` published (unless read-only).
-    func store(_ identity: EntryIdentity, content: EntryContent) async {
-        guard !isReadOnly else { return }
+    /// Stores a value an explicit `store` published (unless read-only, or kept out of storage).
+    func store(_ identity: EntryIdentity, content: EntryContent, options: YCache.Options) async {
+        guard !isReadOnly, Self.writesRemotely(options) else { return }
         _ = await values.store(
             identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt)
     }

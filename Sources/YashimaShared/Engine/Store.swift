@@ -32,7 +32,7 @@ extension CacheEngine {
             Produced(value: value, source: .generated), storage: storage, epochs: nil, permit: .uncoordinated)
         // The value replaces the remote one too (another host's next miss finds it).
         if let remote, let content = stored.published?.content {
-            await remote.store(request.expectation.identity, content: content)
+            await remote.store(request.expectation.identity, content: content, options: options)
         }
     }
 }

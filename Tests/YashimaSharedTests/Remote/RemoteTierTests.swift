@@ -155,6 +155,32 @@ struct RemoteTierTests {
         #expect(reader.statistics.remotePuts == 0)
     }
 
+    @Test("store(_:for:) replaces the remote value; values kept out of storage stay out of the remote tier")
+    func writesFollowTheWritePolicy() async throws {
+        let server = try await RedisServer.start()
+        defer { Task { await server.stop() } }
+        let (one, two) = (TemporaryDirectory("wp-one"), TemporaryDirectory("wp-two"))
+        let remote = try testRemote(server)
+        let first = YCache(storageDirectory: one.url, remote: remote)
+        let second = YCache(storageDirectory: two.url, remote: remote)
+        try await first.store(payload(20), for: CacheKey("stored"), codec: codec)
+        let stored = try await second.resolve(for: CacheKey("stored"), codec: codec) { Data() }
+        #expect(stored.origin == .remote && stored.value == payload(20))
+        try await first.store(payload(21), for: CacheKey("stored"), codec: codec)
+        let store = try makeStore(server)
+        guard case .hit(let replaced) = await store.lookup(entryIdentity("stored")) else {
+            Issue.record("the stored value is not remote")
+            return
+        }
+        #expect(replaced.payload == payload(21))
+        let memoryOnly = YCache.Options(writePolicy: .memoryOnly)
+        _ = try await first.value(for: CacheKey("memory"), codec: codec, options: memoryOnly) { payload(22) }
+        try await first.store(payload(23), for: CacheKey("memory-store"), codec: codec, options: memoryOnly)
+        #expect(await store.lookup(entryIdentity("memory")) == .miss(.absent))
+        #expect(await store.lookup(entryIdentity("memory-store")) == .miss(.absent))
+        #expect(try await server.exists(store.keys(for: entryIdentity("memory")).lease) == false)
+    }
+
     @Test("factories: bad URLs and options are typed errors; descriptions hide credentials")
     func factories() throws {
         #expect(throws: YCache.Remote.ConfigurationError.self) { try YCache.Remote.redis("http://x") }
