@@ -52,6 +52,13 @@ struct WorkerSetup {
             options.operationTimeout = .milliseconds(timeoutMilliseconds)
             options.connectTimeout = .milliseconds(timeoutMilliseconds)
         }
+        return try makeRemote(url, leases: leases, options: options)
+    }
+
+    /// A remote tier from a URL (`http…`: HTTP, with `leases` on Redis if given; else Redis).
+    static func makeRemote(_ url: String, leases: String? = nil, options: YCache.Remote.Options) throws
+        -> YCache.Remote
+    {
         do {
             guard url.hasPrefix("http") else { return try .redis(url, options: options) }
             guard let leases else { return try .http(url, options: options) }

@@ -10,7 +10,8 @@
 //   5. `commitGate`: a flight whose callers all left stores nothing;
 //   6. `publish` (Store.swift): encode, publish through the key's lock file (consuming the lock), bump the
 //      epochs of a replaced value, trim when over budget, remember the value in memory;
-//   7. the tiers' post-publish work (`Produced.afterPublish`).
+//   7. the tiers' post-publish work (`Produced.afterPublish`); a remote value whose key was removed while
+//      it was fetched is unlinked again (I16).
 // Whatever ends the production early abandons the key lock (KeyLock.abandon: the next waiter generates).
 
 /// What a production is for.
@@ -94,6 +95,7 @@ struct Production<Codec: CacheCodec>: Sendable {
                 throw error
             }
             await produced.afterPublish?(stored.published)
+            if produced.source == .remote { discardIfRemoved(stored, storage: storage, epochs: epochs) }
             if produced.sharedGeneration { engine.count { $0.sharedGenerations += 1 } }
             return .value(
                 produced.value, stored.metadata, produced.source, sharedAcrossProcesses: produced.sharedGeneration,
@@ -203,6 +205,19 @@ struct Production<Codec: CacheCodec>: Sendable {
         guard let value = try await request.generate() else { return nil }
         engine.count { $0.generations += 1 }
         return Produced(value: value, source: .generated)
+    }
+
+    /// A remote value published while a removal of its key ran (I10, I16): the removal deleted the
+    /// remote copy and unlinked the local one, and this production, which fetched it before, must not
+    /// bring it back. Its entry is unlinked again and its memory copy dropped; the callers of this
+    /// production (which began before the removal ended) still get the value.
+    private func discardIfRemoved(_ stored: Stored, storage: StorageContext?, epochs: EpochSnapshot?) {
+        guard let storage, stored.published?.isStoredLocally == true, !engine.isCurrent(epochs) else { return }
+        engine.memory.remove(request.memoryKey)
+        let expectation = request.expectation
+        _ = try? engine.unlinkStoredEntry(
+            at: storage.directory.entryPath(for: expectation.identity), headerSize: expectation.headerSize,
+            namespace: request.key.namespace, keyDigest: expectation.keyDigest, in: storage)
     }
 
     // MARK: 5. The commit gate

@@ -123,6 +123,23 @@ struct RemoteHostsTests {
         await server.stop()
     }
 
+    @Test("the stress runner with --remote: removals, corruption and stampedes judged as without it")
+    func stressRunnerWithRemote() async throws {
+        let server = try await RedisServer.start()
+        let directory = TemporaryDirectory("stress-remote")
+        try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
+        let runner = try ChildProcess(
+            [
+                "--profile", "smoke", "--scenario", "lifecycle,corruption,burst", "--remote", server.url,
+                "--directory", directory.path,
+            ], capturingStandardError: true)
+        let output = String(decoding: await runner.output(timeout: 600), as: UTF8.self)
+        let status = await runner.exitStatus(timeout: 60)
+        #expect(status == 0, "\(output.split(separator: "\n").suffix(12).joined(separator: "\n"))")
+        #expect(output.hasSuffix("3 passed, 0 failed\n"), "\(output.suffix(600))")
+        await server.stop()
+    }
+
     @Test("Redis SIGKILLed mid-run: every call goes on, no error thrown, every value right; restarted empty")
     func serverKilledMidRun() async throws {
         let server = try await RedisServer.start()
