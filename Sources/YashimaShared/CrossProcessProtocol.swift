@@ -62,9 +62,10 @@
 ///   tier only while holding the key's local lock (I5); it uses a remote value only once verified for the
 ///   entry's identity (and secret), publishing it locally through that lock; on a miss it generates only
 ///   holding the key's remote lease, or once the tier is unavailable, the caller's wait timed out, or the
-///   holder's lease expired. Only the holder releases a lease. A host paused past the lease TTL may
-///   duplicate a generation, never corrupt a value (I8). No on-disk change. (RemoteTier, RedisRemoteStore,
-///   RedisLeaseWait)
+///   holder's lease expired. Only the holder releases a lease. A key removal deletes the remote value
+///   before the local one, and a remote value published while a removal of its key ran is unlinked again
+///   (I10). A host paused past the lease TTL may duplicate a generation, never corrupt a value (I8). No
+///   on-disk change. (RemoteTier, Production, RedisRemoteStore, RedisLeaseWait)
 enum CrossProcessProtocol {
     /// The on-disk layout version written to the `layout` file. Bump when any invariant or path changes.
     static let layoutVersion = 1
