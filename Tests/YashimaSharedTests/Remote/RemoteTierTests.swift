@@ -81,7 +81,7 @@ struct RemoteTierTests {
         #expect(back.origin == .remote && back.value == payload(11))
     }
 
-    @Test("planted values: wrong bytes, another entry's identity, another Redis type, unsigned: never returned")
+    @Test("planted values: wrong bytes, another entry's identity, another Redis type, unsigned, wrongly signed")
     func plantedValues() async throws {
         let server = try await RedisServer.start()
         defer { Task { await server.stop() } }
@@ -90,7 +90,7 @@ struct RemoteTierTests {
         let other = entryIdentity("elsewhere")
         let otherValue = RemoteEnvelope.seal(
             payload(64), identity: other.digest, createdAt: 1, expiresAt: 0, secret: RemoteSecret("shared secret"))
-        for (index, plant) in ["bytes", "identity", "type", "unsigned"].enumerated() {
+        for (index, plant) in ["bytes", "identity", "type", "unsigned", "signature"].enumerated() {
             let key = CacheKey(namespace: "planted", identity: plant)
             let identity = EntryIdentity(key: key, codecIdentifier: codec.identifier)
             let name = store.keys(for: identity).value
@@ -98,6 +98,12 @@ struct RemoteTierTests {
             case "bytes": try await server.rawSet(name, Array("not an envelope".utf8))
             case "identity": try await server.rawSet(name, otherValue)
             case "type": try await server.run(RESPCommand("LPUSH", name, Array("x".utf8)))
+            case "signature":
+                try await server.rawSet(
+                    name,
+                    RemoteEnvelope.seal(
+                        payload(64), identity: identity.digest, createdAt: 1, expiresAt: 0,
+                        secret: RemoteSecret("another secret")))
             default:
                 try await server.rawSet(
                     name,
