@@ -81,7 +81,12 @@ final class WorkerContext: Sendable {
     /// The plan's remote tier (`--remote`), if any; a URL the orchestrator accepted is valid here too.
     private var remote: YCache.Remote? {
         guard let url = plan.remote else { return nil }
-        let options = YCache.Remote.Options(keyPrefix: plan.remoteKeyPrefix ?? "yashima")
+        var options = YCache.Remote.Options(keyPrefix: plan.remoteKeyPrefix ?? "yashima")
+        if let timeout = plan.settings["remoteTimeoutMs"] {
+            options.operationTimeout = .milliseconds(timeout)
+            options.connectTimeout = .milliseconds(timeout)
+        }
+        if let cooldown = plan.settings["remoteCooldownMs"] { options.breakerCooldown = .milliseconds(cooldown) }
         return try? WorkerSetup.makeRemote(url, options: options)
     }
 

@@ -91,7 +91,7 @@ enum RemoteBench {
     }
 
     /// A redis-server on a Unix socket in `base`, if one is installed.
-    private static func startServer(in base: String) -> (process: Process, url: String)? {
+    static func startServer(in base: String) -> (process: Process, url: String)? {
         let candidates = ["/usr/bin/redis-server", "/usr/local/bin/redis-server", "/usr/sbin/redis-server"]
         guard let path = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
             return nil

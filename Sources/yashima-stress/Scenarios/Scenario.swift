@@ -22,7 +22,7 @@ enum ScenarioCatalog {
         [
             BurstScenario.self, ArtifactMixScenario.self, LifecycleScenario.self, QuotaScenario.self,
             ChaosScenario.self, CorruptionScenario.self, CancellationScenario.self, ExpiryScenario.self,
-            RestartScenario.self,
+            RestartScenario.self, HostsScenario.self,
         ]
     }
 
@@ -126,6 +126,13 @@ final class ScenarioRun {
     }
 
     // MARK: Plan
+
+    /// Gives every worker of this scenario the remote tier at `url` (a scenario that starts its own
+    /// server), under a key prefix of its own.
+    func useRemote(_ url: String) {
+        plan.remote = url
+        plan.remoteKeyPrefix = "ys-stress-\(getpid())-\(UInt32.random(in: 0...UInt32.max))-\(name)"
+    }
 
     /// A setting chosen by profile, recorded in the plan so workers see the same number.
     @discardableResult
