@@ -30,14 +30,14 @@ extension YCache {
     /// Leases are for efficiency, not correctness: a host paused or cut off for longer than the lease TTL
     /// can duplicate a generation, never corrupt a value. HTTP alone has no leases: generation is then
     /// exactly-once per host, and hosts missing the same key at once may each generate it.
-    public struct Remote: Sendable, Equatable, CustomStringConvertible {
+    public struct Remote: Sendable, Equatable, CustomStringConvertible, CustomReflectable {
         /// The backend with its parsed and validated settings.
         let backend: RemoteBackend
         /// The options it was made with.
         public let options: Options
 
         /// The tier's settings shared by every backend (some only apply to Redis).
-        public struct Options: Sendable, Equatable {
+        public struct Options: Sendable, Equatable, CustomStringConvertible, CustomReflectable {
             /// Never write remotely: no stores, removals or leases; lookups only. For hosts that must not
             /// publish. Generation is then coordinated per host only. Default `false`.
             public var readOnly: Bool
@@ -104,6 +104,18 @@ extension YCache {
                 self.keyPrefix = keyPrefix
                 self.secret = secret
             }
+
+            /// The options, the secret redacted.
+            public var description: String {
+                "readOnly: \(readOnly), operationTimeout: \(operationTimeout), connectTimeout: \(connectTimeout), "
+                    + "breakerCooldown: \(breakerCooldown), maximumValueByteCount: \(maximumValueByteCount), "
+                    + "valueTimeToLive: \(valueTimeToLive), leaseTimeToLive: \(leaseTimeToLive), "
+                    + "leaseRecheckInterval: \(leaseRecheckInterval), keyPrefix: \(keyPrefix), "
+                    + "secret: \(secret == nil ? "from the environment, if set" : "(redacted)")"
+            }
+
+            /// The description only (a dump must not show the secret).
+            public var customMirror: Mirror { Mirror(self, children: ["options": description]) }
 
             /// The options every backend shares, as the backends take them.
             var policy: RemotePolicy {
@@ -191,6 +203,9 @@ extension YCache {
 
         /// The backend and its servers, without credentials or the secret.
         public var description: String { backend.description }
+
+        /// The description only (a dump must not show credentials or the secret).
+        public var customMirror: Mirror { Mirror(self, children: ["remote": description]) }
 
         private static func redisConfiguration(_ urls: [String], cluster: Bool, options: Options)
             throws(ConfigurationError) -> RemoteConfiguration

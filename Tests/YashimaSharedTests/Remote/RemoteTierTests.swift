@@ -200,9 +200,20 @@ struct RemoteTierTests {
         #expect(throws: YCache.Remote.ConfigurationError.self) {
             try YCache.Remote.http("http://x/cache", leases: .http("http://y/cache"))
         }
-        let remote = try YCache.Remote.redis("redis://user:hunter2@cache.internal:6379/2")
+        let remote = try YCache.Remote.redis(
+            "redis://user:hunter2@cache.internal:6379/2", options: .init(secret: "correct horse"))
         #expect(!remote.description.contains("hunter2"))
-        #expect(remote == (try YCache.Remote.redis("redis://user:hunter2@cache.internal:6379/2")))
+        for shown in ["\(remote)", "\(remote.options)", String(reflecting: remote), String(reflecting: remote.options)]
+        {
+            #expect(!shown.contains("hunter2") && !shown.contains("correct horse"), "\(shown)")
+        }
+        var dumped = ""
+        dump(remote, to: &dumped)
+        #expect(!dumped.contains("hunter2") && !dumped.contains("correct horse"), "\(dumped)")
+        #expect(
+            remote
+                == (try YCache.Remote.redis(
+                    "redis://user:hunter2@cache.internal:6379/2", options: .init(secret: "correct horse"))))
         let hybrid = try YCache.Remote.http("http://cache.internal/v1", leases: .redis("redis://cache.internal"))
         #expect(hybrid.description.contains("leases on redis"))
         let configuration = YCache.Configuration(storageDirectory: URL(fileURLWithPath: "/tmp/x"), remote: remote)
