@@ -145,6 +145,37 @@ struct RemoteTierTests {
         #expect(try await cache.remove(for: CacheKey("before"), codec: codec))  // local removal still works
     }
 
+    @Test(
+        "maxmemory with allkeys-lru (values and leases evicted) or noeviction (OOM): every value right, nothing thrown")
+    func maxmemory() async throws {
+        for policy in ["allkeys-lru", "noeviction"] {
+            let server = try await RedisServer.start()
+            let used = try await server.usedMemory()
+            try await server.run(["CONFIG", "SET", "maxmemory", String(used + (2 << 20))])
+            try await server.run(["CONFIG", "SET", "maxmemory-policy", policy])
+            let hosts = (0..<2).map { TemporaryDirectory("maxmemory-\(policy)-\($0)") }
+            let remote = try testRemote(server)
+            let caches = hosts.map { YCache(storageDirectory: $0.url, remote: remote, storageMaximumByteCount: nil) }
+            // 30 values of 128 KiB: about twice what the server may hold.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (host, cache) in caches.enumerated() {
+                    group.addTask {
+                        for index in 0..<30 {
+                            let key = CacheKey(namespace: "maxmemory", identity: "\(index)")
+                            let value = try await cache.value(for: key, codec: DataCodec()) {
+                                payload(128 << 10, seed: UInt8(index))
+                            }
+                            #expect(value == payload(128 << 10, seed: UInt8(index)), "host \(host) key \(index)")
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            if policy == "noeviction" { #expect(caches.map(\.statistics.remoteErrors).reduce(0, +) >= 1) }
+            await server.stop()
+        }
+    }
+
     @Test("read-only: lookups only, nothing written remotely")
     func readOnly() async throws {
         let server = try await RedisServer.start()
