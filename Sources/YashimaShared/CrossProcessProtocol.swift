@@ -58,6 +58,14 @@
 ///   damaged `state` or `trim.lock` under a lock; `layout` is never repaired. (SharedState, TrimLock)
 /// - **I15 Removals of a namespace or of everything are announced while someone observes**, by a locked
 ///   marker in `signals/` that brackets the removal's unlinks. (RemovalSignal, DirectoryWatch+Removals)
+/// - **I16 Across hosts (a remote tier), one generator per key while leases hold**: a host asks the remote
+///   tier only while holding the key's local lock (I5); it uses a remote value only once verified for the
+///   entry's identity (and secret), publishing it locally through that lock; on a miss it generates only
+///   holding the key's remote lease, or once the tier is unavailable, the caller's wait timed out, or the
+///   holder's lease expired. Only the holder releases a lease. A key removal deletes the remote value
+///   before the local one, and a remote value published while a removal of its key ran is unlinked again
+///   (I10). A host paused past the lease TTL may duplicate a generation, never corrupt a value (I8). No
+///   on-disk change. (RemoteTier, Production, RedisRemoteStore, RedisLeaseWait)
 enum CrossProcessProtocol {
     /// The on-disk layout version written to the `layout` file. Bump when any invariant or path changes.
     static let layoutVersion = 1

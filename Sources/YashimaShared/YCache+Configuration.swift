@@ -1,5 +1,6 @@
 // `YCache.Configuration`: Yashima's fields and default budgets, then YashimaShared's (who shares the
-// directory, whether a network filesystem may be used). Plain data; YCache hands it to CacheEngine.
+// directory, whether a network filesystem may be used, the remote tier). Plain data; YCache hands it to
+// CacheEngine.
 
 import Foundation
 
@@ -40,6 +41,10 @@ extension YCache {
         /// Use a directory on NFS, SMB, FUSE or 9p anyway, without mmap and without cross-process
         /// deduplication (YashimaShared). Default `false`: such a directory is refused.
         public var allowNetworkFilesystem: Bool
+        /// The remote tier behind the storage directory, shared with other hosts (YashimaShared; see
+        /// `YCache.Remote`). Default `nil`: none. Each cache made with it has its own connections and
+        /// counters.
+        public var remote: Remote?
 
         /// Creates a configuration; negative budgets become 0.
         /// - Parameters:
@@ -52,6 +57,7 @@ extension YCache {
         ///   - storageMaximumAllocatedByteCount: A disk cap in allocated bytes; default none.
         ///   - sharing: Who may use the directory.
         ///   - allowNetworkFilesystem: Whether a network filesystem is used anyway.
+        ///   - remote: The remote tier, or `nil` for none.
         public init(
             storageDirectory: URL,
             memoryMaximumCost: Int? = Self.defaultMemoryMaximumCost,
@@ -59,7 +65,8 @@ extension YCache {
             storageMaximumByteCount: Int? = Self.defaultStorageMaximumByteCount,
             storageMaximumAllocatedByteCount: Int? = nil,
             sharing: StorageSharingMode = .privateToUser,
-            allowNetworkFilesystem: Bool = false
+            allowNetworkFilesystem: Bool = false,
+            remote: Remote? = nil
         ) {
             self.storageDirectory = storageDirectory
             self.memoryMaximumCost = memoryMaximumCost.map { max(0, $0) }
@@ -68,6 +75,7 @@ extension YCache {
             self.storageMaximumAllocatedByteCount = storageMaximumAllocatedByteCount.map { max(0, $0) }
             self.sharing = sharing
             self.allowNetworkFilesystem = allowNetworkFilesystem
+            self.remote = remote
         }
 
         /// The same configuration with every budget at least 0 (fields set after `init` are not clamped).

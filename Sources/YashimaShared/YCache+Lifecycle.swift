@@ -124,16 +124,25 @@ extension YCache {
     ///
     /// This process's memory copy is removed first; then the key's removal epoch is bumped (invalidating
     /// other processes' memory copies) and the entry file unlinked.
+    ///
+    /// With a remote tier (`Configuration.remote`, not read-only) the remote value is deleted first, so
+    /// that no process of this host fetches it again; other hosts' storage directories keep their copies
+    /// (each host removes its own). A remote failure is not thrown.
     /// - Parameters:
     ///   - key: The entry's key.
     ///   - codec: The codec it was stored with.
-    /// - Returns: True when this process's memory held the value or an entry file was unlinked.
+    /// - Returns: True when this process's memory held the value, an entry file was unlinked, or a remote
+    ///   value was deleted.
     /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used (the
     ///   memory copy is removed anyway), or `.ioFailure` when the entry file cannot be unlinked.
     @discardableResult
     public func remove<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Bool {
-        try engine.remove(key: key, codecIdentifier: codec.identifier)
+        var removedRemotely = false
+        if let remote = engine.remote {
+            removedRemotely = await remote.remove(EntryIdentity(key: key, codecIdentifier: codec.identifier))
+        }
+        return try engine.remove(key: key, codecIdentifier: codec.identifier) || removedRemotely
     }
 
     /// Removes every entry of `namespace`, in memory and storage. Every process's next lookup misses.
@@ -141,6 +150,10 @@ extension YCache {
     /// Removes the namespace's values from this process's memory, bumps the namespace's removal epoch
     /// (invalidating other processes' memory copies), then scans the directory and unlinks each entry
     /// whose key has this namespace; an entry that cannot be unlinked is skipped silently.
+    ///
+    /// Local only: a remote tier's values stay (and a later miss here may fetch them again). Removing a
+    /// namespace remotely would mean scanning a server other hosts share, which is slow and dangerous;
+    /// remove single keys with `remove(for:codec:)`, or change the namespace (or the remote key prefix).
     /// - Parameter namespace: The namespace to empty.
     /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used (the
@@ -156,6 +169,8 @@ extension YCache {
     ///
     /// Clears this process's memory, bumps the global removal epoch (invalidating other processes'
     /// memory copies), then unlinks every entry file; one that cannot be unlinked is skipped silently.
+    ///
+    /// Local only, as `removeAll(in:)`: a remote tier's values stay.
     /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used
     ///   (memory is cleared anyway).

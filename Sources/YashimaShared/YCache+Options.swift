@@ -257,6 +257,43 @@ extension YCache {
         case generated
     }
 
+    /// Where a resolved value came from, with the remote tier told apart (YashimaShared).
+    ///
+    /// `Source` keeps Yashima's three cases, so that exhaustive switches over it keep compiling; a value
+    /// from the remote tier has `source == .storage` (the generator did not run here, and the value is now
+    /// in this host's storage directory) and `origin == .remote`. More cases may be added: switch over
+    /// `Origin` with a `default`.
+    public enum Origin: String, Sendable, Equatable, Codable {
+        /// This process's memory (L1).
+        case memory
+        /// The shared storage directory (L2), written by this or another process of this host.
+        case storage
+        /// The generator ran for this call (or for the call or process whose generation it joined).
+        case generated
+        /// The remote tier (`Configuration.remote`): another host (or this one, earlier) stored it there;
+        /// it was verified and published into this host's storage directory.
+        case remote
+
+        /// The `Source` this origin is reported as (`.remote` is `.storage`).
+        public var source: Source {
+            switch self {
+            case .memory: return .memory
+            case .storage, .remote: return .storage
+            case .generated: return .generated
+            }
+        }
+
+        /// The origin of a value whose source is `source` (never `.remote`).
+        /// - Parameter source: Where the value came from.
+        public init(_ source: Source) {
+            switch source {
+            case .memory: self = .memory
+            case .storage: self = .storage
+            case .generated: self = .generated
+            }
+        }
+    }
+
     /// A value with where it came from.
     public struct Resolved<Value: Sendable>: Sendable {
         /// The value.
@@ -265,8 +302,12 @@ extension YCache {
         public let source: Source
         /// Its metadata; `nil` for a value generated under `writePolicy: .disabled` (never encoded).
         public let metadata: Metadata?
-        /// True when another task or process generated it while this call waited (single-flight).
+        /// True when another task or process (or, with a remote tier, another host) generated it while this
+        /// call waited (single-flight).
         public let wasSharedGeneration: Bool
+        /// Where it came from, with the remote tier told apart: `.remote` for a value of the remote tier
+        /// (whose `source` is `.storage`), else the same as `source` (YashimaShared).
+        public let origin: Origin
 
         /// Creates a resolution.
         /// - Parameters:
@@ -275,8 +316,20 @@ extension YCache {
         ///   - metadata: Its metadata, if any.
         ///   - wasSharedGeneration: Whether another caller's generation produced it.
         public init(value: Value, source: Source, metadata: Metadata?, wasSharedGeneration: Bool) {
+            self.init(
+                value: value, origin: Origin(source), metadata: metadata, wasSharedGeneration: wasSharedGeneration)
+        }
+
+        /// Creates a resolution from its origin (its `source` is `origin.source`).
+        /// - Parameters:
+        ///   - value: The value.
+        ///   - origin: Where it came from.
+        ///   - metadata: Its metadata, if any.
+        ///   - wasSharedGeneration: Whether another caller's generation produced it.
+        public init(value: Value, origin: Origin, metadata: Metadata?, wasSharedGeneration: Bool) {
             self.value = value
-            self.source = source
+            self.source = origin.source
+            self.origin = origin
             self.metadata = metadata
             self.wasSharedGeneration = wasSharedGeneration
         }
@@ -332,32 +385,4 @@ public struct StoredEntryInfo: Sendable, Equatable {
     public let metadata: YCache.Metadata
     /// Allocated bytes of the entry file.
     public let allocatedByteCount: Int64
-}
-
-/// Counters of what one `YCache` instance did since it was created.
-public struct CacheStatistics: Sendable, Equatable {
-    /// Lookups answered from memory.
-    public var memoryHits = 0
-    /// Lookups answered from storage.
-    public var storageHits = 0
-    /// Values that this process generated.
-    public var generations = 0
-    /// Lookups that waited on another task's or process's generation and used its value.
-    public var sharedGenerations = 0
-    /// Entries found corrupt (and treated as misses or thrown).
-    public var corruptEntries = 0
-    /// Storage writes that failed.
-    public var writeFailures = 0
-    /// Cross-process waits that passed `crossProcessWaitTimeout`.
-    public var crossProcessTimeouts = 0
-    /// Generations that ran without the key's lock file because it could not be opened or locked (an
-    /// I/O or permission error in the storage directory). Each may duplicate another process's work;
-    /// the values stay correct. Non-zero means the directory needs a look (its modes, its filesystem).
-    public var crossProcessLockFailures = 0
-    /// Damaged auxiliary files of the storage directory this instance replaced: a `state` file of the
-    /// wrong size, type, magic or version (truncated, zeroed, a folder or link planted there), or a
-    /// `trim.lock` that could not serve as a lock file. Each repair costs every process its memory
-    /// layer once (the new `state` file invalidates every value kept in memory) and usage is recounted
-    /// by the next trim; values stay correct. Non-zero means something damaged the directory.
-    public var auxiliaryFileRepairs = 0
 }

@@ -47,7 +47,8 @@ public final class YCache: Sendable {
             budget: StorageBudget(
                 payloadBytes: configuration.storageMaximumByteCount.map { Int64($0) },
                 allocatedBytes: configuration.storageMaximumAllocatedByteCount.map { Int64($0) }),
-            sharing: configuration.sharing, allowNetworkFilesystem: configuration.allowNetworkFilesystem)
+            sharing: configuration.sharing, allowNetworkFilesystem: configuration.allowNetworkFilesystem,
+            remote: configuration.remote.flatMap { RemoteTier($0.backend) })
     }
 
     /// Creates a cache over `storageDirectory`; the same as `init(configuration:)` with these fields.
@@ -77,6 +78,37 @@ public final class YCache: Sendable {
                 sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem))
     }
 
+    /// Creates a cache over `storageDirectory` with a remote tier behind it, shared with other hosts:
+    ///
+    /// ```swift
+    /// let cache = YCache(storageDirectory: dir, remote: try .redis("redis://cache.internal:6379"))
+    /// ```
+    ///
+    /// The same as `init(configuration:)` with these fields; see `Remote` for what the tier does.
+    /// - Parameters:
+    ///   - storageDirectory: The shared directory of this host.
+    ///   - remote: The remote tier (`.redis(_:options:)`, `.http(_:options:)`, ...), or `nil` for none.
+    ///   - memoryMaximumCost: The in-memory budget in cost units. Default 64 MiB; `nil` for unbounded.
+    ///   - memoryMaximumEntryCount: An optional bound on in-memory entries. Default `nil` (no bound).
+    ///   - storageMaximumByteCount: The storage budget. Default 128 MiB; `nil` for unbounded.
+    ///   - sharing: Who may use the directory: `.privateToUser` (default) or `.groupShared`.
+    ///   - allowNetworkFilesystem: Use a directory on a network filesystem anyway. Default `false`.
+    public convenience init(
+        storageDirectory: URL,
+        remote: Remote?,
+        memoryMaximumCost: Int? = Configuration.defaultMemoryMaximumCost,
+        memoryMaximumEntryCount: Int? = nil,
+        storageMaximumByteCount: Int? = Configuration.defaultStorageMaximumByteCount,
+        sharing: StorageSharingMode = .privateToUser,
+        allowNetworkFilesystem: Bool = false
+    ) {
+        self.init(
+            configuration: Configuration(
+                storageDirectory: storageDirectory, memoryMaximumCost: memoryMaximumCost,
+                memoryMaximumEntryCount: memoryMaximumEntryCount, storageMaximumByteCount: storageMaximumByteCount,
+                sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem, remote: remote))
+    }
+
     /// A view of this cache bound to one codec, so calls need no `codec:` argument.
     /// - Parameter codec: The codec every call through the view uses.
     /// - Returns: A `Typed` view sharing this cache's memory layer, storage and statistics.
@@ -96,7 +128,7 @@ public final class YCache: Sendable {
     }
 
     /// Counters of what this instance did since it was created.
-    public var statistics: CacheStatistics { engine.statistics.withLock { $0 } }
+    public var statistics: CacheStatistics { engine.currentStatistics }
 
     // MARK: Get or generate
 

@@ -50,6 +50,8 @@ enum StressKey {
 /// A value a lookup returned, where it came from, and whether it was the right value.
 struct Fetched: Sendable {
     let source: YCache.Source
+    /// `.remote` for a value of the remote tier (`--remote`), whose `source` is `.storage`.
+    var origin: YCache.Origin? = nil
     let shared: Bool
     let correct: Bool
     /// Nil only for a value generated under `writePolicy: .disabled` (the stress runner never uses it).
@@ -191,7 +193,7 @@ final class ExpectedValues: Sendable {
             }
             let expected = bytes(key, spec)
             return Fetched(
-                source: resolution.source, shared: resolution.wasSharedGeneration,
+                source: resolution.source, origin: resolution.origin, shared: resolution.wasSharedGeneration,
                 correct: resolution.value == expected,
                 metadata: resolution.metadata, digest: Digest.of(resolution.value))
         case .json, .plist:
@@ -204,7 +206,7 @@ final class ExpectedValues: Sendable {
             }
             guard case .artifact(let expected) = make() else { preconditionFailure() }
             return Fetched(
-                source: resolution.source, shared: resolution.wasSharedGeneration,
+                source: resolution.source, origin: resolution.origin, shared: resolution.wasSharedGeneration,
                 correct: resolution.value == expected,
                 metadata: resolution.metadata, digest: Digest.of(resolution.value))
         case .string:
@@ -216,7 +218,7 @@ final class ExpectedValues: Sendable {
             }
             guard case .text(let expected) = make() else { preconditionFailure() }
             return Fetched(
-                source: resolution.source, shared: resolution.wasSharedGeneration,
+                source: resolution.source, origin: resolution.origin, shared: resolution.wasSharedGeneration,
                 correct: resolution.value == expected,
                 metadata: resolution.metadata, digest: Digest.of(resolution.value))
         }

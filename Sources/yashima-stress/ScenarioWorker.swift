@@ -70,11 +70,24 @@ final class WorkerContext: Sendable {
     /// the library default).
     func makeCache(budget: Int? = nil, memoryBudget: Int? = nil, directory: String? = nil) -> YCache {
         let cache = YCache(
-            storageDirectory: URL(fileURLWithPath: directory ?? plan.cacheDirectory),
-            memoryMaximumCost: memoryBudget ?? 64 << 20,
-            storageMaximumByteCount: budget ?? plan.budget ?? 128 << 20, sharing: plan.sharing)
+            configuration: YCache.Configuration(
+                storageDirectory: URL(fileURLWithPath: directory ?? plan.cacheDirectory),
+                memoryMaximumCost: memoryBudget ?? 64 << 20,
+                storageMaximumByteCount: budget ?? plan.budget ?? 128 << 20, sharing: plan.sharing, remote: remote))
         caches.withLock { $0.append(cache) }
         return cache
+    }
+
+    /// The plan's remote tier (`--remote`), if any; a URL the orchestrator accepted is valid here too.
+    private var remote: YCache.Remote? {
+        guard let url = plan.remote else { return nil }
+        var options = YCache.Remote.Options(keyPrefix: plan.remoteKeyPrefix ?? "yashima")
+        if let timeout = plan.settings["remoteTimeoutMs"] {
+            options.operationTimeout = .milliseconds(timeout)
+            options.connectTimeout = .milliseconds(timeout)
+        }
+        if let cooldown = plan.settings["remoteCooldownMs"] { options.breakerCooldown = .milliseconds(cooldown) }
+        return try? WorkerSetup.makeRemote(url, options: options)
     }
 
     func corruptEntriesSeen() -> Int {

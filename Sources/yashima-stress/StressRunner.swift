@@ -5,6 +5,7 @@
 
 import Foundation
 import Glibc
+import YashimaShared
 
 /// How hard and how long to push.
 struct Profile: Sendable {
@@ -43,6 +44,8 @@ struct RunOptions {
     var durationText: String?
     /// `--users` and `--group`: workers run as these users of one group, caches are group-shared.
     var sharedUsers: (users: [uid_t], group: gid_t)?
+    /// `--remote URL`: every worker's cache gets this remote tier (Redis or HTTP).
+    var remote: String?
 
     static func parse(_ words: [String]) throws -> RunOptions {
         var arguments = try Arguments(words, flagNames: ["keep-artifacts", "help"])
@@ -80,6 +83,10 @@ struct RunOptions {
                 throw ArgumentError(description: "unexpected argument '\(arguments.positional[0])' (see --help)")
             }
             names += arguments.positional  // `--scenario burst quota`
+        }
+        if let remote = arguments.string("remote") {
+            _ = try WorkerSetup.makeRemote(remote, options: YCache.Remote.Options())  // refused here, not in workers
+            options.remote = remote
         }
         let users = arguments.string("users")
         let group = arguments.string("group")
@@ -121,6 +128,7 @@ struct RunOptions {
             "yashima-stress", "--profile", profile.name.rawValue, "--processes", "\(processes)", "--seed", "\(seed)",
         ]
         if let durationText { words += ["--duration", durationText] }
+        if let remote { words += ["--remote", remote] }
         if scenariosSelected { words += ["--scenario", scenarios.map { $0.name }.joined(separator: ",")] }
         if let sharedUsers {
             words += [
@@ -169,7 +177,7 @@ enum StressRunner {
                 do {
                     let run = try ScenarioRun(
                         name: scenario.name, profile: options.profile, seed: seed, workers: options.processes,
-                        directory: directory, progress: progress)
+                        directory: directory, progress: progress, remote: options.remote)
                     do {
                         try await scenario.run(run)
                     } catch {
@@ -245,6 +253,7 @@ enum StressRunner {
 
             usage: yashima-stress [--profile smoke|standard|soak] [--processes N] [--seed S] [--directory D]
                                   [--keep-artifacts] [--format text|json] [--scenario NAME ...] [--duration T]
+                                  [--remote URL]
 
               --profile P        smoke (default; 4 workers, about half a minute), standard (8 workers, more
                                  keys, a few minutes), soak (standard rounds repeated for --duration)
@@ -258,6 +267,8 @@ enum StressRunner {
                                  by them, e.g. under /tmp)
               --format F         text (default; its last line is "N passed, N failed") or json
               --scenario NAME    run only these scenarios (repeat, comma-separate, or list names after it)
+              --remote URL       give every worker's cache this remote tier (redis://…, redis+unix://…,
+                                 http://…), under a key prefix of the run's own; judged as without it
               --duration T       soak only: how long to keep running rounds, e.g. 90s, 15m, 2h (default 10m)
               --help             this text
 

@@ -15,6 +15,10 @@ struct WorkerSetup {
     var budget: Int?
     var memoryBudget: Int?
     var sharing: StorageSharingMode
+    /// `--remote URL` (`redis://…`, `redis+unix://…`, `http://…`), with `--remote-leases URL` (Redis
+    /// leases for an HTTP remote), `--remote-lease-ms` (the lease TTL) and `--remote-timeout-ms` (the
+    /// operation timeout).
+    var remote: YCache.Remote?
 
     init(_ arguments: inout Arguments) throws {
         guard let directory = arguments.string("directory") else {
@@ -30,12 +34,45 @@ struct WorkerSetup {
         case "group": sharing = .groupShared
         case let other: throw ArgumentError(description: "--sharing must be private or group, not '\(other)'")
         }
+        remote = try Self.remote(&arguments)
+    }
+
+    /// The remote tier `--remote` and its options describe, if any.
+    static func remote(_ arguments: inout Arguments) throws -> YCache.Remote? {
+        let leaseMilliseconds = try arguments.int("remote-lease-ms", default: nil, range: 30...3_600_000)
+        let timeoutMilliseconds = try arguments.int("remote-timeout-ms", default: nil, range: 1...600_000)
+        let leases = arguments.string("remote-leases")
+        guard let url = arguments.string("remote") else { return nil }
+        var options = YCache.Remote.Options()
+        if let leaseMilliseconds {
+            options.leaseTimeToLive = .milliseconds(leaseMilliseconds)
+            options.leaseRecheckInterval = .milliseconds(max(10, leaseMilliseconds / 4))
+        }
+        if let timeoutMilliseconds {
+            options.operationTimeout = .milliseconds(timeoutMilliseconds)
+            options.connectTimeout = .milliseconds(timeoutMilliseconds)
+        }
+        return try makeRemote(url, leases: leases, options: options)
+    }
+
+    /// A remote tier from a URL (`http…`: HTTP, with `leases` on Redis if given; else Redis).
+    static func makeRemote(_ url: String, leases: String? = nil, options: YCache.Remote.Options) throws
+        -> YCache.Remote
+    {
+        do {
+            guard url.hasPrefix("http") else { return try .redis(url, options: options) }
+            guard let leases else { return try .http(url, options: options) }
+            return try .http(url, leases: .redis(leases, options: options), options: options)
+        } catch {
+            throw ArgumentError(description: "--remote: \(error.description)")
+        }
     }
 
     func makeCache() -> YCache {
         YCache(
-            storageDirectory: directory, memoryMaximumCost: memoryBudget ?? 64 * 1024 * 1024,
-            storageMaximumByteCount: budget ?? 128 * 1024 * 1024, sharing: sharing)
+            configuration: YCache.Configuration(
+                storageDirectory: directory, memoryMaximumCost: memoryBudget ?? 64 * 1024 * 1024,
+                storageMaximumByteCount: budget ?? 128 * 1024 * 1024, sharing: sharing, remote: remote))
     }
 }
 
@@ -164,11 +201,14 @@ enum WorkerCommand {
             allCorrect = allCorrect && correct
             emit(
                 jsonLine([
-                    "key": key.identity, "source": resolution.source.rawValue,
+                    "key": key.identity, "source": resolution.source.rawValue, "origin": resolution.origin.rawValue,
                     "shared": resolution.wasSharedGeneration, "correct": correct, "elapsedNs": elapsed,
                     "pid": Int(pid), "finishedMonotonicNs": Int(DispatchTime.now().uptimeNanoseconds),
                     "lockFailures": cache.statistics.crossProcessLockFailures,
                     "repairs": cache.statistics.auxiliaryFileRepairs,
+                    "remoteErrors": cache.statistics.remoteErrors + cache.statistics.remoteTimeouts,
+                    "remoteLeaseWaits": cache.statistics.remoteLeaseWaits,
+                    "remoteLeaseTakeovers": cache.statistics.remoteLeaseTakeovers,
                 ]))
         }
         // `--linger`: stay until stdin closes, so this process's exit (a whole Swift process's teardown,

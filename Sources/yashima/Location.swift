@@ -99,12 +99,12 @@ struct Location {
     /// A cache on this directory with no memory layer (one command, one process), opened now.
     /// - Parameter budget: The disk budget this process enforces when it writes (allocated bytes: what the
     ///   directory takes on disk, headers and block rounding included); nil for none.
-    func openCache(budget: Int64?) throws -> YCache {
+    func openCache(budget: Int64?, remote: YCache.Remote? = nil) throws -> YCache {
         let cache = YCache(
             configuration: YCache.Configuration(
                 storageDirectory: url, memoryMaximumCost: 0, storageMaximumByteCount: nil,
                 storageMaximumAllocatedByteCount: budget.map { $0 == Int64.max ? nil : Int($0) } ?? nil,
-                sharing: sharing))
+                sharing: sharing, remote: remote))
         do {
             try cache.openStorage()
         } catch {

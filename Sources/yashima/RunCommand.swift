@@ -17,7 +17,9 @@ enum RunCommand {
             results instead. The key is COMMAND and its arguments (exact bytes), the contents of every
             --input file, every --key, the value of every --env variable, the --output paths, and the
             working directory with --cwd. On a miss the command runs once across all processes using the
-            directory: the others wait for it and then write what it stored. Its standard output and every
+            directory: the others wait for it and then write what it stored. With --remote, results are
+            shared with other hosts too: a miss looks there first, and one host runs the command while the
+            others wait for its result (a remote that is down is skipped). Its standard output and every
             --output file are stored when it exits 0; a command that exits non-zero is not stored, its
             standard output, standard error and exit status pass through, and the next caller runs it again.
             Standard input and standard error are the caller's; standard output is written when the command
@@ -43,17 +45,13 @@ enum RunCommand {
                 "budget for the whole directory (4096, 500M, 10G, unlimited), recorded for later commands "
                     + "(default: the recorded one, else 1 GiB)"),
             .flag("no-wait", "if another process is running the same command, run it here too instead of waiting"),
-            .option("remote", "URL", "a remote tier to share results across hosts (not available in this build)"),
+            RemoteOption.spec,
             .flag("verbose", short: "v", "one line on standard error: hit, miss or waited, and the time saved"),
         ] + CommandSpec.storageOptions,
         takesCommand: true)
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
-        if arguments.string("remote") != nil {
-            throw CommandFailure.usage(
-                "--remote is not available in this build (the remote tier does not exist yet); results are "
-                    + "shared by the processes of this machine only")
-        }
+        let remote = try RemoteOption.parse(arguments)
         guard !arguments.command.isEmpty, let argvIndex = arguments.commandArgvIndex else {
             throw CommandFailure.usage(
                 arguments.sawDoubleDash
@@ -82,7 +80,7 @@ enum RunCommand {
         let codec = RunRecordCodec()
 
         // The hit path: one lookup, nothing else opened, nothing recorded unless --max-size says so.
-        let probe = try location.openCache(budget: explicitBudget)
+        let probe = try location.openCache(budget: explicitBudget, remote: remote)
         let storage = try location.storageOperator(probe)
         let budget = effectiveBudget(explicit: explicitBudget, storage: storage)
         if let record = try? await probe.valueIfCached(for: key, codec: codec) {
@@ -99,7 +97,7 @@ enum RunCommand {
         }
 
         // A miss: get-or-generate, with this directory's budget.
-        let cache = budget == explicitBudget ? probe : try location.openCache(budget: budget)
+        let cache = budget == explicitBudget ? probe : try location.openCache(budget: budget, remote: remote)
         // A result that cannot be stored is still the command's result.
         var options = YCache.Options(writeFailurePolicy: .bestEffort)
         if let expiry { options.expiry = .after(expiry) }
@@ -139,10 +137,11 @@ enum RunCommand {
             let saved = Int64(record.runningNanoseconds) - nanoseconds(elapsed)
             storage.addSavedTime(nanoseconds: saved)
             if verbose {
-                let how =
-                    resolution.wasSharedGeneration ? "waited \(Format.seconds(elapsed)) for another process" : "hit"
+                let other = resolution.origin == .remote ? "another host" : "another process"
+                let how = resolution.wasSharedGeneration ? "waited \(Format.seconds(elapsed)) for \(other)" : "hit"
                 Output.error(
-                    "yashima: \(how): \(Format.bytes(Int64(record.byteCount))) from storage, saved "
+                    "yashima: \(how): \(Format.bytes(Int64(record.byteCount))) from "
+                        + (resolution.origin == .remote ? "the remote tier" : "storage") + ", saved "
                         + Format.seconds(Double(max(0, saved)) / 1e9))
             }
         }

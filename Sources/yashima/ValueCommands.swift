@@ -30,9 +30,10 @@ enum ValueCommands {
             Looks the key up and writes the value's bytes to standard output. Exit status 1 on a miss
             (nothing is written), 0 on a hit. Values of Swift programs are found with the same key and
             codec: data-v1 (DataCodec) and string-utf8-v1 (StringCodec) are their bytes as stored;
-            zlib-data-v1 (CompressedDataCodec) is decompressed.
+            zlib-data-v1 (CompressedDataCodec) is decompressed. With --remote, a local miss is looked up
+            remotely (a hit is also stored locally); get never writes remotely.
             """,
-        options: keyOptions + CommandSpec.storageOptions)
+        options: keyOptions + [RemoteOption.spec] + CommandSpec.storageOptions)
 
     static let putSpec = CommandSpec(
         name: "put", summary: "store standard input under a key",
@@ -40,11 +41,13 @@ enum ValueCommands {
         description: """
             Reads standard input to its end and stores it under the key, replacing any value (every
             process's next lookup sees the new one). Exit status 1 when it cannot be stored: a value larger
-            than the whole budget, or a full disk.
+            than the whole budget, or a full disk. With --remote, the value is also stored remotely (best
+            effort: a remote that is down is skipped).
             """,
         options: keyOptions + [
             .option("expire", "DURATION", "the value expires after DURATION (90s, 15m, 2h, 7d)"),
             .option("max-size", "SIZE", "budget for the whole directory (recorded, as with run)"),
+            RemoteOption.spec,
         ] + CommandSpec.storageOptions)
 
     static func key(_ arguments: ParsedArguments) throws -> CacheKey {
@@ -66,15 +69,17 @@ enum ValueCommands {
     static func get(_ arguments: ParsedArguments) async throws -> Int32 {
         let key = try key(arguments)
         let codecIdentifier = arguments.string("codec") ?? DataCodec().identifier
+        let remote = try RemoteOption.parse(arguments, readOnly: true)
         let location = try Location(arguments)
-        guard location.exists else { return 1 }
-        let cache = try location.openCache(budget: nil)
+        guard location.exists || remote != nil else { return 1 }
+        let cache = try location.openCache(budget: nil, remote: remote)
         let value: Data?
         do {
             if codecIdentifier == CompressedDataCodec().identifier {
-                value = try await cache.valueIfCached(for: key, codec: CompressedDataCodec())
+                value = try await lookUp(key, codec: CompressedDataCodec(), in: cache, remotely: remote != nil)
             } else {
-                value = try await cache.valueIfCached(for: key, codec: RawCodec(identifier: codecIdentifier))
+                value = try await lookUp(
+                    key, codec: RawCodec(identifier: codecIdentifier), in: cache, remotely: remote != nil)
             }
         } catch let error as YCache.Error {
             throw CommandFailure.from(error)
@@ -86,6 +91,15 @@ enum ValueCommands {
         return 0
     }
 
+    /// The stored value: local only, or with a (read-only) remote tier a production that finds it there
+    /// and never generates.
+    private static func lookUp<Codec: CacheCodec>(_ key: CacheKey, codec: Codec, in cache: YCache, remotely: Bool)
+        async throws -> Codec.Value?
+    {
+        guard remotely else { return try await cache.valueIfCached(for: key, codec: codec) }
+        return try await cache.optionalValue(for: key, codec: codec) { nil }
+    }
+
     static func put(_ arguments: ParsedArguments) async throws -> Int32 {
         let key = try key(arguments)
         let codecIdentifier = arguments.string("codec") ?? DataCodec().identifier
@@ -93,10 +107,11 @@ enum ValueCommands {
         let explicit = try arguments.string("max-size").map {
             try parseSize($0, option: "max-size", allowUnlimited: true)
         }
+        let remote = try RemoteOption.parse(arguments)
         let location = try Location(arguments)
-        let probe = try location.openCache(budget: explicit)
+        let probe = try location.openCache(budget: explicit, remote: remote)
         let budget = effectiveBudget(explicit: explicit, storage: try location.storageOperator(probe))
-        let cache = budget == explicit ? probe : try location.openCache(budget: budget)
+        let cache = budget == explicit ? probe : try location.openCache(budget: budget, remote: remote)
         let input = await offPool { FileHandle.standardInput.readDataToEndOfFile() }
         var options = YCache.Options()
         if let expiry { options.expiry = .after(expiry) }

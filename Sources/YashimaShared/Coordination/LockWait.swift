@@ -24,6 +24,8 @@ final class LockWait: Sendable {
     /// waiting for another process, instead of guessing with a sleep. A task-local of the task whose
     /// lookup waits (flights inherit it from the caller that started them).
     @TaskLocal static var observer: (@Sendable (LockPath) -> Void)?
+    /// The same seam for waits on another host's remote lease (RemoteTier), called before each block.
+    @TaskLocal static var leaseObserver: (@Sendable () -> Void)?
 
     private enum State {
         case waiting(CheckedContinuation<Outcome, any Error>)
@@ -110,8 +112,8 @@ final class LockWait: Sendable {
 }
 
 /// A test seam for child processes (`yashima-stress worker get --announce-wait`): calls `observer` each
-/// time a lookup made inside `body` starts waiting for another process's generation of its key, on the
-/// waiting thread, just before it blocks.
+/// time a lookup made inside `body` starts waiting for another process's generation of its key (or, with
+/// a remote tier, for another host's lease), on the waiting thread, just before it blocks.
 @_spi(Testing)
 public enum CrossProcessWaitObservation {
     /// Runs `body`, calling `observer` whenever a lookup made inside it starts waiting for another process.
@@ -124,6 +126,8 @@ public enum CrossProcessWaitObservation {
     public static func observing<T: Sendable>(
         _ observer: @escaping @Sendable () -> Void, _ body: () async throws -> T
     ) async rethrows -> T {
-        try await LockWait.$observer.withValue({ _ in observer() }, operation: body)
+        try await LockWait.$observer.withValue({ _ in observer() }) {
+            try await LockWait.$leaseObserver.withValue(observer, operation: body)
+        }
     }
 }

@@ -26,9 +26,11 @@ final class CacheEngine: Sendable {
     let flights = FlightTable()
     let statistics = Mutex(CacheStatistics())
     let expectations = ExpectationCache()
-    /// The tiers a production asks before it runs the generator, outermost first (GenerationTier.swift).
-    /// None yet: the remote tier goes here.
+    /// The tiers a production asks before it runs the generator, outermost first (GenerationTier.swift):
+    /// the remote tier when there is one.
     let generationTiers: [any GenerationTier]
+    /// The remote tier, if any (also in `generationTiers`): removals and counters go to it too.
+    let remote: RemoteTier?
 
     private enum Opening {
         case notYet
@@ -40,14 +42,15 @@ final class CacheEngine: Sendable {
 
     init(
         storagePath: String, memoryMaximumCost: Int?, memoryMaximumEntryCount: Int?, budget: StorageBudget,
-        sharing: StorageSharingMode, allowNetworkFilesystem: Bool, generationTiers: [any GenerationTier] = []
+        sharing: StorageSharingMode, allowNetworkFilesystem: Bool, remote: RemoteTier? = nil
     ) {
         self.storagePath = storagePath
         self.budget = budget
         self.sharing = sharing
         self.allowNetworkFilesystem = allowNetworkFilesystem
         self.memory = MemoryStore(maximumCost: memoryMaximumCost, maximumCount: memoryMaximumEntryCount)
-        self.generationTiers = generationTiers
+        self.remote = remote
+        self.generationTiers = remote.map { [$0] } ?? []
     }
 
     // MARK: Storage
@@ -93,6 +96,13 @@ final class CacheEngine: Sendable {
     }
 
     // MARK: Statistics
+
+    /// This cache's statistics now, with its remote tier's counters.
+    var currentStatistics: CacheStatistics {
+        var current = statistics.withLock { $0 }
+        remote?.addCounters(to: &current)
+        return current
+    }
 
     /// Updates this cache's statistics, and adds the change to the directory's shared counters
     /// (SharedState+Counters) when it is open.

@@ -1,7 +1,7 @@
 // The seam between the per-key lock and the generator: a production asks the engine's generation tiers,
-// outermost first, for the value, and the innermost step is the caller's generator. No tier exists yet;
-// the remote tier goes here, and nothing else in the pipeline changes when it does. Its flow, as it will
-// sit in `produce(_:next:)` with this process holding the key's lock (I5):
+// outermost first, for the value, and the innermost step is the caller's generator. The one tier is the
+// remote tier (RemoteTier.swift), when the cache has one. Its flow in `produce(_:kind:next:)`, with this
+// process holding the key's lock (I5):
 //   1. look the entry up remotely; a hit is returned as a `Produced` value with its stored bytes and
 //      times, which the publish step publishes locally as they are (through the held lock file);
 //   2. on a miss take the remote lease: the value found meanwhile goes as in 1; a lease held elsewhere is
@@ -17,8 +17,10 @@ import Foundation
 protocol GenerationTier: Sendable {
     /// Produces `request`'s value, from this tier or by calling `next` (the tiers below this one, then the
     /// generator). Returns nil when `next` did (an optional generator's nil); throws what `next` throws.
+    /// `kind` says whether the value may be found (a lookup) or must be generated (a refresh).
     func produce<Codec: CacheCodec>(
-        _ request: ProductionRequest<Codec>, next: @Sendable () async throws -> Produced<Codec.Value>?
+        _ request: ProductionRequest<Codec>, kind: ProductionKind,
+        next: @Sendable () async throws -> Produced<Codec.Value>?
     ) async throws -> Produced<Codec.Value>?
 }
 
@@ -26,7 +28,9 @@ protocol GenerationTier: Sendable {
 struct Produced<Value: Sendable>: Sendable {
     let value: Value
     /// Where it came from: `.generated` for the generator.
-    let source: YCache.Source
+    let source: YCache.Origin
+    /// True when another host generated it while this production waited for its lease.
+    var sharedGeneration = false
     /// The value's encoded bytes and times when a tier already has them (a value fetched from elsewhere,
     /// with the created and expiry times it was stored with): the publish step publishes them as they are.
     /// Nil: the publish step encodes the value, created now, expiring by the caller's options.
@@ -35,7 +39,7 @@ struct Produced<Value: Sendable>: Sendable {
     /// published (the commit gate closed: the flight was cancelled; or the write failed and threw).
     var afterPublish: (@Sendable (PublishedValue?) async -> Void)?
 
-    init(value: Value, source: YCache.Source, stored: StoredForm? = nil) {
+    init(value: Value, source: YCache.Origin, stored: StoredForm? = nil) {
         self.value = value
         self.source = source
         self.stored = stored

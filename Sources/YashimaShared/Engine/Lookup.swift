@@ -99,7 +99,7 @@ extension CacheEngine {
                     stateIfOpen?.add(.misses)  // shared counters; a producer counts its own
                 }
                 return YCache.Resolved(
-                    value: value, source: source, metadata: metadata,
+                    value: value, origin: source, metadata: metadata,
                     wasSharedGeneration: joined || sharedAcrossProcesses)
             case .noValue:
                 if optional || !joined { return nil }
@@ -133,7 +133,7 @@ extension CacheEngine {
             guard !joined || isCurrent(epochs) else {
                 return try await Production(engine: self, request: request, flight: nil, kind: .refresh).resolve()
             }
-            return YCache.Resolved(value: value, source: source, metadata: metadata, wasSharedGeneration: joined)
+            return YCache.Resolved(value: value, origin: source, metadata: metadata, wasSharedGeneration: joined)
         case .noValue:
             return nil
         case .failure(let error):

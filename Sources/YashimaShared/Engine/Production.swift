@@ -5,12 +5,13 @@
 //      (I5: storage looked at again after every wake and once the lock is held), else storage looked at
 //      once more; a hit ends the production here;
 //   3. the key's epochs, taken before producing (I10);
-//   4. `produceValue`: the generation tiers (GenerationTier.swift: the remote tier's place), then the
+//   4. `produceValue`: the generation tiers (GenerationTier.swift: the remote tier), then the
 //      caller's generator;
 //   5. `commitGate`: a flight whose callers all left stores nothing;
 //   6. `publish` (Store.swift): encode, publish through the key's lock file (consuming the lock), bump the
 //      epochs of a replaced value, trim when over budget, remember the value in memory;
-//   7. the tiers' post-publish work (`Produced.afterPublish`).
+//   7. the tiers' post-publish work (`Produced.afterPublish`); a remote value whose key was removed while
+//      it was fetched is unlinked again (I16).
 // Whatever ends the production early abandons the key lock (KeyLock.abandon: the next waiter generates).
 
 /// What a production is for.
@@ -94,8 +95,11 @@ struct Production<Codec: CacheCodec>: Sendable {
                 throw error
             }
             await produced.afterPublish?(stored.published)
+            if produced.source == .remote { discardIfRemoved(stored, storage: storage, epochs: epochs) }
+            if produced.sharedGeneration { engine.count { $0.sharedGenerations += 1 } }
             return .value(
-                produced.value, stored.metadata, produced.source, sharedAcrossProcesses: false, epochs: stored.epochs)
+                produced.value, stored.metadata, produced.source, sharedAcrossProcesses: produced.sharedGeneration,
+                epochs: stored.epochs)
         } catch {
             return .failure(error)
         }
@@ -106,7 +110,7 @@ struct Production<Codec: CacheCodec>: Sendable {
         switch await run() {
         case .value(let value, let metadata, let source, let shared, _):
             guard let value = value as? Codec.Value else { throw YCache.Error.valueTypeMismatch }
-            return YCache.Resolved(value: value, source: source, metadata: metadata, wasSharedGeneration: shared)
+            return YCache.Resolved(value: value, origin: source, metadata: metadata, wasSharedGeneration: shared)
         case .noValue: return nil
         case .failure(let error): throw error
         }
@@ -190,7 +194,8 @@ struct Production<Codec: CacheCodec>: Sendable {
         var next: @Sendable () async throws -> Produced<Codec.Value>? = { try await generate() }
         for tier in engine.generationTiers.reversed() {
             let (below, request) = (next, request)
-            next = { try await tier.produce(request, next: below) }
+            let kind = kind
+            next = { try await tier.produce(request, kind: kind, next: below) }
         }
         return try await next()
     }
@@ -200,6 +205,19 @@ struct Production<Codec: CacheCodec>: Sendable {
         guard let value = try await request.generate() else { return nil }
         engine.count { $0.generations += 1 }
         return Produced(value: value, source: .generated)
+    }
+
+    /// A remote value published while a removal of its key ran (I10, I16): the removal deleted the
+    /// remote copy and unlinked the local one, and this production, which fetched it before, must not
+    /// bring it back. Its entry is unlinked again and its memory copy dropped; the callers of this
+    /// production (which began before the removal ended) still get the value.
+    private func discardIfRemoved(_ stored: Stored, storage: StorageContext?, epochs: EpochSnapshot?) {
+        guard let storage, stored.published?.isStoredLocally == true, !engine.isCurrent(epochs) else { return }
+        engine.memory.remove(request.memoryKey)
+        let expectation = request.expectation
+        _ = try? engine.unlinkStoredEntry(
+            at: storage.directory.entryPath(for: expectation.identity), headerSize: expectation.headerSize,
+            namespace: request.key.namespace, keyDigest: expectation.keyDigest, in: storage)
     }
 
     // MARK: 5. The commit gate

@@ -28,8 +28,12 @@ extension CacheEngine {
         let request = request(memoryKey, codec: codec, options: options) { value }
         let storage = options.writePolicy == .memoryAndStorage ? try? storage(for: .write).get() : nil
         let production = Production(engine: self, request: request, flight: nil, kind: .store)
-        _ = try await production.publish(
+        let stored = try await production.publish(
             Produced(value: value, source: .generated), storage: storage, epochs: nil, permit: .uncoordinated)
+        // The value replaces the remote one too (another host's next miss finds it).
+        if let remote, let content = stored.published?.content {
+            await remote.store(request.expectation.identity, content: content, options: options)
+        }
     }
 }
 

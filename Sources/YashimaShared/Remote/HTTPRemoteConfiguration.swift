@@ -8,7 +8,7 @@
 import Foundation
 
 /// The settings of an HTTP remote backend.
-struct HTTPRemoteConfiguration: Sendable, CustomStringConvertible, CustomReflectable {
+struct HTTPRemoteConfiguration: Sendable, Equatable, CustomStringConvertible, CustomReflectable {
     /// The server.
     var endpoint: HTTPEndpoint
     /// Timeouts, size cap, read-only mode and breaker (shared with every backend). Over HTTP the

@@ -14,7 +14,7 @@ enum RedisTopology: Hashable, Sendable {
 }
 
 /// The settings of a Redis remote tier.
-struct RemoteConfiguration: Sendable {
+struct RemoteConfiguration: Sendable, Equatable {
     /// The servers.
     var topology: RedisTopology
     /// Timeouts, size cap, read-only mode and breaker (shared with other backends).

@@ -136,7 +136,7 @@ final class BenchReport {
 }
 
 enum Bench {
-    static let sections = ["single", "crossprocess", "scale", "observation"]
+    static let sections = ["single", "crossprocess", "scale", "observation", "remote"]
 
     static let help = """
         usage: yashima-stress bench [--quick] [--format text|json] [--svg FILE] [--section NAME ...]
@@ -148,6 +148,8 @@ enum Bench {
           --svg FILE       also draw the main results as an SVG chart
           --section NAME   run only these sections (repeatable)
           --directory D    where to put benchmark files (default: a fresh folder under $TMPDIR)
+          --remote URL     the Redis server of the remote section (default: a redis-server started there;
+                           none installed: the section is skipped)
 
         Peers (python-diskcache, LMDB) on the same workloads: Benchmarks/peers/run.sh [--quick].
         """
@@ -164,6 +166,7 @@ enum Bench {
             throw ArgumentError(description: "--format must be text or json, not '\(format)'")
         }
         let svg = arguments.string("svg")
+        let remoteURL = arguments.string("remote")
         var chosen = arguments.strings("section")
         for name in chosen where !sections.contains(name) {
             throw ArgumentError(
@@ -195,6 +198,7 @@ enum Bench {
             case "single": try await SingleProcessBench.run(context)
             case "crossprocess": try await CrossProcessBench.run(context)
             case "observation": try await ObservationBench.run(context)
+            case "remote": try await RemoteBench.run(context, url: remoteURL)
             default: try await ScaleBench.run(context)
             }
             sectionSeconds[name] = Double(monotonicNanoseconds() - start) / 1e9

@@ -98,6 +98,8 @@ enum CorruptionScenario: Scenario {
                     }
                     if fetched.source == .generated && !fetched.shared {
                         worker.event("made \(label) \(created) \(wallNanoseconds())")
+                    } else if fetched.origin == .remote {
+                        worker.event("fetched \(label) \(created) \(wallNanoseconds())")
                     } else {
                         worker.event("read \(label) \(wallStart) \(created) value")
                     }
@@ -272,7 +274,7 @@ enum CorruptionScenario: Scenario {
         run.expect(repairs > 0, "\(damaged) auxiliary files damaged, none repaired")
         run.expect(writeFailures == 0, "\(writeFailures) writes failed while auxiliary files were damaged")
         let log = RemovalVisibility(run.eventRecords())
-        let stale = log.staleReads()
+        let stale = log.staleReads(localRemovalsOnly: run.plan.remote != nil)
         run.countWrongValues(stale.count)
         run.expect(
             stale.isEmpty, "\(stale.count) reads returned removed entries: " + stale.prefix(3).joined(separator: "; "))

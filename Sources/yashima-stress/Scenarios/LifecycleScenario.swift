@@ -139,6 +139,8 @@ enum LifecycleScenario: Scenario {
         }
         if fetched.source == .generated && !fetched.shared {
             worker.event("made \(label) \(created) \(wallNanoseconds())")
+        } else if fetched.origin == .remote {
+            worker.event("fetched \(label) \(created) \(wallNanoseconds())")
         } else {
             worker.event("read \(label) \(wallStart) \(created) \(how)")
         }
@@ -171,7 +173,7 @@ enum LifecycleScenario: Scenario {
 
         // Every worker's log: no read after a removal returned what it removed (I10).
         let log = RemovalVisibility(run.eventRecords())
-        let stale = log.staleReads()
+        let stale = log.staleReads(localRemovalsOnly: run.plan.remote != nil)
         run.countWrongValues(stale.count)
         run.expect(
             stale.isEmpty, "\(stale.count) reads returned removed entries: " + stale.prefix(3).joined(separator: "; "))

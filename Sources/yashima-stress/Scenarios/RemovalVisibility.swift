@@ -1,6 +1,7 @@
 // The judge's check of I10 from workers' event logs, shared by the lifecycle and corruption scenarios:
 // workers log every read (`read LABEL START CREATED HOW`), generation (`made LABEL CREATED RETURNED`),
-// explicit store (`store LABEL START END`) and removal (`remove LABEL START END`, `removeAll NAMESPACE START
+// remote fetch (`fetched LABEL CREATED RETURNED`, with `--remote`), explicit store (`store LABEL START END`)
+// and removal (`remove LABEL START END`, `removeAll NAMESPACE START
 // END`, `removeEverything * START END`), in wall-clock nanoseconds; a read that started after a removal
 // finished must never return an entry that existed when the removal began.
 
@@ -16,6 +17,7 @@ struct RemovalVisibility {
 
     private(set) var reads: [Read] = []
     private(set) var made: [String: [(created: Int64, returned: Int64)]] = [:]
+    private(set) var fetched: [String: [(created: Int64, returned: Int64)]] = [:]
     private(set) var keyRemovals: [String: [(start: Int64, end: Int64)]] = [:]
     private(set) var namespaceRemovals: [String: [(start: Int64, end: Int64)]] = [:]
     private(set) var globalRemovals: [(start: Int64, end: Int64)] = []
@@ -32,6 +34,7 @@ struct RemovalVisibility {
                         label: label, start: Int64(words[2]) ?? 0, created: Int64(words[3]) ?? 0, how: String(words[4]))
                 )
             case "made": made[label, default: []].append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
+            case "fetched": fetched[label, default: []].append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
             case "remove": keyRemovals[label, default: []].append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
             case "removeAll": namespaceRemovals[label, default: []].append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
             case "removeEverything": globalRemovals.append((Int64(words[2]) ?? 0, Int64(words[3]) ?? 0))
@@ -49,15 +52,26 @@ struct RemovalVisibility {
     /// removal started. A stamp before the removal is allowed only for a generation or a store whose call
     /// was still running when the removal started (it may have published after the removal). One line per
     /// stale read.
-    func staleReads() -> [String] {
+    ///
+    /// - Parameter localRemovalsOnly: With a remote tier (`--remote`), namespace and global removals are
+    ///   local by design (`removeAll(in:)`, `removeAll()`): the remote value comes back, so only key
+    ///   removals (which remove remotely too) are judged.
+    func staleReads(localRemovalsOnly: Bool = false) -> [String] {
         let margin: Int64 = 1_000  // metadata dates carry ~0.25 µs of rounding
         var stale: [String] = []
         for read in reads {
             let namespace = String(read.label.prefix { $0 != "/" })
-            let removals = (keyRemovals[read.label] ?? []) + (namespaceRemovals[namespace] ?? []) + globalRemovals
+            let removals =
+                (keyRemovals[read.label] ?? [])
+                + (localRemovalsOnly ? [] : (namespaceRemovals[namespace] ?? []) + globalRemovals)
             for removal in removals where removal.end < read.start && read.created + margin < removal.start {
+                // A remote value fetched before the removal and published after it (I16) is unlinked again
+                // before its fetch returns: only reads that began before then may see it.
                 let excused =
                     (made[read.label] ?? []).contains { $0.created == read.created && $0.returned >= removal.start }
+                    || (fetched[read.label] ?? []).contains {
+                        $0.created == read.created && $0.returned >= removal.start && read.start <= $0.returned
+                    }
                     || (stores[read.label] ?? []).contains {
                         $0.start - margin <= read.created && read.created <= $0.end + margin && $0.end >= removal.start
                     }

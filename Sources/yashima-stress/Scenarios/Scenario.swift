@@ -22,7 +22,7 @@ enum ScenarioCatalog {
         [
             BurstScenario.self, ArtifactMixScenario.self, LifecycleScenario.self, QuotaScenario.self,
             ChaosScenario.self, CorruptionScenario.self, CancellationScenario.self, ExpiryScenario.self,
-            RestartScenario.self,
+            RestartScenario.self, HostsScenario.self,
         ]
     }
 
@@ -45,6 +45,10 @@ struct ScenarioPlan: Codable, Sendable {
     var settings: [String: Int] = [:]
     /// Whether every cache is group-shared (`--users`); nil or false: private.
     var groupShared: Bool?
+    /// `--remote URL`: the remote tier every worker's cache has (nil: none), under a key prefix of this
+    /// run's own so runs never see each other's values.
+    var remote: String?
+    var remoteKeyPrefix: String?
 
     /// The sharing mode of every cache in this scenario.
     var sharing: StorageSharingMode { groupShared == true ? .groupShared : .privateToUser }
@@ -87,7 +91,10 @@ final class ScenarioRun {
     var logDirectory: String { directory + "/logs" }
     var cacheURL: URL { URL(fileURLWithPath: cacheDirectory) }
 
-    init(name: String, profile: Profile, seed: UInt64, workers: Int, directory: String, progress: ProgressLine) throws {
+    init(
+        name: String, profile: Profile, seed: UInt64, workers: Int, directory: String, progress: ProgressLine,
+        remote: String? = nil
+    ) throws {
         self.name = name
         self.profile = profile
         self.seed = seed
@@ -101,6 +108,10 @@ final class ScenarioRun {
             scenario: name, cacheDirectory: cacheDirectory, ledgerPath: directory + "/ledger",
             logDirectory: directory + "/logs", seed: seed, workers: workers)
         plan.groupShared = SharedUsers.sharing == .groupShared
+        if let remote {
+            plan.remote = remote
+            plan.remoteKeyPrefix = "ys-stress-\(getpid())-\(UInt32.random(in: 0...UInt32.max))-\(name)"
+        }
         report = ScenarioReport(name: name, seed: seed)
         try FileManager.default.createDirectory(atPath: directory + "/logs", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: directory + "/scratch", withIntermediateDirectories: true)
@@ -115,6 +126,13 @@ final class ScenarioRun {
     }
 
     // MARK: Plan
+
+    /// Gives every worker of this scenario the remote tier at `url` (a scenario that starts its own
+    /// server), under a key prefix of its own.
+    func useRemote(_ url: String) {
+        plan.remote = url
+        plan.remoteKeyPrefix = "ys-stress-\(getpid())-\(UInt32.random(in: 0...UInt32.max))-\(name)"
+    }
 
     /// A setting chosen by profile, recorded in the plan so workers see the same number.
     @discardableResult

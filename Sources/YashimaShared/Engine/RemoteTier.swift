@@ -1,0 +1,244 @@
+// The remote tier as a generation tier (GenerationTier.swift): with this process holding the key's local
+// lock (I5), look the value up remotely (a verified hit is published locally as it is: `source ==
+// .remote`); on a miss take the key's remote lease, or wait for another host's holder (woken by its
+// release, taking over when its lease expires, I16), then generate, publish locally, and store remotely
+// while releasing the lease. Every remote call is guarded and never throws (RemoteGuard): a remote
+// failure only makes this tier step aside, and the production goes on as without it. Also here: the
+// backends a `YCache.Remote` describes (`RemoteBackend`) and the stores built from them, removals, and the
+// remote counters for `CacheStatistics`.
+
+import Foundation
+
+/// What a `YCache.Remote` is: the backend and its parsed, validated settings.
+enum RemoteBackend: Sendable, Equatable, CustomStringConvertible {
+    /// Values and leases on Redis.
+    case redis(RemoteConfiguration)
+    /// Values on an HTTP server; leases on Redis when given (otherwise none: exactly-once per host only).
+    case http(HTTPRemoteConfiguration, leases: RemoteConfiguration?)
+
+    var description: String {
+        switch self {
+        case .redis(let configuration): return Self.describe(configuration.topology)
+        case .http(let values, let leases):
+            let base = "http \(values.endpoint)"
+            return leases.map { "\(base), leases on \(Self.describe($0.topology))" } ?? base
+        }
+    }
+
+    private static func describe(_ topology: RedisTopology) -> String {
+        switch topology {
+        case .servers(let endpoints): return "redis " + endpoints.map(\.description).joined(separator: ", ")
+        case .cluster(let seeds): return "redis cluster " + seeds.map(\.description).joined(separator: ", ")
+        }
+    }
+}
+
+/// The remote tier of one cache: its stores and the production step (see the file's header).
+final class RemoteTier: GenerationTier {
+    /// Where values are looked up and stored.
+    let values: any RemoteValueStore
+    /// Where leases are taken; nil without leases (HTTP alone) or in read-only mode.
+    let leases: (any RemoteLeaseStore)?
+    /// True when `leases` is `values` (Redis): its lease calls see the value too, and a value is stored
+    /// and the lease released in one round trip.
+    let leasesHoldValues: Bool
+
+    /// The stores `backend` describes, made for one cache (connections are made on first use).
+    init?(_ backend: RemoteBackend) {
+        // The configurations were validated by `YCache.Remote`'s factories: the stores cannot refuse them.
+        switch backend {
+        case .redis(let configuration):
+            guard let store = try? RedisRemoteStore(configuration: configuration) else { return nil }
+            values = store
+            leases = configuration.policy.readOnly ? nil : store
+            leasesHoldValues = true
+        case .http(let configuration, let leaseConfiguration):
+            guard let store = try? HTTPRemoteStore(configuration: configuration) else { return nil }
+            values = store
+            leases =
+                configuration.policy.readOnly
+                ? nil : leaseConfiguration.flatMap { try? RedisRemoteStore(configuration: $0) }
+            leasesHoldValues = false
+        }
+    }
+
+    private var isReadOnly: Bool { values.remoteGuard.policy.readOnly }
+
+    // MARK: Producing
+
+    func produce<Codec: CacheCodec>(
+        _ request: ProductionRequest<Codec>, kind: ProductionKind,
+        next: @Sendable () async throws -> Produced<Codec.Value>?
+    ) async throws -> Produced<Codec.Value>? {
+        // A refresh always generates, and its value replaces the remote one.
+        guard kind == .lookup else { return try await generateAndStore(request, next: next) }
+        if let hit = await lookup(request, shared: false) { return hit }
+        // Values kept out of this host's storage (`.memoryOnly`, `.disabled`) are kept out of the remote
+        // tier too: no lease, no store.
+        guard let leases, Self.writesRemotely(request.options) else {
+            return try await generateAndStore(request, next: next)
+        }
+        let identity = request.expectation.identity
+        let deadline = request.options.crossProcessWaitTimeout.map { RemoteDeadline.after($0) } ?? .distantFuture
+        let observer = LockWait.leaseObserver
+        while true {
+            switch await leases.acquireLease(identity) {
+            case .acquired(let lease):
+                return try await generateHolding(lease, leases: leases, request: request, next: next)
+            case .found(let value):
+                if let hit = hit(value, request, shared: false) { return hit }
+                return try await generateAndStore(request, next: next)
+            case .unavailable:
+                return try await generateAndStore(request, next: next)
+            case .heldElsewhere:
+                let timeout = Duration.nanoseconds(deadline.remainingNanoseconds)
+                switch await leases.waitForRelease(identity, timeout: timeout, onWaiting: observer) {
+                case .found(let value):
+                    if let hit = hit(value, request, shared: true) { return hit }
+                    return try await generateAndStore(request, next: next)
+                case .leaseFree:
+                    // With values elsewhere (HTTP), the released holder's value is there, not in Redis.
+                    if !leasesHoldValues, let hit = await lookup(request, shared: true) { return hit }
+                case .timedOut, .unavailable:
+                    return try await generateAndStore(request, next: next)
+                case .cancelled:
+                    throw CancellationError()
+                }
+            }
+        }
+    }
+
+    /// The remote value of `request`'s entry, verified and decoded, as a production's value; nil on a
+    /// miss, an unavailable tier, or bytes the codec cannot decode.
+    private func lookup<Codec: CacheCodec>(_ request: ProductionRequest<Codec>, shared: Bool) async
+        -> Produced<Codec.Value>?
+    {
+        guard case .hit(let value) = await values.lookup(request.expectation.identity) else { return nil }
+        return hit(value, request, shared: shared)
+    }
+
+    /// A verified remote value as a production's value, published locally with its own bytes and times
+    /// (its expiry carries over); nil when the codec cannot decode it (a miss: it is regenerated and
+    /// overwritten).
+    private func hit<Codec: CacheCodec>(_ value: RemoteValue, _ request: ProductionRequest<Codec>, shared: Bool)
+        -> Produced<Codec.Value>?
+    {
+        guard let decoded = try? request.codec.decode(value.payload) else { return nil }
+        var produced = Produced(
+            value: decoded, source: .remote,
+            stored: StoredForm(
+                payload: value.payload, createdAt: value.createdAt,
+                expiresAt: value.expiresAt == 0 ? nil : value.expiresAt))
+        produced.sharedGeneration = shared
+        return produced
+    }
+
+    /// Generates without a lease (none to take, the tier unavailable, or a wait that timed out), then
+    /// stores the published value remotely (unless read-only).
+    private func generateAndStore<Codec: CacheCodec>(
+        _ request: ProductionRequest<Codec>, next: @Sendable () async throws -> Produced<Codec.Value>?
+    ) async throws -> Produced<Codec.Value>? {
+        guard var produced = try await next() else { return nil }
+        guard !isReadOnly, produced.source == .generated, Self.writesRemotely(request.options) else {
+            return produced
+        }
+        let (values, identity) = (values, request.expectation.identity)
+        produced.afterPublish = Self.chain(produced.afterPublish) { published in
+            guard let content = published?.content else { return }
+            _ = await values.store(
+                identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt)
+        }
+        return produced
+    }
+
+    /// Generates holding `lease` (renewed meanwhile); after the publish, stores the value remotely and
+    /// releases the lease (one round trip on Redis; with values elsewhere, stored first, then released, so
+    /// that woken waiters find it). A generator that throws or has no value releases the lease.
+    private func generateHolding<Codec: CacheCodec>(
+        _ lease: RemoteLease, leases: any RemoteLeaseStore, request: ProductionRequest<Codec>,
+        next: @Sendable () async throws -> Produced<Codec.Value>?
+    ) async throws -> Produced<Codec.Value>? {
+        let renewal = leases.startRenewal(lease, onLost: {})
+        let generated: Produced<Codec.Value>?
+        do {
+            generated = try await next()
+        } catch {
+            await renewal.stop()
+            await leases.release(lease)
+            throw error
+        }
+        guard var produced = generated else {
+            await renewal.stop()
+            await leases.release(lease)
+            return nil
+        }
+        let (values, identity, leasesHoldValues) = (values, request.expectation.identity, leasesHoldValues)
+        produced.afterPublish = Self.chain(produced.afterPublish) { published in
+            await renewal.stop()
+            guard let content = published?.content else {
+                await leases.release(lease)
+                return
+            }
+            if leasesHoldValues {
+                _ = await leases.storeAndRelease(
+                    identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt,
+                    lease: lease)
+            } else {
+                _ = await values.store(
+                    identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt)
+                await leases.release(lease)
+            }
+        }
+        return produced
+    }
+
+    /// Whether values of a call with `options` go to the remote tier: only those that go to storage.
+    static func writesRemotely(_ options: YCache.Options) -> Bool { options.writePolicy == .memoryAndStorage }
+
+    /// `first` (if any), then `then`.
+    private static func chain(
+        _ first: (@Sendable (PublishedValue?) async -> Void)?,
+        _ then: @escaping @Sendable (PublishedValue?) async -> Void
+    ) -> @Sendable (PublishedValue?) async -> Void {
+        guard let first else { return then }
+        return { published in
+            await first(published)
+            await then(published)
+        }
+    }
+
+    // MARK: Writes outside productions
+
+    /// Stores a value an explicit `store` published (unless read-only, or kept out of storage).
+    func store(_ identity: EntryIdentity, content: EntryContent, options: YCache.Options) async {
+        guard !isReadOnly, Self.writesRemotely(options) else { return }
+        _ = await values.store(
+            identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt)
+    }
+
+    /// Deletes the remote value of `identity`; true when one was deleted.
+    func remove(_ identity: EntryIdentity) async -> Bool {
+        guard !isReadOnly else { return false }
+        return await values.remove(identity)
+    }
+
+    // MARK: Statistics
+
+    /// Adds the tier's counters (its stores') to `statistics`.
+    func addCounters(to statistics: inout CacheStatistics) {
+        var sources = [values.statistics]
+        if let leases, !leasesHoldValues { sources.append(leases.statistics) }
+        for source in sources {
+            let counters = source.snapshot
+            statistics.remoteHits += counters[.hits]
+            statistics.remoteMisses += counters[.misses]
+            statistics.remotePuts += counters[.puts]
+            statistics.remoteRejectedValues += counters[.rejectedValues]
+            statistics.remoteErrors += counters[.errors]
+            statistics.remoteTimeouts += counters[.timeouts]
+            statistics.remoteBypassedCalls += counters[.bypassed]
+            statistics.remoteLeaseWaits += counters[.leaseWaits]
+            statistics.remoteLeaseTakeovers += counters[.leaseTakeovers]
+        }
+    }
+}

@@ -1,0 +1,259 @@
+// `YCache.Remote`: the public description of the optional remote tier behind the local storage directory
+// (Redis; an HTTP cache server; HTTP values with Redis leases), its options and its configuration error.
+// Plain data: the factories parse and validate (URLs, credentials and the shared secret from the
+// environment are read once, here); Engine/RemoteTier.swift builds the backend's stores per cache.
+
+import Foundation
+
+extension YCache {
+    /// A remote tier shared by several hosts, behind each host's storage directory.
+    ///
+    /// Per key a lookup goes: memory → local storage → the key's local lock (one process per host goes
+    /// on) → the remote value → on a miss the key's remote lease (one host generates; the others wait for
+    /// its value, woken when it finishes, and take over if its lease expires) → generate → publish locally
+    /// → store remotely and release the lease. A value found remotely is verified (entry identity, length,
+    /// checksum, and with a secret its HMAC-SHA256) before it is published locally and returned with
+    /// `source == .remote`.
+    ///
+    /// ```swift
+    /// let cache = YCache(storageDirectory: dir, remote: try .redis("redis://cache.internal:6379"))
+    /// ```
+    ///
+    /// The remote tier is best effort: it is never what makes a call fail. A remote error or timeout
+    /// costs a call at most `Options.operationTimeout` once, is counted in `CacheStatistics`, and the tier
+    /// is then bypassed for a cooldown while the cache works as it does without one.
+    ///
+    /// Only values that go to storage (`writePolicy: .memoryAndStorage`) are stored remotely; `store`
+    /// replaces the remote value too, and `remove(for:codec:)` deletes it, while `removeAll(in:)` and
+    /// `removeAll()` stay local.
+    ///
+    /// Leases are for efficiency, not correctness: a host paused or cut off for longer than the lease TTL
+    /// can duplicate a generation, never corrupt a value. HTTP alone has no leases: generation is then
+    /// exactly-once per host, and hosts missing the same key at once may each generate it.
+    public struct Remote: Sendable, Equatable, CustomStringConvertible, CustomReflectable {
+        /// The backend with its parsed and validated settings.
+        let backend: RemoteBackend
+        /// The options it was made with.
+        public let options: Options
+
+        /// The tier's settings shared by every backend (some only apply to Redis).
+        public struct Options: Sendable, Equatable, CustomStringConvertible, CustomReflectable {
+            /// Never write remotely: no stores, removals or leases; lookups only. For hosts that must not
+            /// publish. Generation is then coordinated per host only. Default `false`.
+            public var readOnly: Bool
+            /// The most one remote operation may take, connecting included: the most a call ever waits for
+            /// the remote tier before it is bypassed. Default 1 s.
+            public var operationTimeout: Duration
+            /// The most connecting may take (within the operation timeout). Default 500 ms.
+            public var connectTimeout: Duration
+            /// How long the tier is bypassed after a failure before one probe call (doubling up to a
+            /// minute while probes fail). Default 5 s.
+            public var breakerCooldown: Duration
+            /// Values whose stored form (payload and an envelope of at most 112 bytes) would be larger stay
+            /// local. Default 64 MiB.
+            public var maximumValueByteCount: Int
+            /// How long a value lives on a Redis server at most (an entry's own expiry may end it earlier).
+            /// Default 7 days. HTTP servers expire values by their own rules.
+            public var valueTimeToLive: Duration
+            /// The lease TTL (Redis): the holder renews it every third of it, so a host that died holding a
+            /// lease blocks the others this long. Default 10 s.
+            public var leaseTimeToLive: Duration
+            /// How often a host waiting for another host's lease re-checks without being told (a lost
+            /// notification costs at most this much). Default 1 s.
+            public var leaseRecheckInterval: Duration
+            /// The first part of every Redis key name, so several caches can share a server. 1–64 printable
+            /// ASCII characters without spaces or braces. Default `"yashima"`.
+            public var keyPrefix: String
+            /// The shared secret: values are signed with it (HMAC-SHA256) and only values signed with it are
+            /// accepted. `nil` (default) reads `YASHIMA_REMOTE_SECRET` from the environment; without either,
+            /// values are unsigned. Never printed.
+            public var secret: String?
+
+            /// Creates options; every parameter has the default the property documents.
+            /// - Parameters:
+            ///   - readOnly: Never write remotely.
+            ///   - operationTimeout: The most one remote operation may take.
+            ///   - connectTimeout: The most connecting may take.
+            ///   - breakerCooldown: How long the tier is bypassed after a failure.
+            ///   - maximumValueByteCount: Larger values stay local.
+            ///   - valueTimeToLive: How long a value lives on a Redis server at most.
+            ///   - leaseTimeToLive: The Redis lease TTL.
+            ///   - leaseRecheckInterval: How often a lease waiter re-checks without a notification.
+            ///   - keyPrefix: The first part of every Redis key name.
+            ///   - secret: The shared secret; `nil` reads `YASHIMA_REMOTE_SECRET`.
+            public init(
+                readOnly: Bool = false,
+                operationTimeout: Duration = .seconds(1),
+                connectTimeout: Duration = .milliseconds(500),
+                breakerCooldown: Duration = .seconds(5),
+                maximumValueByteCount: Int = 64 << 20,
+                valueTimeToLive: Duration = .seconds(7 * 86_400),
+                leaseTimeToLive: Duration = .seconds(10),
+                leaseRecheckInterval: Duration = .seconds(1),
+                keyPrefix: String = "yashima",
+                secret: String? = nil
+            ) {
+                self.readOnly = readOnly
+                self.operationTimeout = operationTimeout
+                self.connectTimeout = connectTimeout
+                self.breakerCooldown = breakerCooldown
+                self.maximumValueByteCount = maximumValueByteCount
+                self.valueTimeToLive = valueTimeToLive
+                self.leaseTimeToLive = leaseTimeToLive
+                self.leaseRecheckInterval = leaseRecheckInterval
+                self.keyPrefix = keyPrefix
+                self.secret = secret
+            }
+
+            /// The options, the secret redacted.
+            public var description: String {
+                "readOnly: \(readOnly), operationTimeout: \(operationTimeout), connectTimeout: \(connectTimeout), "
+                    + "breakerCooldown: \(breakerCooldown), maximumValueByteCount: \(maximumValueByteCount), "
+                    + "valueTimeToLive: \(valueTimeToLive), leaseTimeToLive: \(leaseTimeToLive), "
+                    + "leaseRecheckInterval: \(leaseRecheckInterval), keyPrefix: \(keyPrefix), "
+                    + "secret: \(secret == nil ? "from the environment, if set" : "(redacted)")"
+            }
+
+            /// The description only (a dump must not show the secret).
+            public var customMirror: Mirror { Mirror(self, children: ["options": description]) }
+
+            /// The options every backend shares, as the backends take them.
+            var policy: RemotePolicy {
+                var policy = RemotePolicy()
+                policy.readOnly = readOnly
+                policy.operationTimeout = operationTimeout
+                policy.connectTimeout = connectTimeout
+                policy.breakerCooldown = breakerCooldown
+                policy.maximumBreakerCooldown = max(.seconds(60), breakerCooldown)
+                policy.maximumValueBytes = maximumValueByteCount
+                return policy
+            }
+        }
+
+        /// Why a remote tier could not be configured (a bad URL, an option out of range).
+        public struct ConfigurationError: Swift.Error, Sendable, Equatable, CustomStringConvertible {
+            /// What is wrong, without credentials or the secret.
+            public let description: String
+        }
+
+        /// A Redis server: `redis://[user[:password]@]host[:port][/db]` or `redis+unix:///path.sock[?db=N]`.
+        /// Credentials may also come from `YASHIMA_REDIS_USER` and `YASHIMA_REDIS_PASSWORD`.
+        /// - Parameters:
+        ///   - url: The server's URL.
+        ///   - options: Timeouts, TTLs, read-only mode, the secret.
+        /// - Throws: `ConfigurationError` for an invalid URL or option.
+        public static func redis(_ url: String, options: Options = Options()) throws(ConfigurationError) -> Remote {
+            try redis(shards: [url], options: options)
+        }
+
+        /// Several independent Redis servers as shards: each key (its value and its lease) lives on one of
+        /// them, chosen by rendezvous hashing, the same on every host given the same list.
+        /// - Parameters:
+        ///   - urls: The servers' URLs (as for `redis(_:options:)`).
+        ///   - options: Timeouts, TTLs, read-only mode, the secret.
+        /// - Throws: `ConfigurationError` for an invalid or duplicate URL, an empty list or an invalid
+        ///   option.
+        public static func redis(shards urls: [String], options: Options = Options()) throws(ConfigurationError)
+            -> Remote
+        {
+            Remote(backend: .redis(try redisConfiguration(urls, cluster: false, options: options)), options: options)
+        }
+
+        /// A Redis Cluster, reached through any of `seeds` (database 0): `MOVED` and `ASK` are followed,
+        /// and a key's value and lease share a slot.
+        /// - Parameters:
+        ///   - seeds: URLs of some of the cluster's nodes.
+        ///   - options: Timeouts, TTLs, read-only mode, the secret.
+        /// - Throws: `ConfigurationError` for an invalid URL, a database other than 0 or an invalid option.
+        public static func redisCluster(seeds: [String], options: Options = Options()) throws(ConfigurationError)
+            -> Remote
+        {
+            Remote(backend: .redis(try redisConfiguration(seeds, cluster: true, options: options)), options: options)
+        }
+
+        /// An HTTP cache server (`GET`/`PUT`/`DELETE` at `<url>/<xx>/<entry identity hex>`: nginx with
+        /// WebDAV, bazel-remote, an object store). Without leases, generation is exactly-once per host only.
+        /// Credentials may be in the URL (`https://user:password@host/path`) or in the environment
+        /// (`YASHIMA_HTTP_TOKEN`, or `YASHIMA_HTTP_USER` and `YASHIMA_HTTP_PASSWORD`).
+        /// - Parameters:
+        ///   - url: The base URL (`http://` or `https://`).
+        ///   - options: Timeouts, size cap, read-only mode, the secret (the Redis-only options are ignored).
+        /// - Throws: `ConfigurationError` for an invalid URL or option.
+        public static func http(_ url: String, options: Options = Options()) throws(ConfigurationError) -> Remote {
+            Remote(backend: .http(try httpConfiguration(url, options: options), leases: nil), options: options)
+        }
+
+        /// Values on an HTTP cache server, leases on Redis: exactly-once generation across hosts with the
+        /// payloads where large files belong.
+        /// - Parameters:
+        ///   - url: The HTTP server's base URL.
+        ///   - leases: A Redis remote (`.redis(…)`, `.redis(shards:…)` or `.redisCluster(…)`) that holds only
+        ///     the leases; its own options set the lease TTL and its timeouts.
+        ///   - options: The HTTP side's timeouts, size cap, read-only mode and secret.
+        /// - Throws: `ConfigurationError` for an invalid URL or option, or when `leases` is not Redis.
+        public static func http(_ url: String, leases: Remote, options: Options = Options())
+            throws(ConfigurationError) -> Remote
+        {
+            guard case .redis(let leaseConfiguration) = leases.backend else {
+                throw ConfigurationError(description: "remote leases need a Redis backend")
+            }
+            let values = try httpConfiguration(url, options: options)
+            return Remote(backend: .http(values, leases: leaseConfiguration), options: options)
+        }
+
+        /// The backend and its servers, without credentials or the secret.
+        public var description: String { backend.description }
+
+        /// The description only (a dump must not show credentials or the secret).
+        public var customMirror: Mirror { Mirror(self, children: ["remote": description]) }
+
+        private static func redisConfiguration(_ urls: [String], cluster: Bool, options: Options)
+            throws(ConfigurationError) -> RemoteConfiguration
+        {
+            var configuration: RemoteConfiguration
+            do throws(RemoteConfigurationError) {
+                configuration = try RemoteConfiguration(urls: urls, cluster: cluster)
+            } catch {
+                throw ConfigurationError(description: error.description)
+            }
+            configuration.policy = options.policy
+            configuration.keyPrefix = options.keyPrefix
+            configuration.valueTimeToLive = options.valueTimeToLive
+            configuration.leaseTimeToLive = options.leaseTimeToLive
+            configuration.waitRecheckInterval = options.leaseRecheckInterval
+            if let text = options.secret { configuration.secret = try secret(text) }
+            do throws(RemoteConfigurationError) {
+                try configuration.validate()
+            } catch {
+                throw ConfigurationError(description: error.description)
+            }
+            return configuration
+        }
+
+        private static func httpConfiguration(_ url: String, options: Options) throws(ConfigurationError)
+            -> HTTPRemoteConfiguration
+        {
+            var configuration: HTTPRemoteConfiguration
+            do throws(HTTPConfigurationError) {
+                configuration = try HTTPRemoteConfiguration(url: url)
+            } catch {
+                throw ConfigurationError(description: error.description)
+            }
+            configuration.policy = options.policy
+            if let text = options.secret { configuration.secret = try secret(text) }
+            do throws(HTTPConfigurationError) {
+                try configuration.validate()
+            } catch {
+                throw ConfigurationError(description: error.description)
+            }
+            return configuration
+        }
+
+        private static func secret(_ text: String) throws(ConfigurationError) -> RemoteSecret {
+            guard let secret = RemoteSecret(text) else {
+                throw ConfigurationError(description: "the remote secret must not be empty")
+            }
+            return secret
+        }
+    }
+}

@@ -1,0 +1,221 @@
+// Section "remote": a remote hit through YCache (the value on Redis, not in local storage or memory:
+// lookup, verify, decode, publish locally) at 4 KiB and 1 MiB, against a raw `GET` of the same size from
+// the same process in the same run (a minimal blocking RESP client over the same socket kind: the floor
+// a round trip and the copy give). The server: `--remote URL` (redis:// or redis+unix://), else a
+// redis-server started here on a Unix socket, else the section is skipped with a note.
+
+import Foundation
+import Glibc
+import YashimaShared
+
+enum RemoteBench {
+    static func run(_ context: BenchContext, url given: String?) async throws {
+        let report = context.report
+        report.section("remote: hit from Redis (not in local storage) vs raw GET, same size, same process")
+        var server: Process?
+        defer {
+            if let server {
+                // SIGKILL: a child of this process may have inherited a blocked SIGTERM.
+                kill(server.processIdentifier, SIGKILL)
+                server.waitUntilExit()
+            }
+        }
+        let url: String
+        if let given {
+            url = given
+        } else if let started = startServer(in: context.base) {
+            (server, url) = (started.process, started.url)
+        } else {
+            report.add(BenchRow(section: "remote", name: "remote section", note: "skipped: no redis-server found"))
+            return
+        }
+        guard let raw = RawRedis(url: url) else {
+            report.add(BenchRow(section: "remote", name: "remote section", note: "skipped: cannot connect to \(url)"))
+            return
+        }
+        let remote = try YCache.Remote.redis(
+            url, options: .init(operationTimeout: .seconds(5), keyPrefix: "ys-bench-\(getpid())"))
+        let iterations = context.quick ? 100 : 400
+        for (label, size) in [("4 KiB", 4096), ("1 MiB", 1 << 20)] {
+            let value = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+            let rawKey = "ys-bench-raw-\(getpid())-\(size)"
+            guard raw.set(rawKey, value) else { throw ArgumentError(description: "raw SET failed on \(url)") }
+            var rawSamples = Samples()
+            for round in 0..<(iterations + 10) {
+                let start = monotonicNanoseconds()
+                let bytes = raw.get(rawKey)
+                let elapsed = Double(monotonicNanoseconds() - start)
+                guard bytes == size else { throw ArgumentError(description: "raw GET returned \(bytes) bytes") }
+                if round >= 10 { rawSamples.append(elapsed) }
+            }
+            report.add(BenchRow(section: "remote", name: "raw GET \(label)", samples: rawSamples))
+
+            // One host publishes the value; another (memory off) reads it, its local copy removed each time.
+            let key = CacheKey(namespace: "bench-remote", identity: label)
+            let writer = YCache(storageDirectory: context.directory("remote-writer"), remote: remote)
+            try await writer.store(value, for: key, codec: DataCodec())
+            let reader = YCache(
+                storageDirectory: context.directory("remote-reader"), remote: remote, memoryMaximumCost: 0,
+                storageMaximumByteCount: nil)
+            var hits = Samples()
+            for round in 0..<(iterations + 10) {
+                try await reader.removeAll(in: "bench-remote")  // local only: the remote value stays
+                let start = monotonicNanoseconds()
+                let resolution = try await reader.resolve(for: key, codec: DataCodec()) { Data() }
+                let elapsed = Double(monotonicNanoseconds() - start)
+                guard resolution.origin == .remote, resolution.value.count == size else {
+                    throw ArgumentError(description: "remote bench: expected a remote hit, got \(resolution.origin)")
+                }
+                if round >= 10 { hits.append(elapsed) }
+            }
+            report.add(
+                BenchRow(
+                    section: "remote", name: "remote hit \(label) (YCache, then in local storage)", samples: hits),
+                comparedTo: "raw GET \(label)")
+            // What the hit costs beyond the round trip is mostly the local miss and publish it shares with
+            // a generation: the same flow without a remote tier, the generator returning at once.
+            let local = YCache(
+                storageDirectory: context.directory("remote-local"), memoryMaximumCost: 0, storageMaximumByteCount: nil)
+            var misses = Samples()
+            for round in 0..<(iterations + 10) {
+                try await local.removeAll(in: "bench-remote")
+                let start = monotonicNanoseconds()
+                _ = try await local.value(for: key, codec: DataCodec()) { value }
+                let elapsed = Double(monotonicNanoseconds() - start)
+                if round >= 10 { misses.append(elapsed) }
+            }
+            report.add(
+                BenchRow(section: "remote", name: "local miss+publish \(label) (no remote tier)", samples: misses),
+                comparedTo: "remote hit \(label) (YCache, then in local storage)")
+        }
+    }
+
+    /// A redis-server on a Unix socket in `base`, if one is installed.
+    static func startServer(in base: String) -> (process: Process, url: String)? {
+        let candidates = ["/usr/bin/redis-server", "/usr/local/bin/redis-server", "/usr/sbin/redis-server"]
+        guard let path = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            return nil
+        }
+        let socket = base + "/bench-redis.sock"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = [
+            "--port", "0", "--unixsocket", socket, "--save", "", "--appendonly", "no", "--dir", base,
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return nil }
+        for _ in 0..<500 {
+            if RawRedis(url: "redis+unix://" + socket) != nil { return (process, "redis+unix://" + socket) }
+            usleep(10_000)
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        return nil
+    }
+}
+
+/// The raw baseline: one blocking connection, `SET` and `GET` with a minimal RESP reader.
+final class RawRedis {
+    private let descriptor: Int32
+    private var buffer = [UInt8](repeating: 0, count: 1 << 16)
+
+    init?(url: String) {
+        if url.hasPrefix("redis+unix://") {
+            let path = String(url.dropFirst("redis+unix://".count).prefix { $0 != "?" })
+            descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            let bytes = Array(path.utf8)
+            guard descriptor >= 0, bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return nil }
+            withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                for (index, byte) in bytes.enumerated() { raw[index] = byte }
+            }
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            guard connected == 0 else {
+                close(descriptor)
+                return nil
+            }
+        } else {
+            let rest = url.dropFirst("redis://".count).prefix { $0 != "/" }
+            let parts = rest.split(separator: ":")
+            guard url.hasPrefix("redis://"), let host = parts.first, !rest.contains("@") else { return nil }
+            var hints = addrinfo()
+            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+            var found: UnsafeMutablePointer<addrinfo>?
+            guard getaddrinfo(String(host), parts.count > 1 ? String(parts[1]) : "6379", &hints, &found) == 0,
+                let info = found
+            else { return nil }
+            defer { freeaddrinfo(found) }
+            descriptor = socket(info.pointee.ai_family, info.pointee.ai_socktype, info.pointee.ai_protocol)
+            guard descriptor >= 0, connect(descriptor, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
+                if descriptor >= 0 { close(descriptor) }
+                return nil
+            }
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    /// `SET key value`; true on `+OK`.
+    func set(_ key: String, _ value: Data) -> Bool {
+        var command = Array("*3\r\n$3\r\nSET\r\n$\(key.utf8.count)\r\n\(key)\r\n$\(value.count)\r\n".utf8)
+        command += value
+        command += Array("\r\n".utf8)
+        guard send(command) else { return false }
+        return readLine().first == UInt8(ascii: "+")
+    }
+
+    /// `GET key`: the byte count of the value read (all of it), or -1.
+    func get(_ key: String) -> Int {
+        guard send(Array("*2\r\n$3\r\nGET\r\n$\(key.utf8.count)\r\n\(key)\r\n".utf8)) else { return -1 }
+        let header = readLine()
+        guard header.first == UInt8(ascii: "$"), let count = Int(String(decoding: header.dropFirst(), as: UTF8.self))
+        else { return -1 }
+        var value = [UInt8](repeating: 0, count: count + 2)
+        guard readExactly(&value, from: 0) else { return -1 }
+        return count
+    }
+
+    private var pending: [UInt8] = []
+
+    private func send(_ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, 0) }
+            guard written > 0 else { return false }
+            offset += written
+        }
+        return true
+    }
+
+    /// One line without its CRLF.
+    private func readLine() -> [UInt8] {
+        while true {
+            if let end = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = Array(pending[..<end].dropLast())
+                pending.removeFirst(end + 1)
+                return line
+            }
+            let count = recv(descriptor, &buffer, buffer.count, 0)
+            guard count > 0 else { return [] }
+            pending += buffer[0..<count]
+        }
+    }
+
+    /// Fills `target` from `offset` (pending bytes first, then the socket).
+    private func readExactly(_ target: inout [UInt8], from offset: Int) -> Bool {
+        var filled = min(pending.count, target.count)
+        target.replaceSubrange(0..<filled, with: pending[0..<filled])
+        pending.removeFirst(filled)
+        while filled < target.count {
+            let count = target[filled...].withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { return false }
+            filled += count
+        }
+        return true
+    }
+}

@@ -1,0 +1,65 @@
+// `yashima run/get/put --remote URL` against a real redis-server: two storage directories play two
+// hosts. A command run on one host is not run again on the other (its output comes from the remote
+// tier, and then from local storage); `put` on one host is `get` on the other; a remote that is down is
+// skipped without an error.
+
+import Foundation
+import Glibc
+import Testing
+
+@testable import YashimaShared
+
+@Suite("CLI: --remote", .redisServer, .serialized)
+struct CLIRemoteTests {
+    @Test func aCommandRunOnOneHostIsNotRunAgainOnAnother() async throws {
+        let server = try await RedisServer.start()
+        let (one, two) = (try CLIFixture(), try CLIFixture())
+        let ledger = one.root.path + "/ledger"
+        let command = [
+            "run", "--remote", server.url, "--verbose", "--", "sh", "-c", "echo ran >> \(ledger); echo hello",
+        ]
+        let first = try await yashima(Array(command.prefix(1)) + one.dir + command.dropFirst())
+        #expect(first.status == 0 && first.text == "hello\n", "\(first.error)")
+        let second = try await yashima(Array(command.prefix(1)) + two.dir + command.dropFirst())
+        #expect(second.status == 0 && second.text == "hello\n", "\(second.error)")
+        #expect(second.error.contains("from the remote tier"), "\(second.error)")
+        let third = try await yashima(Array(command.prefix(1)) + two.dir + command.dropFirst())
+        #expect(third.status == 0 && third.text == "hello\n")
+        #expect(third.error.contains("from storage"), "\(third.error)")
+        let runs = (try? String(contentsOfFile: ledger, encoding: .utf8)) ?? ""
+        #expect(runs == "ran\n", "the command ran \(runs.split(separator: "\n").count) times")
+        await server.stop()
+    }
+
+    @Test func putOnOneHostIsGetOnAnother() async throws {
+        let server = try await RedisServer.start()
+        let (one, two) = (try CLIFixture(), try CLIFixture())
+        let put = try await yashima(
+            ["put"] + one.dir + ["--identity", "shared", "--remote", server.url], input: Data("payload".utf8))
+        #expect(put.status == 0, "\(put.error)")
+        let localMiss = try await yashima(["get"] + two.dir + ["--identity", "shared"])
+        #expect(localMiss.status == 1)
+        let got = try await yashima(["get"] + two.dir + ["--identity", "shared", "--remote", server.url])
+        #expect(got.status == 0 && got.text == "payload", "\(got.error)")
+        let missing = try await yashima(["get"] + two.dir + ["--identity", "absent", "--remote", server.url])
+        #expect(missing.status == 1 && missing.output.isEmpty)
+        // get never writes remotely: no lease, no value for the missed key.
+        let store = try makeStore(server)
+        let absent = EntryIdentity(key: CacheKey(namespace: "default", identity: "absent"), codecIdentifier: "data-v1")
+        #expect(await store.lookup(absent) == .miss(.absent))
+        #expect(try await server.exists(store.keys(for: absent).lease) == false)
+        await server.stop()
+    }
+
+    @Test func aRemoteThatIsDownIsSkipped() async throws {
+        let server = try await RedisServer.start()
+        let url = server.url
+        await server.stop()
+        let fixture = try CLIFixture()
+        let result = try await yashima(["run"] + fixture.dir + ["--remote", url, "--", "echo", "local"])
+        #expect(result.status == 0 && result.text == "local\n", "\(result.error)")
+        #expect(result.error.isEmpty, "\(result.error)")
+        let hit = try await yashima(["run"] + fixture.dir + ["--remote", url, "--", "echo", "local"])
+        #expect(hit.status == 0 && hit.text == "local\n")
+    }
+}

@@ -1,0 +1,253 @@
+// RemoteTierTests.swift: the remote tier through YCache, in one process against a real redis-server:
+// two caches over two storage directories play two hosts. A value generated on one is a `.remote` hit on
+// the other (published into its storage, expiry carried over); `remove(for:)` removes remotely; planted
+// values (wrong bytes, another entry's identity, another Redis type, a missing signature) are misses and
+// never returned; a killed or stopped server throws nothing; read-only hosts never write; the public
+// factories refuse bad URLs and options with a typed error. The multi-process tests are RemoteHostsTests.
+
+import Foundation
+import Testing
+
+@testable import YashimaShared
+
+/// A remote over `server` with test options (short timeouts, short lease).
+func testRemote(_ server: RedisServer, _ configure: (inout YCache.Remote.Options) -> Void = { _ in }) throws
+    -> YCache.Remote
+{
+    var options = YCache.Remote.Options(
+        operationTimeout: .milliseconds(500), connectTimeout: .milliseconds(500), breakerCooldown: .milliseconds(100),
+        leaseTimeToLive: .seconds(2), leaseRecheckInterval: .milliseconds(200))
+    configure(&options)
+    return try .redis(server.url, options: options)
+}
+
+@Suite("Remote tier through YCache", .redisServer, .serialized)
+struct RemoteTierTests {
+    private let codec = DataCodec()
+
+    @Test("a value generated on one host is a verified .remote hit on another, then local storage")
+    func remoteHitAcrossHosts() async throws {
+        let server = try await RedisServer.start()
+        defer { Task { await server.stop() } }
+        let (one, two) = (TemporaryDirectory("host-one"), TemporaryDirectory("host-two"))
+        let remote = try testRemote(server)
+        let first = YCache(storageDirectory: one.url, remote: remote)
+        let second = YCache(storageDirectory: two.url, remote: remote)
+        let key = CacheKey(namespace: "remote", identity: "shared")
+        let made = try await first.resolve(
+            for: key, codec: codec, options: YCache.Options(expiry: .after(.seconds(3600)))
+        ) { payload(5000) }
+        #expect(made.origin == .generated)
+        #expect(first.statistics.remotePuts == 1)
+        #expect(first.statistics.remoteMisses == 1)
+        let fetched = try await second.resolve(for: key, codec: codec) {
+            Issue.record("generated twice"); return Data()
+        }
+        #expect(fetched.value == payload(5000))
+        #expect(fetched.origin == .remote)
+        #expect(fetched.source == .storage)  // Yashima's three cases: not generated here
+        #expect(!fetched.wasSharedGeneration)
+        #expect(second.statistics.remoteHits == 1)
+        #expect(second.statistics.generations == 0)
+        // Expiry carried over: the times are the generator's.
+        #expect(fetched.metadata?.createdAt == made.metadata?.createdAt)
+        #expect(fetched.metadata?.expiresAt == made.metadata?.expiresAt)
+        // Published into the second host's storage: a fresh process there reads it locally.
+        let third = YCache(storageDirectory: two.url, remote: remote)
+        let local = try await third.resolve(for: key, codec: codec) { Data() }
+        #expect(local.origin == .storage && local.value == payload(5000))
+        #expect(third.statistics.remoteHits == 0)
+    }
+
+    @Test("remove(for:) removes remotely; removeAll stays local")
+    func removal() async throws {
+        let server = try await RedisServer.start()
+        defer { Task { await server.stop() } }
+        let (one, two) = (TemporaryDirectory("rm-one"), TemporaryDirectory("rm-two"))
+        let remote = try testRemote(server)
+        let first = YCache(storageDirectory: one.url, remote: remote)
+        let second = YCache(storageDirectory: two.url, remote: remote)
+        let key = CacheKey(namespace: "remote", identity: "removed")
+        let kept = CacheKey(namespace: "remote", identity: "kept")
+        _ = try await first.value(for: key, codec: codec) { payload(10) }
+        _ = try await first.value(for: kept, codec: codec) { payload(11) }
+        #expect(try await first.remove(for: key, codec: codec))
+        let regenerated = try await second.resolve(for: key, codec: codec) { payload(12) }
+        #expect(regenerated.origin == .generated && regenerated.value == payload(12))
+        try await first.removeAll()
+        let still = try await second.resolve(for: kept, codec: codec) { payload(13) }
+        #expect(still.origin == .remote && still.value == payload(11))
+        let back = try await first.resolve(for: kept, codec: codec) { payload(14) }
+        #expect(back.origin == .remote && back.value == payload(11))
+    }
+
+    @Test("planted values: wrong bytes, another entry's identity, another Redis type, unsigned, wrongly signed")
+    func plantedValues() async throws {
+        let server = try await RedisServer.start()
+        defer { Task { await server.stop() } }
+        let remote = try testRemote(server) { $0.secret = "shared secret" }
+        let store = try makeStore(server)
+        let other = entryIdentity("elsewhere")
+        let otherValue = RemoteEnvelope.seal(
+            payload(64), identity: other.digest, createdAt: 1, expiresAt: 0, secret: RemoteSecret("shared secret"))
+        for (index, plant) in ["bytes", "identity", "type", "unsigned", "signature"].enumerated() {
+            let key = CacheKey(namespace: "planted", identity: plant)
+            let identity = EntryIdentity(key: key, codecIdentifier: codec.identifier)
+            let name = store.keys(for: identity).value
+            switch plant {
+            case "bytes": try await server.rawSet(name, Array("not an envelope".utf8))
+            case "identity": try await server.rawSet(name, otherValue)
+            case "type": try await server.run(RESPCommand("LPUSH", name, Array("x".utf8)))
+            case "signature":
+                try await server.rawSet(
+                    name,
+                    RemoteEnvelope.seal(
+                        payload(64), identity: identity.digest, createdAt: 1, expiresAt: 0,
+                        secret: RemoteSecret("another secret")))
+            default:
+                try await server.rawSet(
+                    name,
+                    RemoteEnvelope.seal(payload(64), identity: identity.digest, createdAt: 1, expiresAt: 0, secret: nil)
+                )
+            }
+            let (here, there) = (TemporaryDirectory("planted-\(index)"), TemporaryDirectory("planted-next-\(index)"))
+            let cache = YCache(storageDirectory: here.url, remote: remote)
+            let resolved = try await cache.resolve(for: key, codec: codec) { payload(32, seed: 9) }
+            #expect(resolved.origin == .generated, "\(plant)")
+            #expect(resolved.value == payload(32, seed: 9), "\(plant)")
+            #expect(cache.statistics.remoteHits == 0, "\(plant)")
+            // The generated value replaced the planted one: the next host gets the right value.
+            let next = YCache(storageDirectory: there.url, remote: remote)
+            let fetched = try await next.resolve(for: key, codec: codec) { Data() }
+            #expect(fetched.origin == .remote && fetched.value == payload(32, seed: 9), "\(plant)")
+        }
+    }
+
+    @Test("the server killed, or stopped longer than the timeout: no error thrown, calls go on locally")
+    func serverFaults() async throws {
+        let server = try await RedisServer.start()
+        defer { Task { await server.stop() } }
+        let remote = try testRemote(server) { $0.breakerCooldown = .seconds(600) }
+        let directory = TemporaryDirectory("faults")
+        let cache = YCache(storageDirectory: directory.url, remote: remote)
+        _ = try await cache.value(for: CacheKey("before"), codec: codec) { payload(1) }
+        server.pause()
+        let paused = try await cache.resolve(for: CacheKey("paused"), codec: codec) { payload(2) }
+        #expect(paused.origin == .generated && paused.value == payload(2))
+        #expect(cache.statistics.remoteTimeouts >= 1)
+        server.resume()
+        await server.kill()
+        for index in 0..<5 {
+            let value = try await cache.value(for: CacheKey("killed-\(index)"), codec: codec) { payload(index) }
+            #expect(value == payload(index))
+        }
+        #expect(cache.statistics.remoteBypassedCalls >= 5)
+        #expect(try await cache.remove(for: CacheKey("before"), codec: codec))  // local removal still works
+    }
+
+    @Test(
+        "maxmemory with allkeys-lru (values and leases evicted) or noeviction (OOM): every value right, nothing thrown")
+    func maxmemory() async throws {
+        for policy in ["allkeys-lru", "noeviction"] {
+            let server = try await RedisServer.start()
+            let used = try await server.usedMemory()
+            try await server.run(["CONFIG", "SET", "maxmemory", String(used + (2 << 20))])
+            try await server.run(["CONFIG", "SET", "maxmemory-policy", policy])
+            let hosts = (0..<2).map { TemporaryDirectory("maxmemory-\(policy)-\($0)") }
+            let remote = try testRemote(server)
+            let caches = hosts.map { YCache(storageDirectory: $0.url, remote: remote, storageMaximumByteCount: nil) }
+            // 30 values of 128 KiB: about twice what the server may hold.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (host, cache) in caches.enumerated() {
+                    group.addTask {
+                        for index in 0..<30 {
+                            let key = CacheKey(namespace: "maxmemory", identity: "\(index)")
+                            let value = try await cache.value(for: key, codec: DataCodec()) {
+                                payload(128 << 10, seed: UInt8(index))
+                            }
+                            #expect(value == payload(128 << 10, seed: UInt8(index)), "host \(host) key \(index)")
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            if policy == "noeviction" { #expect(caches.map(\.statistics.remoteErrors).reduce(0, +) >= 1) }
+            await server.stop()
+        }
+    }
+
+    @Test("read-only: lookups only, nothing written remotely")
+    func readOnly() async throws {
+        let server = try await RedisServer.start()
+        defer { Task { await server.stop() } }
+        let (writing, reading) = (TemporaryDirectory("ro-writer"), TemporaryDirectory("ro-reader"))
+        let writer = YCache(storageDirectory: writing.url, remote: try testRemote(server))
+        let reader = YCache(storageDirectory: reading.url, remote: try testRemote(server) { $0.readOnly = true })
+        _ = try await writer.value(for: CacheKey("published"), codec: codec) { payload(3) }
+        let hit = try await reader.resolve(for: CacheKey("published"), codec: codec) { Data() }
+        #expect(hit.origin == .remote && hit.value == payload(3))
+        _ = try await reader.value(for: CacheKey("private"), codec: codec) { payload(4) }
+        let store = try makeStore(server)
+        #expect(await store.lookup(entryIdentity("private")) == .miss(.absent))
+        #expect(reader.statistics.remotePuts == 0)
+    }
+
+    @Test("store(_:for:) replaces the remote value; values kept out of storage stay out of the remote tier")
+    func writesFollowTheWritePolicy() async throws {
+        let server = try await RedisServer.start()
+        defer { Task { await server.stop() } }
+        let (one, two) = (TemporaryDirectory("wp-one"), TemporaryDirectory("wp-two"))
+        let remote = try testRemote(server)
+        let first = YCache(storageDirectory: one.url, remote: remote)
+        let second = YCache(storageDirectory: two.url, remote: remote)
+        try await first.store(payload(20), for: CacheKey("stored"), codec: codec)
+        let stored = try await second.resolve(for: CacheKey("stored"), codec: codec) { Data() }
+        #expect(stored.origin == .remote && stored.value == payload(20))
+        try await first.store(payload(21), for: CacheKey("stored"), codec: codec)
+        let store = try makeStore(server)
+        guard case .hit(let replaced) = await store.lookup(entryIdentity("stored")) else {
+            Issue.record("the stored value is not remote")
+            return
+        }
+        #expect(replaced.payload == payload(21))
+        let memoryOnly = YCache.Options(writePolicy: .memoryOnly)
+        _ = try await first.value(for: CacheKey("memory"), codec: codec, options: memoryOnly) { payload(22) }
+        try await first.store(payload(23), for: CacheKey("memory-store"), codec: codec, options: memoryOnly)
+        #expect(await store.lookup(entryIdentity("memory")) == .miss(.absent))
+        #expect(await store.lookup(entryIdentity("memory-store")) == .miss(.absent))
+        #expect(try await server.exists(store.keys(for: entryIdentity("memory")).lease) == false)
+    }
+
+    @Test("factories: bad URLs and options are typed errors; descriptions hide credentials")
+    func factories() throws {
+        #expect(throws: YCache.Remote.ConfigurationError.self) { try YCache.Remote.redis("http://x") }
+        #expect(throws: YCache.Remote.ConfigurationError.self) { try YCache.Remote.redis(shards: []) }
+        #expect(throws: YCache.Remote.ConfigurationError.self) {
+            try YCache.Remote.redis("redis://x", options: .init(leaseTimeToLive: .milliseconds(1)))
+        }
+        #expect(throws: YCache.Remote.ConfigurationError.self) {
+            try YCache.Remote.redis("redis://x", options: .init(secret: ""))
+        }
+        #expect(throws: YCache.Remote.ConfigurationError.self) {
+            try YCache.Remote.http("http://x/cache", leases: .http("http://y/cache"))
+        }
+        let remote = try YCache.Remote.redis(
+            "redis://user:hunter2@cache.internal:6379/2", options: .init(secret: "correct horse"))
+        #expect(!remote.description.contains("hunter2"))
+        for shown in ["\(remote)", "\(remote.options)", String(reflecting: remote), String(reflecting: remote.options)]
+        {
+            #expect(!shown.contains("hunter2") && !shown.contains("correct horse"), "\(shown)")
+        }
+        var dumped = ""
+        dump(remote, to: &dumped)
+        #expect(!dumped.contains("hunter2") && !dumped.contains("correct horse"), "\(dumped)")
+        #expect(
+            remote
+                == (try YCache.Remote.redis(
+                    "redis://user:hunter2@cache.internal:6379/2", options: .init(secret: "correct horse"))))
+        let hybrid = try YCache.Remote.http("http://cache.internal/v1", leases: .redis("redis://cache.internal"))
+        #expect(hybrid.description.contains("leases on redis"))
+        let configuration = YCache.Configuration(storageDirectory: URL(fileURLWithPath: "/tmp/x"), remote: remote)
+        #expect(configuration.remote == remote)
+    }
+}
