@@ -1,0 +1,32 @@
+// The README's guide "Sharing across machines": a remote tier behind each host's storage directory.
+// Built with the package so the samples keep compiling; not run by ExamplesTests (the remote tier's own
+// tests start their servers).
+
+import Foundation
+import YashimaShared
+
+// sample: remote-redis
+/// Every host's cache: its own storage directory, and one Redis shared by all hosts. The ACL user's
+/// password and the shared secret come from the environment (`YASHIMA_REDIS_USER`,
+/// `YASHIMA_REDIS_PASSWORD`, `YASHIMA_REMOTE_SECRET`), never from the code.
+func renderCache() throws -> YCache {
+    var options = YCache.Remote.Options()
+    options.leaseTimeToLive = .seconds(5)  // a host that dies holding a lease delays the others this long
+    return YCache(
+        storageDirectory: URL(fileURLWithPath: "/var/cache/render"),
+        remote: try .redis("redis://10.0.0.5:6379/0", options: options))
+}
+// end sample
+
+// sample: remote-http
+/// Large artifacts on an HTTP cache server: alone (exactly once per host), or with the leases on Redis
+/// (exactly once across hosts).
+func artifactCaches(directory: URL) throws -> (valuesOnly: YCache, withLeases: YCache) {
+    let valuesOnly = YCache(
+        storageDirectory: directory, remote: try .http("http://artifacts.internal:8080/yashima"))
+    let withLeases = YCache(
+        storageDirectory: directory,
+        remote: try .http("http://artifacts.internal:8080/yashima", leases: .redis("redis://10.0.0.5:6379")))
+    return (valuesOnly, withLeases)
+}
+// end sample
