@@ -2,8 +2,10 @@
 // lookup, verify, decode, publish locally) at 4 KiB and 1 MiB, against a raw `GET` of the same size from
 // the same process in the same run (a minimal blocking RESP client over the same socket kind: the floor
 // a round trip and the copy give). The server: `--remote URL` (redis:// or redis+unix://), else a
-// redis-server started here on a Unix socket, else the section is skipped with a note.
+// redis-server started here on a Unix socket, else the section is skipped with a note. Then three hosts
+// (storage directories) of three worker processes each miss one key together: one generation per round.
 
+import ChildProcesses
 import Foundation
 import Glibc
 import YashimaShared
@@ -88,6 +90,53 @@ enum RemoteBench {
                 BenchRow(section: "remote", name: "local miss+publish \(label) (no remote tier)", samples: misses),
                 comparedTo: "remote hit \(label) (YCache, then in local storage)")
         }
+        try await hostStampede(context, url: url)
+    }
+
+    /// Three hosts (storage directories) of three processes each miss one key together (200 ms
+    /// generator, one Redis): the slowest process's wall time minus the generator's, and the
+    /// generations per round (exactly one in total: the remote lease).
+    static func hostStampede(_ context: BenchContext, url: String) async throws {
+        let report = context.report
+        var overheads = Samples()
+        var medians = Samples()
+        var generations: [Int] = []
+        for round in 0..<(context.quick ? 2 : 5) {
+            let ledger = context.base + "/host-stampede-\(round).ledger"
+            let key = "hot-\(getpid())-\(round)"  // a fresh key on the shared server each round
+            let hosts = (0..<3).map { context.directory("host-\($0)-\(round)").path }
+            let children = try (0..<9).map { index in
+                try ChildProcess(
+                    context.executable,
+                    [
+                        "worker", "get", "--directory", hosts[index / 3],
+                        "--key", key, "--generate-ms", "200", "--ledger", ledger, "--go", "--linger", "--open-first",
+                        "--remote", url,
+                    ])
+            }
+            releaseTogether(children)
+            var walls = Samples()
+            for child in children {
+                if let result = child.readJSON(timeout: ChildProcess.benchPatience),
+                    let elapsed = result["elapsedNs"] as? Double
+                {
+                    walls.append(elapsed)
+                }
+            }
+            for child in children { child.finish() }
+            overheads.append(walls.maximum - 200_000_000)
+            medians.append(walls.median - 200_000_000)
+            generations.append(Ledger(path: ledger).lines().count)
+        }
+        report.add(
+            BenchRow(
+                section: "remote", name: "3 hosts × 3 processes miss one key: generations",
+                note: "per round: \(generations.map(String.init).joined(separator: ","))",
+                met: generations.allSatisfy { $0 == 1 }, target: "exactly 1 per round"))
+        report.add(
+            BenchRow(
+                section: "remote", name: "3-host stampede slowest wall − 200 ms", samples: overheads,
+                note: "median process: " + formatNanoseconds(medians.median)))
     }
 
     /// A redis-server on a Unix socket in `base`, if one is installed.
