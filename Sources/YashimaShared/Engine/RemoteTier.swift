@@ -35,6 +35,9 @@ enum RemoteBackend: Sendable, Equatable, CustomStringConvertible {
 
 /// The remote tier of one cache: its stores and the production step (see the file's header).
 final class RemoteTier: GenerationTier {
+    /// Test seam: called after a production's first remote lookup missed, before the lease is asked for.
+    @TaskLocal static var afterRemoteMiss: (@Sendable () async -> Void)?
+
     /// Where values are looked up and stored.
     let values: any RemoteValueStore
     /// Where leases are taken; nil without leases (HTTP alone) or in read-only mode.
@@ -73,6 +76,7 @@ final class RemoteTier: GenerationTier {
         // A refresh always generates, and its value replaces the remote one.
         guard kind == .lookup else { return try await generateAndStore(request, next: next) }
         if let hit = await lookup(request, shared: false) { return hit }
+        await Self.afterRemoteMiss?()
         // Values kept out of this host's storage (`.memoryOnly`, `.disabled`) are kept out of the remote
         // tier too: no lease, no store.
         guard let leases, Self.writesRemotely(request.options) else {
@@ -84,6 +88,13 @@ final class RemoteTier: GenerationTier {
         while true {
             switch await leases.acquireLease(identity) {
             case .acquired(let lease):
+                // With values elsewhere (HTTP), a holder stores its value and then releases its lease: one
+                // that did so after this host's lookup above left a free lease and a value this lookup did
+                // not see. Look again before generating (Redis answers that in the lease call itself).
+                if !leasesHoldValues, let hit = await lookup(request, shared: true) {
+                    await leases.release(lease)
+                    return hit
+                }
                 return try await generateHolding(lease, leases: leases, request: request, next: next)
             case .found(let value):
                 if let hit = hit(value, request, shared: false) { return hit }

@@ -5,6 +5,7 @@
 
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 
 @testable import YashimaShared
@@ -39,7 +40,11 @@ struct RemoteHTTPTierTests {
         try ChildProcess(["worker", "get", "--directory", host.path] + remote + extra)
     }
 
+    /// Each worker's result lines (key, origin, shared, remote errors and lease counts), for failure messages.
+    private static let results = Mutex<[String]>([])
+
     private func stampede(remote: [String], hosts: Int, perHost: Int, keys: Int) async throws -> (Int, [String]) {
+        Self.results.withLock { $0 = [] }
         let directories = (0..<hosts).map { TemporaryDirectory("http-host-\($0)") }
         let ledger = directories[0].path + ".ledger"
         defer { unlink(ledger) }
@@ -55,7 +60,13 @@ struct RemoteHTTPTierTests {
         #expect(await startTogether(children))
         var correct = 0
         for child in children {
-            for _ in 0..<keys where await child.json(timeout: 120)?["correct"] as? Bool == true { correct += 1 }
+            for _ in 0..<keys {
+                guard let line = await child.json(timeout: 120) else { continue }
+                if line["correct"] as? Bool == true { correct += 1 }
+                let summary = ["key", "origin", "shared", "remoteErrors", "remoteLeaseWaits", "remoteLeaseTakeovers"]
+                    .map { "\($0)=\(line[$0] ?? "-")" }.joined(separator: " ")
+                Self.results.withLock { $0.append("pid \(line["pid"] ?? "?"): \(summary)") }
+            }
             #expect(await child.exitStatus(timeout: 120) == 0)
         }
         return (correct, Ledger(path: ledger).lines())
@@ -78,7 +89,39 @@ struct RemoteHTTPTierTests {
         let (correct, generations) = try await stampede(
             remote: ["--remote", server.url(), "--remote-leases", redis.url], hosts: 3, perHost: 2, keys: 4)
         #expect(correct == 3 * 2 * 4)
-        #expect(generations.count == 4, "\(generations)")
+        #expect(generations.count == 4, "\(generations)\n\(Self.results.withLock { $0.joined(separator: "\n") })")
+        await redis.stop()
+        await server.stop()
+    }
+
+    @Test(
+        "HTTP values with Redis leases: a value stored and its lease released after this host's lookup is read, not generated again",
+        .redisServer)
+    func valueStoredBetweenLookupAndLease() async throws {
+        let server = try await NginxServer.start()
+        let redis = try await RedisServer.start()
+        let remote = try YCache.Remote.http(server.url(), leases: .redis(redis.url))
+        let (one, two) = (TemporaryDirectory("http-late-one"), TemporaryDirectory("http-late-two"))
+        let first = YCache(storageDirectory: one.url, remote: remote)
+        let second = YCache(storageDirectory: two.url, remote: remote)
+        let key = CacheKey(namespace: "late", identity: "k")
+        let value = Data(repeating: 7, count: 3000)
+        // Between the second host's remote miss and its lease request, the first host generates the value,
+        // stores it over HTTP and releases its lease: the lease is free when the second host asks.
+        let resolution = try await RemoteTier.$afterRemoteMiss.withValue({
+            await RemoteTier.$afterRemoteMiss.withValue(nil) {
+                _ = try? await first.value(for: key, codec: DataCodec()) { value }
+                _ = await eventually { first.statistics.remotePuts == 1 }
+            }
+        }) {
+            try await second.resolve(for: key, codec: DataCodec()) {
+                Issue.record("generated on both hosts")
+                return Data()
+            }
+        }
+        #expect(resolution.value == value)
+        #expect(resolution.origin == .remote)
+        #expect(first.statistics.generations == 1 && second.statistics.generations == 0)
         await redis.stop()
         await server.stop()
     }
