@@ -148,8 +148,11 @@ enum RemoteBench {
         let socket = base + "/bench-redis.sock"
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
+        // Socket mode 777: the hosts scenario's workers may run as other users (`--users`); the server is
+        // this run's own, in its own folder, with nothing in it worth protecting, and killed at the end.
         process.arguments = [
-            "--port", "0", "--unixsocket", socket, "--save", "", "--appendonly", "no", "--dir", base,
+            "--port", "0", "--unixsocket", socket, "--unixsocketperm", "777", "--save", "", "--appendonly", "no",
+            "--dir", base,
         ]
         process.standardOutput = FileHandle.nullDevice
         guard (try? process.run()) != nil else { return nil }
