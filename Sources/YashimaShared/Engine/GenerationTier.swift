@@ -62,4 +62,22 @@ struct PublishedValue: Sendable {
     let content: EntryContent?
     /// Whether it was published in this machine's storage directory.
     let isStoredLocally: Bool
+    /// The entry file published, when there is one (for streaming its payload from the file).
+    var entry: PublishedEntry?
+}
+
+/// An entry file a publish step wrote: where it is, and the header it was published with.
+struct PublishedEntry: Sendable {
+    let storage: StorageContext
+    let path: EntryPath
+    let header: EntryFormat.Header
+
+    /// The entry's payload, opened for streaming; nil when the file is gone or was replaced. The caller
+    /// closes `descriptor`.
+    func openPayload() -> RemotePayloadFile? {
+        guard let fd = storage.files.openPublished(path, matching: header) else { return nil }
+        return RemotePayloadFile(
+            descriptor: fd, offset: Int64(header.payloadOffset), byteCount: Int(header.payloadByteCount),
+            checksum: header.payloadChecksum)
+    }
 }

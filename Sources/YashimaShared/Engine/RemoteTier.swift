@@ -144,9 +144,8 @@ final class RemoteTier: GenerationTier {
         }
         let (values, identity) = (values, request.expectation.identity)
         produced.afterPublish = Self.chain(produced.afterPublish) { published in
-            guard let content = published?.content else { return }
-            _ = await values.store(
-                identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt)
+            guard let published else { return }
+            _ = await Self.store(identity, published, in: values)
         }
         return produced
     }
@@ -175,7 +174,7 @@ final class RemoteTier: GenerationTier {
         let (values, identity, leasesHoldValues) = (values, request.expectation.identity, leasesHoldValues)
         produced.afterPublish = Self.chain(produced.afterPublish) { published in
             await renewal.stop()
-            guard let content = published?.content else {
+            guard let published, let content = published.content else {
                 await leases.release(lease)
                 return
             }
@@ -184,12 +183,30 @@ final class RemoteTier: GenerationTier {
                     identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt,
                     lease: lease)
             } else {
-                _ = await values.store(
-                    identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt)
+                _ = await Self.store(identity, published, in: values)
                 await leases.release(lease)
             }
         }
         return produced
+    }
+
+    /// Stores a published value in `values`: for a backend that streams (HTTP) and a payload at or above
+    /// its threshold, streamed from the published entry file (immutable once published, I1), so the upload
+    /// reads the page cache rather than holding the payload; otherwise (or when the entry is already gone
+    /// or replaced) from the payload in memory.
+    private static func store(_ identity: EntryIdentity, _ published: PublishedValue, in values: any RemoteValueStore)
+        async -> RemoteStoreOutcome?
+    {
+        guard let content = published.content else { return nil }
+        if let threshold = values.fileStreamingThreshold, content.payload.count >= threshold,
+            let file = published.entry?.openPayload()
+        {
+            defer { Syscall.close(file.descriptor) }
+            return await values.store(
+                identity, payloadFile: file, createdAt: content.createdAt, expiresAt: content.expiresAt)
+        }
+        return await values.store(
+            identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt)
     }
 
     /// Whether values of a call with `options` go to the remote tier: only those that go to storage.
@@ -210,10 +227,9 @@ final class RemoteTier: GenerationTier {
     // MARK: Writes outside productions
 
     /// Stores a value an explicit `store` published (unless read-only, or kept out of storage).
-    func store(_ identity: EntryIdentity, content: EntryContent, options: YCache.Options) async {
+    func store(_ identity: EntryIdentity, published: PublishedValue, options: YCache.Options) async {
         guard !isReadOnly, Self.writesRemotely(options) else { return }
-        _ = await values.store(
-            identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt)
+        _ = await Self.store(identity, published, in: values)
     }
 
     /// Deletes the remote value of `identity`; true when one was deleted.

@@ -31,8 +31,8 @@ extension CacheEngine {
         let stored = try await production.publish(
             Produced(value: value, source: .generated), storage: storage, epochs: nil, permit: .uncoordinated)
         // The value replaces the remote one too (another host's next miss finds it).
-        if let remote, let content = stored.published?.content {
-            await remote.store(request.expectation.identity, content: content, options: options)
+        if let remote, let published = stored.published {
+            await remote.store(request.expectation.identity, published: published, options: options)
         }
     }
 }
@@ -88,7 +88,8 @@ extension Production {
             for: request.memoryKey, lastUse: write.publishedAt)
         return Stored(
             metadata: metadata, epochs: write.epochs,
-            published: PublishedValue(content: content, isStoredLocally: write.entryPath != nil))
+            published: PublishedValue(
+                content: content, isStoredLocally: write.entryPath != nil, entry: write.publishedEntry))
     }
 
     /// The entry to publish, and its expiry (nil: never): the bytes a tier already had, or the value
@@ -114,6 +115,8 @@ extension Production {
         var entryVersion: EntryVersion?
         /// The mtime the publish gave the entry (its first use, I11).
         var publishedAt: Int64?
+        /// The file published.
+        var publishedEntry: PublishedEntry?
     }
 
     /// Publishes `content` in storage through `permit` (consumed on every path), or, for a value no
@@ -173,7 +176,8 @@ extension Production {
         }
         var write = StorageWrite(
             epochs: epochs, entryPath: path, entryVersion: EntryVersion(outcome.header),
-            publishedAt: outcome.modifiedNanoseconds)
+            publishedAt: outcome.modifiedNanoseconds,
+            publishedEntry: PublishedEntry(storage: storage, path: path, header: outcome.header))
         if kind.replaces {
             // The value is replaced: other processes' memory copies go (I10). Our own copy is valid from our
             // bump on, unless a removal ran since before our publish (it may have unlinked what we
