@@ -53,6 +53,9 @@ struct StoredForm: Sendable {
     let createdAt: Int64
     /// Nanoseconds since 1970; nil: never expires.
     let expiresAt: Int64?
+    /// The entry file already staged with these bytes (a large remote hit, RemoteStaging.swift): the
+    /// publish step renames it into place instead of writing the payload.
+    var staged: StagedEntry?
 }
 
 /// What the publish step did with a produced value.

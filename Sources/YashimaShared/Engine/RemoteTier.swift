@@ -113,6 +113,9 @@ final class RemoteTier: GenerationTier {
     private func lookup<Codec: CacheCodec>(_ request: ProductionRequest<Codec>, shared: Bool) async
         -> Produced<Codec.Value>?
     {
+        if let storage = request.staging, values.fileStreamingThreshold != nil {
+            return await lookupStaged(request, storage: storage, shared: shared)
+        }
         guard case .hit(let value) = await values.lookup(request.expectation.identity) else { return nil }
         return hit(value, request, shared: shared)
     }
@@ -120,7 +123,7 @@ final class RemoteTier: GenerationTier {
     /// A verified remote value as a production's value, published locally with its own bytes and times
     /// (its expiry carries over); nil when the codec cannot decode it (a miss: it is regenerated and
     /// overwritten).
-    private func hit<Codec: CacheCodec>(_ value: RemoteValue, _ request: ProductionRequest<Codec>, shared: Bool)
+    func hit<Codec: CacheCodec>(_ value: RemoteValue, _ request: ProductionRequest<Codec>, shared: Bool)
         -> Produced<Codec.Value>?
     {
         guard let decoded = try? request.codec.decode(value.payload) else { return nil }

@@ -64,7 +64,8 @@ extension Production {
         var write = StorageWrite(epochs: epochs)
         if options.writePolicy == .memoryAndStorage {
             let failure: YCache.Error?
-            (write, failure) = await writeToStorage(content, storage: storage, epochs: epochs, permit: permit)
+            (write, failure) = await writeToStorage(
+                content, staged: produced.stored?.staged, storage: storage, epochs: epochs, permit: permit)
             if let failure {
                 engine.count { $0.writeFailures += 1 }
                 if options.writeFailurePolicy == .throwError {
@@ -124,7 +125,8 @@ extension Production {
     /// process's memory when it replaces a stored value, I10). Returns what the memory item needs, with
     /// the error that stopped the write, if any (a publish may have happened before it).
     private func writeToStorage(
-        _ content: EntryContent, storage opened: StorageContext?, epochs: EpochSnapshot?, permit: consuming WritePermit
+        _ content: EntryContent, staged: StagedEntry?, storage opened: StorageContext?, epochs: EpochSnapshot?,
+        permit: consuming WritePermit
     ) async -> (StorageWrite, YCache.Error?) {
         let unwritten = StorageWrite(epochs: epochs)
         let storage: StorageContext
@@ -169,7 +171,17 @@ extension Production {
         let slots = SharedState.slots(namespace: request.key.namespace, keyDigest: expectation.keyDigest)
         let beforePublish = storage.directory.state.stamp(slots)
         let outcome: PublishOutcome
-        switch await permit.publish(content, to: path, in: storage) {
+        let result: Result<PublishOutcome, SystemCallError>
+        if let staged, staged.storage.directory.descriptor == storage.directory.descriptor {
+            // The entry file is staged already: renamed into place under the key's lock, which then goes.
+            // (Staged in a root since replaced, it is written again from its mapping instead.)
+            result = storage.files.publishStaged(
+                staged.relative, descriptor: staged.descriptor, header: staged.header, to: path)
+            permit.abandon()
+        } else {
+            result = await permit.publish(content, to: path, in: storage)
+        }
+        switch result {
         case .success(let published): outcome = published
         case .failure(let error):
             return (unwritten, .system(error, path: engine.storagePath, operation: "publishing an entry"))
