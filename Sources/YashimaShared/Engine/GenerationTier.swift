@@ -3,7 +3,8 @@
 // remote tier (RemoteTier.swift), when the cache has one. Its flow in `produce(_:kind:next:)`, with this
 // process holding the key's lock (I5):
 //   1. look the entry up remotely; a hit is returned as a `Produced` value with its stored bytes and
-//      times, which the publish step publishes locally as they are (through the held lock file);
+//      times, which the publish step publishes locally as they are (through the held lock file; a large
+//      HTTP hit comes already staged as the entry file, which is renamed into place: RemoteStaging.swift);
 //   2. on a miss take the remote lease: the value found meanwhile goes as in 1; a lease held elsewhere is
 //      waited for (then 1 again, or the lease taken, or past the caller's timeout `next()` without one);
 //   3. holding the lease, call `next()` (the generator), renewing the lease meanwhile; on a throw or nil,
