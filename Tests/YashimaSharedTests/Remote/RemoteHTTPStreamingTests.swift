@@ -34,8 +34,10 @@ struct RemoteHTTPStreamingTests {
         let remote = try YCache.Remote.http(
             server.url(), options: .init(operationTimeout: .seconds(30), maximumValueByteCount: 512 << 20))
         do {
+            // Built from one chunk (a byte-at-a-time payload of 256 MiB would hold a pool thread for seconds).
+            let chunk = Self.chunk
             var value = Data(capacity: Self.size)
-            for _ in 0..<(Self.size >> 20) { value.append(Self.chunk) }
+            for _ in 0..<(Self.size >> 20) { value.append(chunk) }
             let first = Self.unbounded(one.url, remote)
             let made = value
             _ = try await first.value(for: Self.key, codec: codec) { made }
@@ -133,7 +135,10 @@ struct RemoteHTTPStreamingTests {
         for (index, size) in [1 << 20, 4 << 20, 16 << 20].enumerated() {
             let (one, two) = (TemporaryDirectory("stream-l1"), TemporaryDirectory("stream-l2"))
             let key = CacheKey(namespace: "stream", identity: "leased-\(size)")
-            let value = payload(size, seed: UInt8(index + 11))
+            let chunk = payload(1 << 20, seed: UInt8(index + 11))
+            var built = Data(capacity: size)
+            for _ in 0..<(size >> 20) { built.append(chunk) }
+            let value = built
             let first = YCache(storageDirectory: one.url, remote: remote)
             _ = try await first.value(for: key, codec: codec) { value }
             #expect(first.statistics.remotePuts == 1)
