@@ -3,7 +3,8 @@
 // remote tier (RemoteTier.swift), when the cache has one. Its flow in `produce(_:kind:next:)`, with this
 // process holding the key's lock (I5):
 //   1. look the entry up remotely; a hit is returned as a `Produced` value with its stored bytes and
-//      times, which the publish step publishes locally as they are (through the held lock file);
+//      times, which the publish step publishes locally as they are (through the held lock file; a large
+//      HTTP hit comes already staged as the entry file, which is renamed into place: RemoteStaging.swift);
 //   2. on a miss take the remote lease: the value found meanwhile goes as in 1; a lease held elsewhere is
 //      waited for (then 1 again, or the lease taken, or past the caller's timeout `next()` without one);
 //   3. holding the lease, call `next()` (the generator), renewing the lease meanwhile; on a throw or nil,
@@ -53,6 +54,9 @@ struct StoredForm: Sendable {
     let createdAt: Int64
     /// Nanoseconds since 1970; nil: never expires.
     let expiresAt: Int64?
+    /// The entry file already staged with these bytes (a large remote hit, RemoteStaging.swift): the
+    /// publish step renames it into place instead of writing the payload.
+    var staged: StagedEntry?
 }
 
 /// What the publish step did with a produced value.
@@ -62,4 +66,22 @@ struct PublishedValue: Sendable {
     let content: EntryContent?
     /// Whether it was published in this machine's storage directory.
     let isStoredLocally: Bool
+    /// The entry file published, when there is one (for streaming its payload from the file).
+    var entry: PublishedEntry?
+}
+
+/// An entry file a publish step wrote: where it is, and the header it was published with.
+struct PublishedEntry: Sendable {
+    let storage: StorageContext
+    let path: EntryPath
+    let header: EntryFormat.Header
+
+    /// The entry's payload, opened for streaming; nil when the file is gone or was replaced. The caller
+    /// closes `descriptor`.
+    func openPayload() -> RemotePayloadFile? {
+        guard let fd = storage.files.openPublished(path, matching: header) else { return nil }
+        return RemotePayloadFile(
+            descriptor: fd, offset: Int64(header.payloadOffset), byteCount: Int(header.payloadByteCount),
+            checksum: header.payloadChecksum)
+    }
 }

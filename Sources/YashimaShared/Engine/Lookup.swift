@@ -13,6 +13,9 @@ struct ProductionRequest<Codec: CacheCodec>: Sendable {
     /// The entry's identity and the exact bytes it must hold (two SHA-256s, cached: ExpectationCache).
     let expectation: EntryExpectation
     let generate: @Sendable () async throws -> Codec.Value?
+    /// The storage a remote tier may stage a large hit's entry file in (set for a lookup that writes
+    /// to a local storage directory).
+    var staging: StorageContext?
 }
 
 extension CacheEngine {

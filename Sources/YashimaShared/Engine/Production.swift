@@ -73,7 +73,7 @@ struct Production<Codec: CacheCodec>: Sendable {
             let epochs = engine.epochs(of: request, in: storage)
             let produced: Produced<Codec.Value>
             do {
-                guard let value = try await produceValue() else {
+                guard let value = try await produceValue(storage) else {
                     permit.abandon()
                     return .noValue
                 }
@@ -190,8 +190,12 @@ struct Production<Codec: CacheCodec>: Sendable {
 
     /// The generation tiers, outermost first, each able to answer or to ask the ones below it; the
     /// innermost step is the caller's generator.
-    private func produceValue() async throws -> Produced<Codec.Value>? {
+    private func produceValue(_ storage: StorageContext?) async throws -> Produced<Codec.Value>? {
         var next: @Sendable () async throws -> Produced<Codec.Value>? = { try await generate() }
+        var request = request
+        if kind == .lookup, request.options.writePolicy == .memoryAndStorage, let storage, storage.isLocalFilesystem {
+            request.staging = storage
+        }
         for tier in engine.generationTiers.reversed() {
             let (below, request) = (next, request)
             let kind = kind

@@ -1,8 +1,9 @@
 // The remote tier as a generation tier (GenerationTier.swift): with this process holding the key's local
 // lock (I5), look the value up remotely (a verified hit is published locally as it is: `source ==
-// .remote`); on a miss take the key's remote lease, or wait for another host's holder (woken by its
-// release, taking over when its lease expires, I16), then generate, publish locally, and store remotely
-// while releasing the lease. Every remote call is guarded and never throws (RemoteGuard): a remote
+// .remote`; large HTTP values stream into the entry file they become, RemoteStaging.swift); on a miss take
+// the key's remote lease, or wait for another host's holder (woken by its release, taking over when its
+// lease expires, I16), then generate, publish locally, and store remotely while releasing the lease (a
+// large HTTP value streamed from the published entry file). Every remote call is guarded and never throws (RemoteGuard): a remote
 // failure only makes this tier step aside, and the production goes on as without it. Also here: the
 // backends a `YCache.Remote` describes (`RemoteBackend`) and the stores built from them, removals, and the
 // remote counters for `CacheStatistics`.
@@ -124,6 +125,9 @@ final class RemoteTier: GenerationTier {
     private func lookup<Codec: CacheCodec>(_ request: ProductionRequest<Codec>, shared: Bool) async
         -> Produced<Codec.Value>?
     {
+        if let storage = request.staging, values.fileStreamingThreshold != nil {
+            return await lookupStaged(request, storage: storage, shared: shared)
+        }
         guard case .hit(let value) = await values.lookup(request.expectation.identity) else { return nil }
         return hit(value, request, shared: shared)
     }
@@ -131,7 +135,7 @@ final class RemoteTier: GenerationTier {
     /// A verified remote value as a production's value, published locally with its own bytes and times
     /// (its expiry carries over); nil when the codec cannot decode it (a miss: it is regenerated and
     /// overwritten).
-    private func hit<Codec: CacheCodec>(_ value: RemoteValue, _ request: ProductionRequest<Codec>, shared: Bool)
+    func hit<Codec: CacheCodec>(_ value: RemoteValue, _ request: ProductionRequest<Codec>, shared: Bool)
         -> Produced<Codec.Value>?
     {
         guard let decoded = try? request.codec.decode(value.payload) else { return nil }
@@ -155,9 +159,8 @@ final class RemoteTier: GenerationTier {
         }
         let (values, identity) = (values, request.expectation.identity)
         produced.afterPublish = Self.chain(produced.afterPublish) { published in
-            guard let content = published?.content else { return }
-            _ = await values.store(
-                identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt)
+            guard let published else { return }
+            _ = await Self.store(identity, published, in: values)
         }
         return produced
     }
@@ -186,7 +189,7 @@ final class RemoteTier: GenerationTier {
         let (values, identity, leasesHoldValues) = (values, request.expectation.identity, leasesHoldValues)
         produced.afterPublish = Self.chain(produced.afterPublish) { published in
             await renewal.stop()
-            guard let content = published?.content else {
+            guard let published, let content = published.content else {
                 await leases.release(lease)
                 return
             }
@@ -195,12 +198,30 @@ final class RemoteTier: GenerationTier {
                     identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt,
                     lease: lease)
             } else {
-                _ = await values.store(
-                    identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt)
+                _ = await Self.store(identity, published, in: values)
                 await leases.release(lease)
             }
         }
         return produced
+    }
+
+    /// Stores a published value in `values`: for a backend that streams (HTTP) and a payload at or above
+    /// its threshold, streamed from the published entry file (immutable once published, I1), so the upload
+    /// reads the page cache rather than holding the payload; otherwise (or when the entry is already gone
+    /// or replaced) from the payload in memory.
+    private static func store(_ identity: EntryIdentity, _ published: PublishedValue, in values: any RemoteValueStore)
+        async -> RemoteStoreOutcome?
+    {
+        guard let content = published.content else { return nil }
+        if let threshold = values.fileStreamingThreshold, content.payload.count >= threshold,
+            let file = published.entry?.openPayload()
+        {
+            defer { Syscall.close(file.descriptor) }
+            return await values.store(
+                identity, payloadFile: file, createdAt: content.createdAt, expiresAt: content.expiresAt)
+        }
+        return await values.store(
+            identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt)
     }
 
     /// Whether values of a call with `options` go to the remote tier: only those that go to storage.
@@ -221,10 +242,9 @@ final class RemoteTier: GenerationTier {
     // MARK: Writes outside productions
 
     /// Stores a value an explicit `store` published (unless read-only, or kept out of storage).
-    func store(_ identity: EntryIdentity, content: EntryContent, options: YCache.Options) async {
+    func store(_ identity: EntryIdentity, published: PublishedValue, options: YCache.Options) async {
         guard !isReadOnly, Self.writesRemotely(options) else { return }
-        _ = await values.store(
-            identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt)
+        _ = await Self.store(identity, published, in: values)
     }
 
     /// Deletes the remote value of `identity`; true when one was deleted.

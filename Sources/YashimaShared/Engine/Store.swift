@@ -31,8 +31,8 @@ extension CacheEngine {
         let stored = try await production.publish(
             Produced(value: value, source: .generated), storage: storage, epochs: nil, permit: .uncoordinated)
         // The value replaces the remote one too (another host's next miss finds it).
-        if let remote, let content = stored.published?.content {
-            await remote.store(request.expectation.identity, content: content, options: options)
+        if let remote, let published = stored.published {
+            await remote.store(request.expectation.identity, published: published, options: options)
         }
     }
 }
@@ -64,7 +64,8 @@ extension Production {
         var write = StorageWrite(epochs: epochs)
         if options.writePolicy == .memoryAndStorage {
             let failure: YCache.Error?
-            (write, failure) = await writeToStorage(content, storage: storage, epochs: epochs, permit: permit)
+            (write, failure) = await writeToStorage(
+                content, staged: produced.stored?.staged, storage: storage, epochs: epochs, permit: permit)
             if let failure {
                 engine.count { $0.writeFailures += 1 }
                 if options.writeFailurePolicy == .throwError {
@@ -88,7 +89,8 @@ extension Production {
             for: request.memoryKey, lastUse: write.publishedAt)
         return Stored(
             metadata: metadata, epochs: write.epochs,
-            published: PublishedValue(content: content, isStoredLocally: write.entryPath != nil))
+            published: PublishedValue(
+                content: content, isStoredLocally: write.entryPath != nil, entry: write.publishedEntry))
     }
 
     /// The entry to publish, and its expiry (nil: never): the bytes a tier already had, or the value
@@ -114,6 +116,8 @@ extension Production {
         var entryVersion: EntryVersion?
         /// The mtime the publish gave the entry (its first use, I11).
         var publishedAt: Int64?
+        /// The file published.
+        var publishedEntry: PublishedEntry?
     }
 
     /// Publishes `content` in storage through `permit` (consumed on every path), or, for a value no
@@ -121,7 +125,8 @@ extension Production {
     /// process's memory when it replaces a stored value, I10). Returns what the memory item needs, with
     /// the error that stopped the write, if any (a publish may have happened before it).
     private func writeToStorage(
-        _ content: EntryContent, storage opened: StorageContext?, epochs: EpochSnapshot?, permit: consuming WritePermit
+        _ content: EntryContent, staged: StagedEntry?, storage opened: StorageContext?, epochs: EpochSnapshot?,
+        permit: consuming WritePermit
     ) async -> (StorageWrite, YCache.Error?) {
         let unwritten = StorageWrite(epochs: epochs)
         let storage: StorageContext
@@ -166,14 +171,25 @@ extension Production {
         let slots = SharedState.slots(namespace: request.key.namespace, keyDigest: expectation.keyDigest)
         let beforePublish = storage.directory.state.stamp(slots)
         let outcome: PublishOutcome
-        switch await permit.publish(content, to: path, in: storage) {
+        let result: Result<PublishOutcome, SystemCallError>
+        if let staged, staged.storage.directory.descriptor == storage.directory.descriptor {
+            // The entry file is staged already: renamed into place under the key's lock, which then goes.
+            // (Staged in a root since replaced, it is written again from its mapping instead.)
+            result = storage.files.publishStaged(
+                staged.relative, descriptor: staged.descriptor, header: staged.header, to: path)
+            permit.abandon()
+        } else {
+            result = await permit.publish(content, to: path, in: storage)
+        }
+        switch result {
         case .success(let published): outcome = published
         case .failure(let error):
             return (unwritten, .system(error, path: engine.storagePath, operation: "publishing an entry"))
         }
         var write = StorageWrite(
             epochs: epochs, entryPath: path, entryVersion: EntryVersion(outcome.header),
-            publishedAt: outcome.modifiedNanoseconds)
+            publishedAt: outcome.modifiedNanoseconds,
+            publishedEntry: PublishedEntry(storage: storage, path: path, header: outcome.header))
         if kind.replaces {
             // The value is replaced: other processes' memory copies go (I10). Our own copy is valid from our
             // bump on, unless a removal ran since before our publish (it may have unlinked what we

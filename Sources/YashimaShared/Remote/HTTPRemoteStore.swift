@@ -74,6 +74,9 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
     /// The configuration's description only (never credentials or header values).
     var customMirror: Mirror { Mirror(self, children: ["configuration": configuration.description]) }
 
+    /// Payloads of the configuration's streaming threshold or more stream through files.
+    var fileStreamingThreshold: Int? { configuration.streamingThreshold }
+
     /// The URL of `identity`'s value.
     func url(for identity: EntryIdentity) -> URL { configuration.endpoint.url(for: identity.digest) }
 

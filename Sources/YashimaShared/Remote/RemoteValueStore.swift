@@ -40,6 +40,9 @@ protocol RemoteValueStore: AnyObject, Sendable {
     var remoteGuard: RemoteGuard { get }
     /// Signs stored values; only values signed with it are hits.
     var secret: RemoteSecret? { get }
+    /// The smallest payload this backend streams through files (a lookup's staging file, a store's
+    /// payload file); nil when it takes and returns values whole (Redis).
+    var fileStreamingThreshold: Int? { get }
 
     /// Looks `identity` up, the payload in memory. A hit is verified for that identity (and signature).
     func lookup(_ identity: EntryIdentity) async -> RemoteLookup
@@ -83,6 +86,9 @@ protocol RemoteLeaseStore: RemoteValueStore {
 }
 
 extension RemoteValueStore {
+    /// Values come and go whole (Redis).
+    var fileStreamingThreshold: Int? { nil }
+
     /// The default for backends whose values come whole (Redis): the payload in memory.
     func lookup(_ identity: EntryIdentity, staging: RemoteStagingFile) async -> RemoteLookup {
         await lookup(identity)

@@ -246,6 +246,26 @@ struct EntryFile {
         return EntryVersion(header)
     }
 
+    /// Opens the published entry at `path` for reading when it is the one `header` describes (same
+    /// identity, payload size, checksum and creation time): a published file is immutable (I1), so its
+    /// payload can be streamed from the descriptor. Nil when it is gone or was replaced. The caller
+    /// closes the descriptor.
+    func openPublished(_ path: EntryPath, matching header: EntryFormat.Header) -> Int32? {
+        guard case .success(let (fd, status)) = openEntry(path.relative) else { return nil }
+        var prefix = [UInt8](repeating: 0, count: EntryFormat.fixedHeaderSize)
+        guard case .success(let count) = prefix.withUnsafeMutableBytes({ Syscall.read(fd, into: $0, at: 0) }),
+            count == prefix.count,
+            case .success(let found) = prefix.withUnsafeBytes({
+                EntryFormat.parseFixedHeader($0, fileSize: status.size)
+            }),
+            found == header
+        else {
+            Syscall.close(fd)
+            return nil
+        }
+        return fd
+    }
+
     /// Opens an entry file for reading: its descriptor and status, or why it is not a readable entry
     /// (missing; a planted symlink, never followed; not a regular file). The caller closes the descriptor.
     private func openEntry(_ relative: String) -> Result<(Int32, FileStatus), EntryReadFailure> {

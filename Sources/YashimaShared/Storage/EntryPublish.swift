@@ -118,42 +118,86 @@ extension EntryFile {
         if case .success = result { _ = Syscall.setTimes(fd, nanoseconds: publishedAt) }
         if case .newFile = staging { Syscall.close(fd) }
         if case .failure(let error) = result { return fail(error) }
-        // The entry replaced has the same key and codec, so the same header size.
-        var replaced: Int64 = 0
-        var replacedPayload: Int64 = 0
-        if !entryKnownAbsent, case .success(let old) = Syscall.status(of: path.relative, in: root), old.isRegularFile {
-            replaced = old.allocatedBytes
-            replacedPayload = Self.payloadBytes(fileSize: old.size, headerSize: headerBytes.count)
-        }
-        var renamed = Syscall.rename(stagingPath, in: root, to: path.relative, in: root)
-        if case .failure(let error) = renamed, error.errno.isFolderMissingOrReplaced {
-            // The fan-out folder is missing, or a symlink or file (never followed): make it a real one (I13).
-            if case .failure(let mkdirError) = directory.ensureFanOut(path.fanOut) { return fail(mkdirError) }
-            renamed = Syscall.rename(stagingPath, in: root, to: path.relative, in: root)
-        }
-        if case .failure(let error) = renamed { return fail(error) }
-        // The charges (I9): the payload bytes, which the budget counts, and the file size in 4 KiB blocks
-        // (what ext4 allocates; trim recounts st_blocks).
-        let allocated = roundUpToBlock(Int64(headerBytes.count + payload.count))
-        directory.state.adjustUsage(by: allocated - replaced)
-        directory.state.adjustPayloadBytes(by: Int64(payload.count) - replacedPayload)
-        directory.state.notePublish(atNanoseconds: publishedAt)
         let header = EntryFormat.Header(
             keyByteCount: expectation.keyBytes.count, codecByteCount: expectation.codecBytes.count,
             payloadByteCount: Int64(payload.count), createdAtNanoseconds: content.createdAt,
             expiresAtNanoseconds: content.expiresAt, payloadChecksum: checksum,
             entryIdentity: expectation.identity.digest, keyStableDigest: expectation.keyDigest)
+        switch commit(stagingPath, as: header, to: path, entryKnownAbsent: entryKnownAbsent, publishedAt: publishedAt) {
+        case .success(let outcome): return .success(outcome)
+        case .failure(let error): return fail(error)
+        }
+    }
+
+    /// Publishes a staging file already laid out as the entry (header, then payload: a remote value
+    /// streamed into it, RemoteStaging.swift) by renaming it over `path`; the caller holds the key's lock
+    /// and abandons it afterwards. On failure the file stays, for the caller to unlink.
+    func publishStaged(_ stagingPath: String, descriptor: Int32, header: EntryFormat.Header, to path: EntryPath)
+        -> Result<PublishOutcome, SystemCallError>
+    {
+        let publishedAt = Syscall.realtimeNanoseconds
+        _ = Syscall.setTimes(descriptor, nanoseconds: publishedAt)  // best effort, as in `publish`
+        return commit(stagingPath, as: header, to: path, entryKnownAbsent: false, publishedAt: publishedAt)
+    }
+
+    /// The commit point of a publish: renames the filled staging file over `path` (making the fan-out
+    /// folder a real one when needed, I13) and charges the usage counters (I9, I11).
+    private func commit(
+        _ stagingPath: String, as header: EntryFormat.Header, to path: EntryPath, entryKnownAbsent: Bool,
+        publishedAt: Int64
+    ) -> Result<PublishOutcome, SystemCallError> {
+        let root = directory.descriptor
+        let headerSize = header.payloadOffset
+        let payloadCount = Int(header.payloadByteCount)
+        // The entry replaced has the same key and codec, so the same header size.
+        var replaced: Int64 = 0
+        var replacedPayload: Int64 = 0
+        if !entryKnownAbsent, case .success(let old) = Syscall.status(of: path.relative, in: root), old.isRegularFile {
+            replaced = old.allocatedBytes
+            replacedPayload = Self.payloadBytes(fileSize: old.size, headerSize: headerSize)
+        }
+        var renamed = Syscall.rename(stagingPath, in: root, to: path.relative, in: root)
+        if case .failure(let error) = renamed, error.errno.isFolderMissingOrReplaced {
+            // The fan-out folder is missing, or a symlink or file (never followed): make it a real one (I13).
+            if case .failure(let mkdirError) = directory.ensureFanOut(path.fanOut) { return .failure(mkdirError) }
+            renamed = Syscall.rename(stagingPath, in: root, to: path.relative, in: root)
+        }
+        if case .failure(let error) = renamed { return .failure(error) }
+        // The charges (I9): the payload bytes, which the budget counts, and the file size in 4 KiB blocks
+        // (what ext4 allocates; trim recounts st_blocks).
+        let allocated = roundUpToBlock(Int64(headerSize + payloadCount))
+        directory.state.adjustUsage(by: allocated - replaced)
+        directory.state.adjustPayloadBytes(by: Int64(payloadCount) - replacedPayload)
+        directory.state.notePublish(atNanoseconds: publishedAt)
         return .success(
             PublishOutcome(
                 header: header, allocatedBytes: allocated, replacedAllocatedBytes: replaced,
                 replacedPayloadBytes: replacedPayload, modifiedNanoseconds: publishedAt))
     }
 
+    /// A new, empty staging file `tmp/<random>.staging` open for reading and writing, with the directory's
+    /// file mode: its path and descriptor. The caller fills it, then publishes it (`publishStaged`) or
+    /// unlinks it, and closes the descriptor.
+    func createStagingFile() -> Result<(String, Int32), SystemCallError> {
+        let relative = directory.newStagingPath()
+        switch openNewStagingFile(relative, flags: [.readWrite, .create, .exclusive]) {
+        case .success(let fd):
+            if case .failure(let error) = Syscall.setMode(fd, directory.fileMode) {
+                Syscall.close(fd)
+                _ = Syscall.unlink(relative, in: directory.descriptor)
+                return .failure(error)
+            }
+            return .success((relative, fd))
+        case .failure(let error): return .failure(error)
+        }
+    }
+
     /// Creates a new staging file in `tmp/`, making `tmp/` a real folder again when it was removed or
     /// replaced by a symlink (never followed, I13).
-    private func openNewStagingFile(_ relative: String) -> Result<Int32, SystemCallError> {
+    private func openNewStagingFile(
+        _ relative: String, flags: OpenFlags = [.writeOnly, .create, .exclusive]
+    ) -> Result<Int32, SystemCallError> {
         let root = directory.descriptor
-        let flags: OpenFlags = [.writeOnly, .create, .exclusive]
         let opened = Syscall.open(relative, in: root, flags: flags, mode: directory.fileMode)
         guard case .failure(let error) = opened, error.errno.isFolderMissingOrReplaced else { return opened }
         if case .failure(let repairError) = directory.repairStagingFolder() { return .failure(repairError) }

@@ -198,7 +198,9 @@ enum Bench {
             case "single": try await SingleProcessBench.run(context)
             case "crossprocess": try await CrossProcessBench.run(context)
             case "observation": try await ObservationBench.run(context)
-            case "remote": try await RemoteBench.run(context, url: remoteURL)
+            case "remote":
+                try await RemoteBench.run(context, url: remoteURL)
+                try await HTTPRemoteBench.run(context)
             default: try await ScaleBench.run(context)
             }
             sectionSeconds[name] = Double(monotonicNanoseconds() - start) / 1e9

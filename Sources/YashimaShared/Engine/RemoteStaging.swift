@@ -1,0 +1,98 @@
+// A large remote hit streamed into the local entry file it becomes: with a backend that streams (HTTP)
+// and a storage directory to write, the lookup gives the backend a new staging file in the storage's
+// `tmp/` with room for the local entry header; the envelope reader writes the payload after it as it
+// arrives and verifies it (checksum, signature) at the end; then the header is written, the value is
+// decoded from a private mapping of the file (as a mapped storage hit is), and the publish step renames
+// the file over the entry path while holding the key's lock (`EntryFile.publishStaged`) and abandons the
+// lock, so waiters wake to find the entry. No whole copy of the payload sits on the heap. A miss, a
+// damaged or truncated body, a payload the codec refuses, or a production that publishes nothing unlinks
+// the file. Payloads below the backend's threshold come in memory, as before.
+
+import Foundation
+
+/// A staging file holding a complete local entry (header, then the verified payload), not yet
+/// published. Closes its descriptor when released; `discard()` unlinks the file if it is still there.
+final class StagedEntry: Sendable {
+    let storage: StorageContext
+    /// Its path relative to the root (`tmp/<random>.staging`).
+    let relative: String
+    /// Open for reading and writing; owned by this object.
+    let descriptor: Int32
+    let header: EntryFormat.Header
+
+    init(storage: StorageContext, relative: String, descriptor: Int32, header: EntryFormat.Header) {
+        self.storage = storage
+        self.relative = relative
+        self.descriptor = descriptor
+        self.header = header
+    }
+
+    deinit { Syscall.close(descriptor) }
+
+    /// Unlinks the staging file; after a publish renamed it into place the name is gone and this does
+    /// nothing (staging names are random, never reused, I2).
+    func discard() { _ = Syscall.unlink(relative, in: storage.directory.descriptor) }
+
+    /// The payload, mapped privately from the file (pages come from the page cache as they are read).
+    func mappedPayload() -> Data? {
+        let size = Int(header.fileSize)
+        guard case .success(let base) = Syscall.mapPrivate(descriptor, length: size) else { return nil }
+        let baseBits = UInt(bitPattern: base)
+        return Data(
+            bytesNoCopy: base + header.payloadOffset, count: Int(header.payloadByteCount),
+            deallocator: .custom { _, _ in
+                // Captures only integers: safe whichever thread frees the Data (as EntryFile.readMapped).
+                if let pointer = UnsafeMutableRawPointer(bitPattern: baseBits) { Syscall.unmap(pointer, length: size) }
+            })
+    }
+}
+
+extension RemoteTier {
+    /// Looks `request`'s entry up with its payload streamed into a new staging file of `storage` (see the
+    /// file's header): a hit in the file is returned ready to publish from it; a hit in memory (below
+    /// the threshold) as ``hit(_:_:shared:)`` makes it; nil on a miss.
+    func lookupStaged<Codec: CacheCodec>(
+        _ request: ProductionRequest<Codec>, storage: StorageContext, shared: Bool
+    ) async -> Produced<Codec.Value>? {
+        let expectation = request.expectation
+        guard case .success(let (relative, fd)) = storage.files.createStagingFile() else {
+            // No staging file (a local fault): the value comes in memory.
+            guard case .hit(let value) = await values.lookup(expectation.identity) else { return nil }
+            return hit(value, request, shared: shared)
+        }
+        let staging = RemoteStagingFile(descriptor: fd, payloadOffset: Int64(expectation.headerSize))
+        let found = await values.lookup(expectation.identity, staging: staging)
+        guard case .hitInFile(let file) = found else {
+            Syscall.close(fd)
+            _ = Syscall.unlink(relative, in: storage.directory.descriptor)
+            guard case .hit(let value) = found else { return nil }
+            return hit(value, request, shared: shared)
+        }
+        let header = EntryFormat.Header(
+            keyByteCount: expectation.keyBytes.count, codecByteCount: expectation.codecBytes.count,
+            payloadByteCount: Int64(file.payloadByteCount), createdAtNanoseconds: file.createdAt,
+            expiresAtNanoseconds: file.expiresAt, payloadChecksum: file.payloadChecksum,
+            entryIdentity: expectation.identity.digest, keyStableDigest: expectation.keyDigest)
+        let staged = StagedEntry(storage: storage, relative: relative, descriptor: fd, header: header)
+        let headerBytes = EntryFormat.encodeHeader(
+            keyBytes: expectation.keyBytes, codecIdentifier: request.codec.identifier,
+            entryIdentity: expectation.identity.digest, keyStableDigest: expectation.keyDigest,
+            payloadByteCount: file.payloadByteCount, payloadChecksum: file.payloadChecksum,
+            createdAtNanoseconds: file.createdAt, expiresAtNanoseconds: file.expiresAt)
+        guard headerBytes.count == expectation.headerSize,
+            case .success = headerBytes.withUnsafeBytes({ Syscall.write(fd, $0, at: 0) }),
+            let payload = staged.mappedPayload(), let decoded = try? request.codec.decode(payload)
+        else {
+            staged.discard()
+            return nil
+        }
+        var produced = Produced(
+            value: decoded, source: .remote,
+            stored: StoredForm(
+                payload: payload, createdAt: file.createdAt, expiresAt: file.expiresAt == 0 ? nil : file.expiresAt,
+                staged: staged))
+        produced.sharedGeneration = shared
+        produced.afterPublish = { _ in staged.discard() }
+        return produced
+    }
+}
