@@ -39,7 +39,8 @@
 /// - **I5 One generator per key across processes**: the holder of the key's lock file; waiters look in
 ///   storage after every wake and once they hold the lock, and only then generate. (KeyLock)
 /// - **I6 Lock files bind to an inode**: only its holder unlinks or renames one, every locker checks the
-///   path still names what it locked, and a generator's lock file is its staging file. (KeyLock)
+///   path still names what it locked, and a generator's lock file is its staging file (a large remote
+///   hit's is a file in `tmp/`, renamed into place while the lock is held). (KeyLock, RemoteStaging)
 /// - **I7 Locks die with their process**: close-on-exec descriptors, flock only, `LOCK_UN` before
 ///   `close`, and a forked child never unlocks a description it inherited. (FileLock)
 /// - **I8 A waiter never waits forever on a live, hung holder** when the caller set
