@@ -79,7 +79,7 @@ struct RemoteFaultTests {
     @Test("a waiter whose server hangs returns by its timeouts")
     func hungWaiter() async throws {
         let server = try await RedisServer.start()
-        let holder = try makeStore(server)
+        let holder = try makeStore(server, holdsLeasesThroughWaits)
         let waiter = try makeStore(server) {
             $0.policy.operationTimeout = .milliseconds(300)
             $0.waitRecheckInterval = .milliseconds(50)

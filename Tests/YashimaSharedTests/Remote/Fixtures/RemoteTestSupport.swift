@@ -35,6 +35,14 @@ func makeStore(
     return try makeStore([server.url], environment: environment, clock: clock, configure)
 }
 
+/// For a store that holds a lease across a test's waits without a renewal loop: a lease TTL and an
+/// operation timeout far beyond any wait in a test, so a loaded machine (CI runs every suite at once on
+/// two cores) can neither expire the lease under the test nor time out its release.
+func holdsLeasesThroughWaits(_ configuration: inout RemoteConfiguration) {
+    configuration.leaseTimeToLive = .seconds(600)
+    configuration.policy.operationTimeout = .seconds(60)
+}
+
 /// Test payloads: deterministic bytes of any size.
 func payload(_ count: Int, seed: UInt8 = 1) -> Data {
     Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) })
