@@ -33,7 +33,7 @@ struct RedisClusterTests {
     @Test("values and leases are placed by slot on three masters; waiters are notified across the cluster")
     func placement() async throws {
         let cluster = try await RedisCluster.start()
-        let store = try makeStore(cluster.urls, cluster: true, holdsLeasesThroughWaits)
+        let store = try makeStore(cluster.urls, cluster: true)
         let waiterStore = try makeStore([cluster.urls[2]], cluster: true) { $0.waitRecheckInterval = .seconds(600) }
         var perNode = [0, 0, 0]
         for index in 0..<24 {

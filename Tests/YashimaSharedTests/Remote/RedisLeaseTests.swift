@@ -81,7 +81,7 @@ struct RedisLeaseTests {
     @Test("a waiter subscribed and waiting is woken by storeAndRelease, and by a bare release")
     func notified() async throws {
         let server = try await RedisServer.start()
-        let holder = try makeStore(server, holdsLeasesThroughWaits)
+        let holder = try makeStore(server)
         let waiter = try makeStore(server) { $0.waitRecheckInterval = .seconds(600) }  // only a message wakes it
         for storing in [true, false] {
             let id = entryIdentity("notified-\(storing)")
@@ -110,7 +110,7 @@ struct RedisLeaseTests {
     @Test("a lost notification costs one re-check; a dead holder's lease expires and is taken over")
     func timerFallback() async throws {
         let server = try await RedisServer.start()
-        let holder = try makeStore(server, holdsLeasesThroughWaits)
+        let holder = try makeStore(server)
         let dyingHolder = try makeStore(server) { $0.leaseTimeToLive = .milliseconds(300) }
         let waiter = try makeStore(server) { $0.waitRecheckInterval = .milliseconds(50) }
         // 1. The lease deleted without a PUBLISH (the message lost): noticed on the timer.
@@ -144,7 +144,7 @@ struct RedisLeaseTests {
     @Test("a waiter times out while the lease is held; cancelling it wakes it at once")
     func timeoutAndCancellation() async throws {
         let server = try await RedisServer.start()
-        let holder = try makeStore(server, holdsLeasesThroughWaits)
+        let holder = try makeStore(server)
         let waiter = try makeStore(server) { $0.waitRecheckInterval = .seconds(600) }
         let id = entryIdentity("held")
         guard case .acquired = await holder.acquireLease(id) else {
@@ -165,7 +165,7 @@ struct RedisLeaseTests {
     @Test("a killed subscriber connection: the waiter subscribes again and is still notified")
     func subscriberKilled() async throws {
         let server = try await RedisServer.start()
-        let holder = try makeStore(server, holdsLeasesThroughWaits)
+        let holder = try makeStore(server)
         let waiter = try makeStore(server) { $0.waitRecheckInterval = .seconds(600) }
         let id = entryIdentity("resubscribe")
         guard case .acquired(let lease) = await holder.acquireLease(id) else {

@@ -2,9 +2,10 @@
 // mid-run and restarted empty; SIGSTOPped (a hang) longer than the timeout; a server that closes
 // connections mid-reply, answers garbage or never answers; AUTH refused; maxmemory with noeviction
 // (OOM) and a read-only replica (writes bypassed, reads go on). In every case: no wrong value, no
-// error thrown, no wait beyond the timeouts (checked with the project's generous "does not hang" bound
-// of 30 s: a missing deadline would hang forever; never a speed claim), and the breaker bypasses the
-// tier until a probe finds it back.
+// error thrown, no wait beyond the timeouts (checked with a generous "does not hang" bound of 180 s: a
+// missing deadline would hang forever; never a speed claim; under ASan with every suite at once a
+// 300 ms deadline's continuation waited 39 s for one of the two pool threads), and the breaker
+// bypasses the tier until a probe finds it back.
 
 import Foundation
 import Testing
@@ -63,7 +64,7 @@ struct RemoteFaultTests {
             }
         }
         #expect(outcomes == Array(repeating: .unavailable, count: 4))
-        #expect(elapsed < 30, "no hang beyond the timeout (\(elapsed) s)")
+        #expect(elapsed < 180, "no hang beyond the timeout (\(elapsed) s)")
         #expect(store.statistics.snapshot[.timeouts] >= 1)
         let bypassedBefore = store.statistics.snapshot[.bypassed]
         #expect(await store.lookup(id) == .unavailable)
@@ -79,7 +80,7 @@ struct RemoteFaultTests {
     @Test("a waiter whose server hangs returns by its timeouts")
     func hungWaiter() async throws {
         let server = try await RedisServer.start()
-        let holder = try makeStore(server, holdsLeasesThroughWaits)
+        let holder = try makeStore(server)
         let waiter = try makeStore(server) {
             $0.policy.operationTimeout = .milliseconds(300)
             $0.waitRecheckInterval = .milliseconds(50)
@@ -95,7 +96,7 @@ struct RemoteFaultTests {
         server.pause()
         let (outcome, elapsed) = await timed { await waiting.value }
         #expect(outcome == .unavailable)
-        #expect(elapsed < 30, "\(elapsed) s")
+        #expect(elapsed < 180, "\(elapsed) s")
         server.resume()
         await server.stop()
     }
@@ -110,7 +111,7 @@ struct RemoteFaultTests {
             let id = entryIdentity("misbehaving")
             let (outcome, elapsed) = await timed { await store.lookup(id) }
             #expect(outcome == .unavailable)
-            #expect(elapsed < 30, "\(elapsed) s")
+            #expect(elapsed < 180, "\(elapsed) s")
             clock.advance(milliseconds: 100)  // past the cooldown: each call below is a probe that fails
             #expect(await store.store(id, payload: payload(1), createdAt: 1, expiresAt: 0) == .unavailable)
             #expect(await store.waitForRelease(id, timeout: .seconds(2)) == .unavailable)

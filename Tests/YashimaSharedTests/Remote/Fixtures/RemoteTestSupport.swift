@@ -18,8 +18,13 @@ func makeStore(
     _ configure: (inout RemoteConfiguration) -> Void = { _ in }
 ) throws -> RedisRemoteStore {
     var configuration = try RemoteConfiguration(urls: urls, cluster: cluster, environment: environment)
-    configuration.policy.operationTimeout = .seconds(2)
-    configuration.policy.connectTimeout = .seconds(1)
+    // Deadlines far beyond any wait in a test unless the test sets its own: every suite runs at once in
+    // one process whose cooperative pool has two threads (two cores), and under that load (worse under
+    // ASan) a continuation can wait seconds for a thread. A 2 s operation timeout and the 10 s default
+    // lease then failed tests that are not about timeouts (a lease expired before its release).
+    configuration.policy.operationTimeout = .seconds(60)
+    configuration.policy.connectTimeout = .seconds(10)
+    configuration.leaseTimeToLive = .seconds(600)
     configuration.policy.breakerCooldown = .milliseconds(100)
     configuration.policy.maximumBreakerCooldown = .milliseconds(200)
     configure(&configuration)
@@ -33,14 +38,6 @@ func makeStore(
 ) throws -> RedisRemoteStore {
     let environment = server.password.map { [RedisEndpoint.passwordVariable: $0] } ?? [:]
     return try makeStore([server.url], environment: environment, clock: clock, configure)
-}
-
-/// For a store that holds a lease across a test's waits without a renewal loop: a lease TTL and an
-/// operation timeout far beyond any wait in a test, so a loaded machine (CI runs every suite at once on
-/// two cores) can neither expire the lease under the test nor time out its release.
-func holdsLeasesThroughWaits(_ configuration: inout RemoteConfiguration) {
-    configuration.leaseTimeToLive = .seconds(600)
-    configuration.policy.operationTimeout = .seconds(60)
 }
 
 /// Test payloads: deterministic bytes of any size.
