@@ -1,7 +1,8 @@
 // A tiny HTTP/1.1 server on loopback that fails on purpose, for faults nginx cannot stage: it answers
-// every request with one status (a 500, say, on a kept-alive connection), resets the connection in the
-// middle of a body, stalls in the middle of a body, never answers, closes without answering, or
-// trickles a body a byte at a time. A thread accepts; each connection is served on another thread.
+// every request with one status (a 500, say, on a kept-alive connection), resets or closes the
+// connection in the middle of a body, stalls in the middle of a body, never answers, closes without
+// answering, or trickles a body a byte at a time (or answers a plain 200 with a body, a server that
+// recovered). A thread accepts; each connection is served on another thread.
 // Counts requests, so a test can tell that bypassed calls never reached it.
 
 import Foundation
@@ -15,6 +16,10 @@ final class FaultyHTTPServer: Sendable {
         case status(Int)
         /// Answers 200 with `body`'s length, sends its first half, then resets the connection.
         case resetMidBody([UInt8])
+        /// Answers 200 with `body`'s length, sends its first half, then closes the connection (a FIN).
+        case closeMidBody([UInt8])
+        /// Answers 200 with `body`, keeping the connection.
+        case body([UInt8])
         /// Answers 200 with `body`'s length, sends its first half, then nothing (holds the connection).
         case stallMidBody([UInt8])
         /// Reads requests and never answers.
@@ -132,6 +137,14 @@ final class FaultyHTTPServer: Sendable {
             case .status(let status):
                 send(client, "HTTP/1.1 \(status) Fault\r\nContent-Length: 5\r\n\r\nfault")
                 continue
+            case .body(let body):
+                send(client, head(body))
+                send(client, body)
+                continue
+            case .closeMidBody(let body):
+                send(client, head(body))
+                send(client, body.prefix(body.count / 2))
+                closeNow(client)
             case .resetMidBody(let body):
                 send(client, head(body))
                 send(client, body.prefix(body.count / 2))
