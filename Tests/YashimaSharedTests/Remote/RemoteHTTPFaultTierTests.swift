@@ -1,9 +1,13 @@
 // RemoteHTTPFaultTierTests.swift: the HTTP remote tier through YCache when things break in the middle of
-// a reply (FaultyHTTPServer, real files, no mocks). A server that closes the connection halfway through
-// a value's body, in memory or streamed into a staging file: the call returns the generated value, the
-// breakers open (the store after the generation is bypassed, and so is the next key's lookup, at no
-// cost to the server), no staging file stays behind, and after the cooldown one probe finds the server
-// back.
+// a reply or of a production (FaultyHTTPServer, real files, no mocks). A server that closes the
+// connection halfway through a value's body, in memory or streamed into a staging file: the call returns
+// the generated value, the breakers open (the store after the generation is bypassed, and so is the
+// next key's lookup, at no cost to the server), no staging file stays behind, and after the cooldown one
+// probe finds the server back. The storage root renamed away, or deleted, while a large remote value is
+// streaming into a staging file of it (the server holds the body halfway until the test has replaced
+// the root): the value is published in the root the production opened or the publish fails with a typed
+// error, never a wrong value at the path, never a staging file left in either root; and a staged entry
+// renamed through another root's handle fails without touching that root.
 
 import Foundation
 import Glibc
@@ -11,7 +15,7 @@ import Testing
 
 @testable import YashimaShared
 
-@Suite("Remote tier through YCache: HTTP faults mid-reply", .serialized)
+@Suite("Remote tier through YCache: HTTP faults mid-reply and a replaced root", .serialized)
 struct RemoteHTTPFaultTierTests {
     private let codec = DataCodec()
 
@@ -106,5 +110,134 @@ struct RemoteHTTPFaultTierTests {
         #expect(breaker.state == .closed)
         #expect(cache.statistics.remoteHits == 1)
         #expect(Self.staging(host.url).isEmpty, "\(Self.staging(host.url))")
+    }
+
+    /// Starts a lookup of `key` on a cache over `root` whose server holds a 3 MiB value's body halfway;
+    /// returns once the body is half in the staging file, with the cache, the running call and the value.
+    private func heldLookup(
+        _ root: TemporaryDirectory, key: CacheKey, options: YCache.Options = YCache.Options(),
+        server: FaultyHTTPServer, hold: FaultyHTTPServer.HeldBody
+    ) async throws -> (YCache, Task<YCache.Resolved<Data>, any Error>, Data) {
+        let remote = try YCache.Remote.http(server.url, options: .init(operationTimeout: .seconds(120)))
+        let cache = YCache(storageDirectory: root.url, remote: remote)
+        let value = payload(3 << 20, seed: 6)
+        server.change(to: .holdMidBody(try envelope(value, for: key, in: cache), hold))
+        let codec = codec
+        let call = Task {
+            try await cache.resolve(for: key, codec: codec, options: options) {
+                Issue.record("generated although the remote value came")
+                return Data()
+            }
+        }
+        #expect(await hold.reached.wait(within: 120))
+        #expect(Self.staging(root.url).count == 1, "\(Self.staging(root.url))")
+        return (cache, call, value)
+    }
+
+    @Test(
+        "the root renamed away and replaced while a large value streams: published in the old root, the new one untouched"
+    )
+    func rootReplacedDuringStreamedLookup() async throws {
+        let server = try FaultyHTTPServer(.status(404))
+        defer { server.stop() }
+        let root = TemporaryDirectory("http-replaced")
+        let aside = TemporaryDirectory("http-replaced-aside")
+        let key = CacheKey(namespace: "replaced", identity: "k")
+        let hold = FaultyHTTPServer.HeldBody()
+        let (cache, call, value) = try await heldLookup(root, key: key, server: server, hold: hold)
+        // Another process replaces the root: the old one renamed aside, a new one made at the path, with
+        // another value of the key in it.
+        #expect(rename(root.path, aside.path) == 0)
+        let replacement = YCache(storageDirectory: root.url)
+        let other = payload(1000, seed: 8)
+        try await replacement.store(other, for: key, codec: codec)
+        hold.release()
+        let resolved = try await call.value
+        #expect(resolved.origin == .remote && resolved.value == value)
+        // The production published in the root it opened (now aside), from its staging file.
+        let old = try await YCache(storageDirectory: aside.url).resolve(for: key, codec: codec) { Data() }
+        #expect(old.origin == .storage && old.value == value)
+        #expect(Self.staging(aside.url).isEmpty, "\(Self.staging(aside.url))")
+        // The new root still holds its own value, whole; no staging file came into it.
+        let new = try await YCache(storageDirectory: root.url).resolve(for: key, codec: codec) { Data() }
+        #expect(new.origin == .storage && new.value == other)
+        #expect(Self.staging(root.url).isEmpty, "\(Self.staging(root.url))")
+        // The first cache goes on with either value of the key, never another.
+        let again = try await cache.resolve(for: key, codec: codec) { Data() }
+        #expect(again.value == value || again.value == other)
+    }
+
+    @Test(
+        "the root deleted while a large value streams: a typed error (.throwError) or the value in memory (.bestEffort), no staging file",
+        arguments: [CacheWriteFailurePolicy.throwError, .bestEffort])
+    func rootDeletedDuringStreamedLookup(policy: CacheWriteFailurePolicy) async throws {
+        let server = try FaultyHTTPServer(.status(404))
+        defer { server.stop() }
+        let root = TemporaryDirectory("http-deleted")
+        let key = CacheKey(namespace: "deleted", identity: "k")
+        let hold = FaultyHTTPServer.HeldBody()
+        let (cache, call, value) = try await heldLookup(
+            root, key: key, options: YCache.Options(writeFailurePolicy: policy), server: server, hold: hold)
+        try FileManager.default.removeItem(at: root.url)
+        hold.release()
+        let outcome = await call.result
+        switch (policy, outcome) {
+        case (.throwError, .failure(let error)):
+            #expect(error is YCache.Error, "\(error)")
+        case (.bestEffort, .success(let resolved)):
+            #expect(resolved.origin == .remote && resolved.value == value)
+        default:
+            Issue.record("\(policy): \(outcome)")
+        }
+        #expect(cache.statistics.writeFailures == 1)
+        // The cache makes the root again on its next call; nothing of the old one is in it.
+        let again = try await cache.resolve(for: key, codec: codec) { payload(3) }
+        #expect(again.value == value || again.value == payload(3))
+        #expect(Self.staging(root.url).isEmpty, "\(Self.staging(root.url))")
+    }
+
+    @Test("a staged entry renamed through another root's handle fails, and that root is untouched")
+    func stagedRenameAcrossRootsFails() async throws {
+        let (first, second) = (TemporaryDirectory("staged-a"), TemporaryDirectory("staged-b"))
+        let one = try Directory(path: first.path, sharing: .privateToUser, allowNetworkFilesystem: false)
+        let two = try Directory(path: second.path, sharing: .privateToUser, allowNetworkFilesystem: false)
+        let key = CacheKey(namespace: "staged", identity: "k")
+        let expectation = EntryExpectation(key: key, codecIdentifier: codec.identifier)
+        let value = payload(5000, seed: 3)
+        let checksum = value.withUnsafeBytes { CRC32C.checksum($0) }
+        let (relative, fd) = try EntryFile(directory: one).createStagingFile().get()
+        defer { Syscall.close(fd) }
+        let headerBytes = EntryFormat.encodeHeader(
+            keyBytes: expectation.keyBytes, codecIdentifier: codec.identifier,
+            entryIdentity: expectation.identity.digest, keyStableDigest: expectation.keyDigest,
+            payloadByteCount: value.count, payloadChecksum: checksum, createdAtNanoseconds: 1,
+            expiresAtNanoseconds: 0)
+        #expect(throws: Never.self) {
+            try (headerBytes + value).withUnsafeBytes { try Syscall.write(fd, $0, at: 0).get() }
+        }
+        let header = EntryFormat.Header(
+            keyByteCount: expectation.keyBytes.count, codecByteCount: expectation.codecBytes.count,
+            payloadByteCount: Int64(value.count), createdAtNanoseconds: 1, expiresAtNanoseconds: 0,
+            payloadChecksum: checksum, entryIdentity: expectation.identity.digest,
+            keyStableDigest: expectation.keyDigest)
+        let usage = (two.state.usage, two.state.payloadBytes)
+        let path = two.entryPath(for: expectation.identity)
+        let result = EntryFile(directory: two).publishStaged(relative, descriptor: fd, header: header, to: path)
+        guard case .failure(let error) = result else {
+            Issue.record("renamed across roots")
+            return
+        }
+        #expect(error.errno == .noSuchFile, "\(error)")
+        #expect(entryFiles(in: second.url).isEmpty)
+        #expect(Self.staging(second.url).isEmpty)
+        #expect(two.state.usage == usage.0 && two.state.payloadBytes == usage.1)
+        // The staging file is still in its own root, for its owner to publish there or unlink.
+        #expect(Self.staging(first.url) == [String(relative.dropFirst("tmp/".count))])
+        #expect(entryFiles(in: first.url).isEmpty)
+        let published = EntryFile(directory: one).publishStaged(
+            relative, descriptor: fd, header: header, to: one.entryPath(for: expectation.identity))
+        #expect((try? published.get()) != nil)
+        let read = try await YCache(storageDirectory: first.url).resolve(for: key, codec: codec) { Data() }
+        #expect(read.origin == .storage && read.value == value)
     }
 }

@@ -1,8 +1,8 @@
 // A tiny HTTP/1.1 server on loopback that fails on purpose, for faults nginx cannot stage: it answers
 // every request with one status (a 500, say, on a kept-alive connection), resets or closes the
-// connection in the middle of a body, stalls in the middle of a body, never answers, closes without
-// answering, or trickles a body a byte at a time (or answers a plain 200 with a body, a server that
-// recovered). A thread accepts; each connection is served on another thread.
+// connection in the middle of a body, stalls in the middle of a body, holds a body halfway until the
+// test releases it, never answers, closes without answering, or trickles a body a byte at a time (or
+// answers a plain 200 with a body, a server that recovered). A thread accepts; each connection is served on another thread.
 // Counts requests, so a test can tell that bypassed calls never reached it.
 
 import Foundation
@@ -18,6 +18,9 @@ final class FaultyHTTPServer: Sendable {
         case resetMidBody([UInt8])
         /// Answers 200 with `body`'s length, sends its first half, then closes the connection (a FIN).
         case closeMidBody([UInt8])
+        /// Answers 200 with `body`'s length, sends its first half, opens `hold.reached`, waits for
+        /// `hold.release()`, sends the rest and keeps the connection.
+        case holdMidBody([UInt8], HeldBody)
         /// Answers 200 with `body`, keeping the connection.
         case body([UInt8])
         /// Answers 200 with `body`'s length, sends its first half, then nothing (holds the connection).
@@ -28,6 +31,18 @@ final class FaultyHTTPServer: Sendable {
         case closeWithoutAnswer
         /// Answers 200 with `body`'s length, then sends it one byte every 50 ms.
         case trickle([UInt8])
+    }
+
+    /// The signals of a `.holdMidBody` reply: the test waits for `reached`, then calls `release()`.
+    final class HeldBody: Sendable {
+        /// Opened once the first half of a body was sent.
+        let reached = Gate()
+        private let released = Atomic<Bool>(false)
+
+        /// Lets the server send the rest of the body.
+        func release() { released.store(true, ordering: .releasing) }
+
+        var isReleased: Bool { released.load(ordering: .acquiring) }
     }
 
     let port: Int
@@ -140,6 +155,14 @@ final class FaultyHTTPServer: Sendable {
             case .body(let body):
                 send(client, head(body))
                 send(client, body)
+                continue
+            case .holdMidBody(let body, let hold):
+                send(client, head(body))
+                send(client, body.prefix(body.count / 2))
+                hold.reached.open()
+                // Waits for the test's explicit signal (polled: this is a plain thread, not a task).
+                while !hold.isReleased && !stopped.load(ordering: .relaxed) { usleep(2_000) }
+                send(client, body.dropFirst(body.count / 2))
                 continue
             case .closeMidBody(let body):
                 send(client, head(body))
