@@ -45,37 +45,18 @@ final class FaultyHTTPServer: Sendable {
         var isReleased: Bool { released.load(ordering: .acquiring) }
     }
 
-    let port: Int
-    private let listener: Int32
+    private let server: LoopbackServer
     private let behaviour: Mutex<Behaviour>
-    private let stopped = Atomic<Bool>(false)
     private let requests = Atomic<Int>(0)
-    private let held = Mutex<[Int32]>([])
-    private let acceptorDone = Mutex<Bool>(false)
 
     init(_ behaviour: Behaviour) throws {
         self.behaviour = Mutex(behaviour)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw RedisFixtureError(description: "socket failed") }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(fd, pointer, length) == 0 && listen(fd, 64) == 0 && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard bound else {
-            close(fd)
-            throw RedisFixtureError(description: "bind failed")
-        }
-        listener = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
-        Thread { [self] in acceptLoop() }.start()
+        server = try LoopbackServer(backlog: 64)
+        server.start { [self] client in serve(client) }
     }
+
+    /// The port on 127.0.0.1.
+    var port: Int { server.port }
 
     /// A URL with a path prefix on this server.
     var url: String { "http://127.0.0.1:\(port)/cache" }
@@ -86,23 +67,11 @@ final class FaultyHTTPServer: Sendable {
     /// Requests read so far.
     var requestCount: Int { requests.load(ordering: .relaxed) }
 
-    private func acceptLoop() {
-        while !stopped.load(ordering: .relaxed) {
-            var entry = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
-            guard poll(&entry, 1, 50) > 0 else { continue }
-            let client = accept(listener, nil, nil)
-            guard client >= 0 else { continue }
-            held.withLock { $0.append(client) }
-            Thread { [self] in serve(client) }.start()
-        }
-        acceptorDone.withLock { $0 = true }
-    }
-
     /// Reads one request (head and body) into `pending`; false when the connection ended or we stop.
     private func readRequest(_ client: Int32, _ pending: inout [UInt8]) -> Bool {
         func fill() -> Bool {
             var buffer = [UInt8](repeating: 0, count: 65536)
-            while !stopped.load(ordering: .relaxed) {
+            while !server.isStopped {
                 var entry = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
                 guard poll(&entry, 1, 50) > 0 else { continue }
                 let count = recv(client, &buffer, buffer.count, 0)
@@ -161,7 +130,7 @@ final class FaultyHTTPServer: Sendable {
                 send(client, body.prefix(body.count / 2))
                 hold.reached.open()
                 // Waits for the test's explicit signal (polled: this is a plain thread, not a task).
-                while !hold.isReleased && !stopped.load(ordering: .relaxed) { usleep(2_000) }
+                while !hold.isReleased && !server.isStopped { usleep(2_000) }
                 send(client, body.dropFirst(body.count / 2))
                 continue
             case .closeMidBody(let body):
@@ -178,14 +147,14 @@ final class FaultyHTTPServer: Sendable {
             case .stallMidBody(let body):
                 send(client, head(body))
                 send(client, body.prefix(body.count / 2))
-                while !stopped.load(ordering: .relaxed) { usleep(20_000) }
+                while !server.isStopped { usleep(20_000) }
             case .hang:
-                while !stopped.load(ordering: .relaxed) { usleep(20_000) }
+                while !server.isStopped { usleep(20_000) }
             case .closeWithoutAnswer:
                 closeNow(client)
             case .trickle(let body):
                 send(client, head(body))
-                for byte in body where !stopped.load(ordering: .relaxed) {
+                for byte in body where !server.isStopped {
                     send(client, [byte])
                     usleep(50_000)
                 }
@@ -194,25 +163,11 @@ final class FaultyHTTPServer: Sendable {
         }
     }
 
-    /// Closes `client` at once (and forgets it, so `stop` does not close a reused descriptor number).
-    private func closeNow(_ client: Int32) {
-        held.withLock { fds in
-            fds.removeAll { $0 == client }
-            close(client)
-        }
-    }
+    /// Closes `client` at once (see LoopbackServer.closeNow).
+    private func closeNow(_ client: Int32) { server.closeNow(client) }
 
-    func stop() {
-        stopped.store(true, ordering: .relaxed)
-        while !acceptorDone.withLock({ $0 }) { usleep(1000) }
-        let clients = held.withLock { $0 }
-        for fd in clients { shutdown(fd, Int32(SHUT_RDWR)) }
-        usleep(100_000)  // the serving threads poll every 50 ms and see `stopped`
-        for fd in clients { close(fd) }
-        close(listener)
-    }
+    /// Stops accepting and ends every connection.
+    func stop() { server.stop() }
 
-    deinit {
-        if !stopped.load(ordering: .relaxed) { stop() }
-    }
+    deinit { server.stop() }
 }
