@@ -32,6 +32,16 @@ struct RemoteHTTPFaultTierTests {
             secret: try Self.httpStore(cache).secret)
     }
 
+    /// A cache over `root` whose remote tier is `server` over HTTP (a 120 s stall limit unless given).
+    private static func cache(
+        _ root: TemporaryDirectory, on server: FaultyHTTPServer, timeout: Duration = .seconds(120),
+        breakerCooldown: Duration = .seconds(5)
+    ) throws -> YCache {
+        let remote = try YCache.Remote.http(
+            server.url, options: .init(operationTimeout: timeout, breakerCooldown: breakerCooldown))
+        return YCache(storageDirectory: root.url, remote: remote)
+    }
+
     /// The names in `root/tmp` (staging files), empty when the folder is missing.
     private static func staging(_ root: URL) -> [String] {
         (try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("tmp").path)) ?? []
@@ -45,9 +55,7 @@ struct RemoteHTTPFaultTierTests {
         defer { server.stop() }
         let host = TemporaryDirectory("http-closed")
         // A cooldown no test outlives: every call after the failure is bypassed.
-        let remote = try YCache.Remote.http(
-            server.url, options: .init(operationTimeout: .seconds(30), breakerCooldown: .seconds(600)))
-        let cache = YCache(storageDirectory: host.url, remote: remote)
+        let cache = try Self.cache(host, on: server, timeout: .seconds(30), breakerCooldown: .seconds(600))
         let key = CacheKey(namespace: "closed", identity: "k-\(size)")
         let remoteValue = payload(size, seed: 9)
         server.change(to: .closeMidBody(try envelope(remoteValue, for: key, in: cache)))
@@ -82,9 +90,7 @@ struct RemoteHTTPFaultTierTests {
         let server = try FaultyHTTPServer(.status(404))
         defer { server.stop() }
         let host = TemporaryDirectory("http-probe")
-        let remote = try YCache.Remote.http(
-            server.url, options: .init(operationTimeout: .seconds(30), breakerCooldown: .milliseconds(100)))
-        let cache = YCache(storageDirectory: host.url, remote: remote)
+        let cache = try Self.cache(host, on: server, timeout: .seconds(30), breakerCooldown: .milliseconds(100))
         let (broken, healed) = (
             CacheKey(namespace: "probe", identity: "a"), CacheKey(namespace: "probe", identity: "b")
         )
@@ -118,8 +124,7 @@ struct RemoteHTTPFaultTierTests {
         _ root: TemporaryDirectory, key: CacheKey, options: YCache.Options = YCache.Options(),
         server: FaultyHTTPServer, hold: FaultyHTTPServer.HeldBody
     ) async throws -> (YCache, Task<YCache.Resolved<Data>, any Error>, Data) {
-        let remote = try YCache.Remote.http(server.url, options: .init(operationTimeout: .seconds(120)))
-        let cache = YCache(storageDirectory: root.url, remote: remote)
+        let cache = try Self.cache(root, on: server)
         let value = payload(3 << 20, seed: 6)
         server.change(to: .holdMidBody(try envelope(value, for: key, in: cache), hold))
         let codec = codec
