@@ -172,12 +172,14 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
         }
         if let skip = skipReason(payloadCount: file.byteCount, expiresAt: expiresAt) { return .skipped(skip) }
         let secret = configuration.secret
-        return await put(identity) {
+        let outcome = await put(identity) {
             .stream(
                 HTTPEnvelopeStream(
                     payload: .file(file), identity: identity.digest, createdAt: createdAt, expiresAt: expiresAt,
                     secret: secret))
         }
+        if outcome == .stored { statistics.add(.storesFromFile) }
+        return outcome
     }
 
     /// Deletes `identity`'s value. True when one was deleted.

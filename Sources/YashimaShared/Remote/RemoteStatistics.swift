@@ -1,5 +1,6 @@
-// RemoteStatistics.swift: the remote tier's counters (shared by every backend): hits, misses, stores,
-// rejected values, errors, timeouts, bypassed calls, failed writes, lease waits and takeovers. For
+// RemoteStatistics.swift: the remote tier's counters (shared by every backend): hits, misses, stores
+// (and those streamed from a local entry file), rejected values, errors, timeouts, bypassed calls, failed
+// writes, lease waits and takeovers. For
 // observation, never for control. A mutex over an array: an uncontended lock costs about what an atomic does, and
 // `Atomic` cannot be stored in an array.
 
@@ -36,6 +37,9 @@ final class RemoteStatistics: Sendable {
         case leaseTakeovers
         /// Leases found lost on renewal (expired, evicted, or taken by another holder).
         case leasesLost
+        /// Values stored with their payload streamed from a local entry file, not from memory (a subset
+        /// of `puts`; HTTP only).
+        case storesFromFile
     }
 
     /// A copy of every counter.

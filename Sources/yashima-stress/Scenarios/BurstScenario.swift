@@ -75,24 +75,7 @@ enum BurstScenario: Scenario {
         for label in counts.keys where expectedLabels[label] == nil { run.fail("unexpected generation of \(label)") }
 
         // Every worker got every key, and the same, correct bytes.
-        let finished = fleet.workers.compactMap(\.result)
-        var digestsByKey: [String: Set<String>] = [:]
-        for result in finished {
-            let digests = result.lists["digests"] ?? []
-            run.expect(digests.count == rounds * keys, "a worker reported \(digests.count) of \(rounds * keys) keys")
-            for entry in digests {
-                let parts = entry.split(separator: "=")
-                if parts.count == 2 { digestsByKey[String(parts[0]), default: []].insert(String(parts[1])) }
-            }
-        }
-        for round in 0..<rounds {
-            for index in 0..<keys {
-                let key = key(round: round, index: index)
-                let right = Digest.hex(run.expected.digest(key) ?? 0)
-                let got = digestsByKey["\(round)/\(index)"] ?? []
-                run.expect(got == [right], "\(StressKey.label(key)): workers got \(got.count) different values")
-            }
-        }
+        run.expectRightDigests(of: fleet, rounds: rounds, keys: keys) { key(round: $0, index: $1) }
 
         // The directory holds every key, correct.
         let check = await run.verifyStorage()

@@ -96,23 +96,7 @@ enum HostsScenario: Scenario {
         run.expect(
             wrongCounts.isEmpty,
             "keys not generated once across hosts: " + wrongCounts.prefix(8).joined(separator: ", "))
-        var digestsByKey: [String: Set<String>] = [:]
-        for result in fleet.workers.compactMap(\.result) {
-            let digests = result.lists["digests"] ?? []
-            run.expect(digests.count == rounds * keys, "a worker reported \(digests.count) of \(rounds * keys) keys")
-            for entry in digests {
-                let parts = entry.split(separator: "=")
-                if parts.count == 2 { digestsByKey[String(parts[0]), default: []].insert(String(parts[1])) }
-            }
-        }
-        for round in 0..<rounds {
-            for index in 0..<keys {
-                let key = key(round: round, index: index)
-                let right = Digest.hex(run.expected.digest(key) ?? 0)
-                let got = digestsByKey["\(round)/\(index)"] ?? []
-                run.expect(got == [right], "\(StressKey.label(key)): workers got \(got.count) different values")
-            }
-        }
+        run.expectRightDigests(of: fleet, rounds: rounds, keys: keys) { key(round: $0, index: $1) }
         let seen = counts.values.reduce(0, +)
         run.note(
             "\(rounds) rounds × \(keys) keys requested by \(max(run.workerCount, hosts)) workers on \(hosts) hosts at "

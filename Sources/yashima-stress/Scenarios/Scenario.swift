@@ -1,6 +1,7 @@
 // What a scenario is (a worker side and an orchestrator side that judges), the list of scenarios, the
 // plan file the orchestrator hands its workers, and `ScenarioRun`: one scenario's directories, phases,
-// failures and the shared judging steps (ledger counts, re-reading the directory with a fresh YCache).
+// failures and the shared judging steps (ledger counts, re-reading the directory with a fresh YCache,
+// the digests workers got in each round).
 
 import Foundation
 import Glibc
@@ -351,6 +352,29 @@ final class ScenarioRun {
     func require(_ check: StorageCheck, _ what: String) {
         for problem in check.problems.prefix(6) { fail("\(what): \(problem)") }
         if check.problems.count > 6 { fail("\(what): \(check.problems.count - 6) more problems") }
+    }
+
+    /// The verdict on what the workers of `fleet` received in a round-based scenario (burst, hosts): each
+    /// worker listed one digest per key of every round (`digests`: `<round>/<index>=<hex>`), and every key's
+    /// workers all got the one value `key(round, index)` must have.
+    func expectRightDigests(of fleet: Fleet, rounds: Int, keys: Int, key: (_ round: Int, _ index: Int) -> CacheKey) {
+        var digestsByKey: [String: Set<String>] = [:]
+        for result in fleet.workers.compactMap(\.result) {
+            let digests = result.lists["digests"] ?? []
+            expect(digests.count == rounds * keys, "a worker reported \(digests.count) of \(rounds * keys) keys")
+            for entry in digests {
+                let parts = entry.split(separator: "=")
+                if parts.count == 2 { digestsByKey[String(parts[0]), default: []].insert(String(parts[1])) }
+            }
+        }
+        for round in 0..<rounds {
+            for index in 0..<keys {
+                let key = key(round, index)
+                let right = Digest.hex(expected.digest(key) ?? 0)
+                let got = digestsByKey["\(round)/\(index)"] ?? []
+                expect(got == [right], "\(StressKey.label(key)): workers got \(got.count) different values")
+            }
+        }
     }
 }
 

@@ -3,7 +3,9 @@
 // `.remote` hit on a second host in a child process (the test bundle, running only the child test), whose
 // peak resident memory during the hit stays far below the value's size: the body went into a staging
 // file that became the local entry. Also: a truncated or damaged remote body is a miss (regenerated,
-// no staging file left behind), and values of 1–16 MiB go the same way with Redis leases.
+// no staging file left behind), values of 1–16 MiB go the same way with Redis leases, and a value of
+// the streaming threshold or more is uploaded from its published entry file (counted by the store as
+// `storesFromFile`), a smaller one from memory.
 
 import Foundation
 import Glibc
@@ -86,6 +88,47 @@ struct RemoteHTTPStreamingTests {
                 + "stored=\(again.origin == .storage && again.value.count == Self.size ? 1 : 0) "
                 + "baseline=\(baseline) peak=\(peak)")
         fflush(nil)
+    }
+
+    @Test(
+        "a value of 1 MiB or more is uploaded from its published entry file (generated or stored), a smaller one from memory"
+    )
+    func uploadFromEntryFile() async throws {
+        let server = try await NginxServer.start()
+        let remote = try YCache.Remote.http(server.url(), options: .init(operationTimeout: .seconds(10)))
+        let threshold = HTTPRemoteConfiguration.defaultStreamingThreshold
+        for (index, (size, fromFile)) in [(threshold, true), (3 << 20, true), (threshold - 1, false)].enumerated() {
+            let (one, two) = (TemporaryDirectory("stream-u1"), TemporaryDirectory("stream-u2"))
+            let key = CacheKey(namespace: "stream", identity: "upload-\(size)")
+            let value = payload(size, seed: UInt8(index + 21))
+            let first = YCache(storageDirectory: one.url, remote: remote)
+            let store = try #require(first.engine.remote?.values as? HTTPRemoteStore)
+            #expect(store.fileStreamingThreshold == threshold)
+            _ = try await first.value(for: key, codec: codec) { value }
+            #expect(first.statistics.remotePuts == 1, "\(size)")
+            #expect(store.statistics.snapshot[.storesFromFile] == (fromFile ? 1 : 0), "\(size)")
+            // nginx received the whole envelope, and another host reads it back byte for byte.
+            let identity = EntryIdentity(key: key, codecIdentifier: codec.identifier)
+            let stored = try FileManager.default.attributesOfItem(atPath: server.file(of: store.url(for: identity)))
+            #expect(
+                (stored[.size] as? Int) == RemoteEnvelope.sealedSize(payloadCount: size, signed: store.secret != nil),
+                "\(size)")
+            let fetched = try await YCache(storageDirectory: two.url, remote: remote).resolve(for: key, codec: codec) {
+                Data()
+            }
+            #expect(fetched.origin == .remote && fetched.value == value, "\(size)")
+            // An explicit store of a large value goes from its entry file too.
+            let replacement = payload(size, seed: UInt8(index + 31))
+            try await first.store(replacement, for: key, codec: codec)
+            #expect(first.statistics.remotePuts == 2, "\(size)")
+            #expect(store.statistics.snapshot[.storesFromFile] == (fromFile ? 2 : 0), "\(size)")
+            let third = TemporaryDirectory("stream-u3")
+            let refetched = try await YCache(storageDirectory: third.url, remote: remote).resolve(
+                for: key, codec: codec
+            ) { Data() }
+            #expect(refetched.origin == .remote && refetched.value == replacement, "\(size)")
+        }
+        await server.stop()
     }
 
     @Test("a truncated or damaged remote body is a miss: regenerated, no staging file left")

@@ -5,7 +5,6 @@
 
 import Foundation
 import Glibc
-import Synchronization
 import Testing
 
 @testable import YashimaShared
@@ -40,45 +39,29 @@ struct RemoteHTTPTierTests {
         try ChildProcess(["worker", "get", "--directory", host.path] + remote + extra)
     }
 
-    /// Each worker's result lines (key, origin, shared, remote errors and lease counts), for failure messages.
-    private static let results = Mutex<[String]>([])
+    /// A stampede round (HostsRound): `perHost` workers on each of `hosts` hosts miss `keys` keys together.
+    private func stampede(remote: [String], hosts: Int, perHost: Int, keys: Int) async throws -> HostsRound {
+        try await HostsRound.run(label: "http-host", hosts: hosts, perHost: perHost, keys: keys) { host, ledger in
+            try worker(
+                host, remote, ["--key", "k", "--count", "\(keys)", "--generate-ms", "200", "--ledger", ledger, "--go"])
+        }
+    }
 
-    private func stampede(remote: [String], hosts: Int, perHost: Int, keys: Int) async throws -> (Int, [String]) {
-        Self.results.withLock { $0 = [] }
-        let directories = (0..<hosts).map { TemporaryDirectory("http-host-\($0)") }
-        let ledger = directories[0].path + ".ledger"
-        defer { unlink(ledger) }
-        var children: [ChildProcess] = []
-        for host in directories {
-            for _ in 0..<perHost {
-                children.append(
-                    try worker(
-                        host, remote,
-                        ["--key", "k", "--count", "\(keys)", "--generate-ms", "200", "--ledger", ledger, "--go"]))
-            }
-        }
-        #expect(await startTogether(children))
-        var correct = 0
-        for child in children {
-            for _ in 0..<keys {
-                guard let line = await child.json(timeout: 120) else { continue }
-                if line["correct"] as? Bool == true { correct += 1 }
-                let summary = ["key", "origin", "shared", "remoteErrors", "remoteLeaseWaits", "remoteLeaseTakeovers"]
-                    .map { "\($0)=\(line[$0] ?? "-")" }.joined(separator: " ")
-                Self.results.withLock { $0.append("pid \(line["pid"] ?? "?"): \(summary)") }
-            }
-            #expect(await child.exitStatus(timeout: 120) == 0)
-        }
-        return (correct, Ledger(path: ledger).lines())
+    /// Each worker's result lines (key, origin, shared, remote errors and lease counts), for failure messages.
+    private static func summary(_ round: HostsRound) -> String {
+        round.results.map { line in
+            let fields = ["key", "origin", "shared", "remoteErrors", "remoteLeaseWaits", "remoteLeaseTakeovers"]
+                .map { "\($0)=\(line[$0] ?? "-")" }.joined(separator: " ")
+            return "pid \(line["pid"] ?? "?"): \(fields)"
+        }.joined(separator: "\n")
     }
 
     @Test("HTTP alone: hosts missing together generate at most once per host, every value right")
     func httpAlonePerHost() async throws {
         let server = try await NginxServer.start()
-        let (correct, generations) = try await stampede(
-            remote: ["--remote", server.url()], hosts: 2, perHost: 3, keys: 3)
-        #expect(correct == 2 * 3 * 3)
-        #expect(generations.count >= 3 && generations.count <= 2 * 3, "\(generations)")
+        let round = try await stampede(remote: ["--remote", server.url()], hosts: 2, perHost: 3, keys: 3)
+        #expect(round.correctCount == 2 * 3 * 3)
+        #expect(round.generations.count >= 3 && round.generations.count <= 2 * 3, "\(round.generations)")
         await server.stop()
     }
 
@@ -86,10 +69,10 @@ struct RemoteHTTPTierTests {
     func httpWithRedisLeases() async throws {
         let server = try await NginxServer.start()
         let redis = try await RedisServer.start()
-        let (correct, generations) = try await stampede(
+        let round = try await stampede(
             remote: ["--remote", server.url(), "--remote-leases", redis.url], hosts: 3, perHost: 2, keys: 4)
-        #expect(correct == 3 * 2 * 4)
-        #expect(generations.count == 4, "\(generations)\n\(Self.results.withLock { $0.joined(separator: "\n") })")
+        #expect(round.correctCount == 3 * 2 * 4)
+        #expect(round.generations.count == 4, "\(round.generations)\n\(Self.summary(round))")
         await redis.stop()
         await server.stop()
     }

@@ -32,33 +32,19 @@ struct RemoteHostsTests {
     @Test("three hosts × four processes miss the same keys together: one generation per key in total")
     func threeHostsFourProcesses() async throws {
         let server = try await RedisServer.start()
-        let hosts = (0..<3).map { TemporaryDirectory("host-\($0)") }
-        let ledger = hosts[0].path + ".ledger"
-        defer { unlink(ledger) }
         let keys = 6
-        var children: [ChildProcess] = []
-        for host in hosts {
-            for _ in 0..<4 {
-                children.append(
-                    try worker(
-                        host, server,
-                        [
-                            "--key", "stampede", "--count", "\(keys)", "--generate-ms", "200", "--size", "20000",
-                            "--ledger", ledger, "--go",
-                        ]))
-            }
+        let round = try await HostsRound.run(label: "host", hosts: 3, perHost: 4, keys: keys) { host, ledger in
+            try worker(
+                host, server,
+                [
+                    "--key", "stampede", "--count", "\(keys)", "--generate-ms", "200", "--size", "20000",
+                    "--ledger", ledger, "--go",
+                ])
         }
-        #expect(await startTogether(children))
-        var all: [[String: Any]] = []
-        for child in children {
-            let lines = await results(child, count: keys)
-            #expect(lines.count == keys, "a worker did not finish")
-            all += lines
-            #expect(await child.exitStatus(timeout: 120) == 0)
-        }
+        let all = round.results
         #expect(all.count == keys * 12)
         #expect(all.allSatisfy { $0["correct"] as? Bool == true })
-        let generations = Ledger(path: ledger).lines()
+        let generations = round.generations
         #expect(generations.count == keys, "generations: \(generations)")
         #expect(Set(generations.map { $0.split(separator: " ")[0] }).count == keys)  // one per key
         let origins = all.map { $0["origin"] as? String ?? "?" }

@@ -1,7 +1,8 @@
 // A tiny HTTP/1.1 server on loopback that fails on purpose, for faults nginx cannot stage: it answers
-// every request with one status (a 500, say, on a kept-alive connection), resets the connection in the
-// middle of a body, stalls in the middle of a body, never answers, closes without answering, or
-// trickles a body a byte at a time. A thread accepts; each connection is served on another thread.
+// every request with one status (a 500, say, on a kept-alive connection), resets or closes the
+// connection in the middle of a body, stalls in the middle of a body, holds a body halfway until the
+// test releases it, never answers, closes without answering, or trickles a body a byte at a time (or
+// answers a plain 200 with a body, a server that recovered). A thread accepts; each connection is served on another thread.
 // Counts requests, so a test can tell that bypassed calls never reached it.
 
 import Foundation
@@ -15,6 +16,13 @@ final class FaultyHTTPServer: Sendable {
         case status(Int)
         /// Answers 200 with `body`'s length, sends its first half, then resets the connection.
         case resetMidBody([UInt8])
+        /// Answers 200 with `body`'s length, sends its first half, then closes the connection (a FIN).
+        case closeMidBody([UInt8])
+        /// Answers 200 with `body`'s length, sends its first half, opens `hold.reached`, waits for
+        /// `hold.release()`, sends the rest and keeps the connection.
+        case holdMidBody([UInt8], HeldBody)
+        /// Answers 200 with `body`, keeping the connection.
+        case body([UInt8])
         /// Answers 200 with `body`'s length, sends its first half, then nothing (holds the connection).
         case stallMidBody([UInt8])
         /// Reads requests and never answers.
@@ -25,37 +33,30 @@ final class FaultyHTTPServer: Sendable {
         case trickle([UInt8])
     }
 
-    let port: Int
-    private let listener: Int32
+    /// The signals of a `.holdMidBody` reply: the test waits for `reached`, then calls `release()`.
+    final class HeldBody: Sendable {
+        /// Opened once the first half of a body was sent.
+        let reached = Gate()
+        private let released = Atomic<Bool>(false)
+
+        /// Lets the server send the rest of the body.
+        func release() { released.store(true, ordering: .releasing) }
+
+        var isReleased: Bool { released.load(ordering: .acquiring) }
+    }
+
+    private let server: LoopbackServer
     private let behaviour: Mutex<Behaviour>
-    private let stopped = Atomic<Bool>(false)
     private let requests = Atomic<Int>(0)
-    private let held = Mutex<[Int32]>([])
-    private let acceptorDone = Mutex<Bool>(false)
 
     init(_ behaviour: Behaviour) throws {
         self.behaviour = Mutex(behaviour)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw RedisFixtureError(description: "socket failed") }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(fd, pointer, length) == 0 && listen(fd, 64) == 0 && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard bound else {
-            close(fd)
-            throw RedisFixtureError(description: "bind failed")
-        }
-        listener = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
-        Thread { [self] in acceptLoop() }.start()
+        server = try LoopbackServer(backlog: 64)
+        server.start { [self] client in serve(client) }
     }
+
+    /// The port on 127.0.0.1.
+    var port: Int { server.port }
 
     /// A URL with a path prefix on this server.
     var url: String { "http://127.0.0.1:\(port)/cache" }
@@ -66,23 +67,11 @@ final class FaultyHTTPServer: Sendable {
     /// Requests read so far.
     var requestCount: Int { requests.load(ordering: .relaxed) }
 
-    private func acceptLoop() {
-        while !stopped.load(ordering: .relaxed) {
-            var entry = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
-            guard poll(&entry, 1, 50) > 0 else { continue }
-            let client = accept(listener, nil, nil)
-            guard client >= 0 else { continue }
-            held.withLock { $0.append(client) }
-            Thread { [self] in serve(client) }.start()
-        }
-        acceptorDone.withLock { $0 = true }
-    }
-
     /// Reads one request (head and body) into `pending`; false when the connection ended or we stop.
     private func readRequest(_ client: Int32, _ pending: inout [UInt8]) -> Bool {
         func fill() -> Bool {
             var buffer = [UInt8](repeating: 0, count: 65536)
-            while !stopped.load(ordering: .relaxed) {
+            while !server.isStopped {
                 var entry = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
                 guard poll(&entry, 1, 50) > 0 else { continue }
                 let count = recv(client, &buffer, buffer.count, 0)
@@ -132,6 +121,22 @@ final class FaultyHTTPServer: Sendable {
             case .status(let status):
                 send(client, "HTTP/1.1 \(status) Fault\r\nContent-Length: 5\r\n\r\nfault")
                 continue
+            case .body(let body):
+                send(client, head(body))
+                send(client, body)
+                continue
+            case .holdMidBody(let body, let hold):
+                send(client, head(body))
+                send(client, body.prefix(body.count / 2))
+                hold.reached.open()
+                // Waits for the test's explicit signal (polled: this is a plain thread, not a task).
+                while !hold.isReleased && !server.isStopped { usleep(2_000) }
+                send(client, body.dropFirst(body.count / 2))
+                continue
+            case .closeMidBody(let body):
+                send(client, head(body))
+                send(client, body.prefix(body.count / 2))
+                closeNow(client)
             case .resetMidBody(let body):
                 send(client, head(body))
                 send(client, body.prefix(body.count / 2))
@@ -142,14 +147,14 @@ final class FaultyHTTPServer: Sendable {
             case .stallMidBody(let body):
                 send(client, head(body))
                 send(client, body.prefix(body.count / 2))
-                while !stopped.load(ordering: .relaxed) { usleep(20_000) }
+                while !server.isStopped { usleep(20_000) }
             case .hang:
-                while !stopped.load(ordering: .relaxed) { usleep(20_000) }
+                while !server.isStopped { usleep(20_000) }
             case .closeWithoutAnswer:
                 closeNow(client)
             case .trickle(let body):
                 send(client, head(body))
-                for byte in body where !stopped.load(ordering: .relaxed) {
+                for byte in body where !server.isStopped {
                     send(client, [byte])
                     usleep(50_000)
                 }
@@ -158,25 +163,11 @@ final class FaultyHTTPServer: Sendable {
         }
     }
 
-    /// Closes `client` at once (and forgets it, so `stop` does not close a reused descriptor number).
-    private func closeNow(_ client: Int32) {
-        held.withLock { fds in
-            fds.removeAll { $0 == client }
-            close(client)
-        }
-    }
+    /// Closes `client` at once (see LoopbackServer.closeNow).
+    private func closeNow(_ client: Int32) { server.closeNow(client) }
 
-    func stop() {
-        stopped.store(true, ordering: .relaxed)
-        while !acceptorDone.withLock({ $0 }) { usleep(1000) }
-        let clients = held.withLock { $0 }
-        for fd in clients { shutdown(fd, Int32(SHUT_RDWR)) }
-        usleep(100_000)  // the serving threads poll every 50 ms and see `stopped`
-        for fd in clients { close(fd) }
-        close(listener)
-    }
+    /// Stops accepting and ends every connection.
+    func stop() { server.stop() }
 
-    deinit {
-        if !stopped.load(ordering: .relaxed) { stop() }
-    }
+    deinit { server.stop() }
 }

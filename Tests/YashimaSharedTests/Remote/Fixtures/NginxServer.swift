@@ -1,7 +1,7 @@
 // A real nginx per test (Debian's `nginx` package): a configuration written into a fresh /tmp folder
 // (`daemon off`, `master_process off`, pid file, logs and body temp files in that folder, one server
 // on 127.0.0.1 and a free port), started as a child, ready once it accepts connections, stopped with
-// SIGTERM then SIGKILL. Locations:
+// SIGTERM then SIGKILL (the process, the folder and the port retry are ServerProcess.swift's). Locations:
 //
 //     /cache/   WebDAV PUT and DELETE, create_full_put_path, client_max_body_size 300m (the README's)
 //     /auth/    the same behind basic authentication (an htpasswd file with a {PLAIN} password)
@@ -26,18 +26,11 @@ import Testing
 enum NginxAvailability {
     /// The nginx executable, if installed (`YASHIMA_NGINX` names another one; a path that does not exist
     /// plays a machine without nginx).
-    static let path: String? = {
-        if let chosen = ProcessInfo.processInfo.environment["YASHIMA_NGINX"] {
-            return FileManager.default.isExecutableFile(atPath: chosen) ? chosen : nil
-        }
-        let candidates =
-            ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/bin/nginx"]
-            + (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map { "\($0)/nginx" }
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
-    }()
+    static let path = serverExecutable(
+        "nginx", named: "YASHIMA_NGINX", candidates: ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/bin/nginx"])
 
     /// True when CI requires nginx (a missing server then fails instead of skipping).
-    static var required: Bool { ProcessInfo.processInfo.environment["YASHIMA_REQUIRE_NGINX"] == "1" }
+    static var required: Bool { serverRequired(by: "YASHIMA_REQUIRE_NGINX") }
 
     /// Whether nginx suites run: always when required (and then fail without a server).
     static var enabled: Bool { path != nil || required }
@@ -68,7 +61,7 @@ final class NginxServer: Sendable {
     let port: Int
     /// The TLS port on 127.0.0.1 (0 without TLS).
     let tlsPort: Int
-    private let running = Mutex<(process: Process, exit: ProcessExit)?>(nil)
+    private let process = ServerProcess()
 
     private init(directory: String, port: Int, tlsPort: Int) {
         self.directory = directory
@@ -93,27 +86,20 @@ final class NginxServer: Sendable {
         guard let executable = NginxAvailability.path else {
             throw RedisFixtureError(description: "nginx not found and YASHIMA_REQUIRE_NGINX=1")
         }
-        var template = Array("/tmp/ysn-XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw RedisFixtureError(description: "mkdtemp failed") }
-        let directory = String(cString: made)
+        let directory = try makeServerFolder("/tmp/ysn-XXXXXX")
         for folder in ["www/cache", "www/auth", "www/token", "www/small", "www/static", "body"] {
             try FileManager.default.createDirectory(
                 atPath: "\(directory)/\(folder)", withIntermediateDirectories: true)
         }
         try "\(user):{PLAIN}\(password)\n".write(toFile: "\(directory)/htpasswd", atomically: true, encoding: .utf8)
         if tls { try makeCertificate(in: directory) }
-        for attempt in 0..<5 {
+        return try await startRetryingTakenPorts {
             let server = NginxServer(
                 directory: directory, port: RedisServer.freePort(), tlsPort: tls ? RedisServer.freePort() : 0)
             try server.configuration.write(toFile: "\(directory)/nginx.conf", atomically: true, encoding: .utf8)
-            do {
-                try await server.launch(executable)
-                return server
-            } catch  where attempt < 4 {
-                continue  // another process took the port between our probe and nginx's bind
-            }
+            try await server.launch(executable)
+            return server
         }
-        throw RedisFixtureError(description: "nginx did not start")
     }
 
     /// A self-signed P-256 certificate for 127.0.0.1, valid for a day.
@@ -184,74 +170,31 @@ final class NginxServer: Sendable {
     }
 
     private func launch(_ executable: String) async throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["-p", directory + "/", "-c", "\(directory)/nginx.conf", "-e", "\(directory)/error.log"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        let exit = ProcessExit(process)
-        // Spawned from a thread that blocks no signal (the pool's threads block SIGTERM, and a child
-        // inherits the mask): see RedisServer.restart.
-        try await offPool {
-            var empty = sigset_t()
-            sigemptyset(&empty)
-            pthread_sigmask(SIG_SETMASK, &empty, nil)
-            try process.run()
-        }
-        running.withLock { $0 = (process, exit) }
+        let exit = try await process.launch(
+            executable, ["-p", directory + "/", "-c", "\(directory)/nginx.conf", "-e", "\(directory)/error.log"])
         let (port, tlsPort) = (port, tlsPort)
-        let ready = await offPool { () -> Bool in
-            let limit = RemoteDeadline.after(.seconds(10))
-            while !limit.hasPassed && !exit.hasExited {
-                if NginxServer.accepts(port) && (tlsPort == 0 || NginxServer.accepts(tlsPort)) { return true }
-                usleep(5_000)
-            }
-            return false
+        let ready = await process.waitUntilReady(exit, every: 5_000) {
+            NginxServer.accepts(port) && (tlsPort == 0 || NginxServer.accepts(tlsPort))
         }
         guard ready else {
-            await terminate()
+            await process.terminate()
             throw RedisFixtureError(description: "nginx not ready: \(errorLog.suffix(500))")
         }
     }
 
     /// True when something accepts TCP connections on 127.0.0.1:`port`.
     static func accepts(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
+        loopbackSocket(port: port, { connect($0, $1, $2) }, flags: Int32(SOCK_CLOEXEC.rawValue))
     }
 
-    /// Stops nginx and removes the folder.
+    /// Stops nginx (SIGTERM, up to 3 s, then SIGKILL) and removes the folder.
     func stop() async {
-        await terminate()
+        await process.terminate()
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    /// SIGTERM (nginx's fast shutdown), up to 3 s, then SIGKILL.
-    private func terminate() async {
-        guard let current = running.withLock({ $0 }) else { return }
-        kill(current.process.processIdentifier, SIGTERM)
-        if !(await current.exit.wait(within: 3)) {
-            kill(current.process.processIdentifier, SIGKILL)
-            await current.exit.wait()
-        }
-        running.withLock { $0 = nil }
-    }
-
     deinit {
-        if let current = running.withLock({ $0 }) {
-            kill(current.process.processIdentifier, SIGKILL)
-            current.process.waitUntilExit()
-        }
+        process.killNow()
         try? FileManager.default.removeItem(atPath: directory)
     }
 }

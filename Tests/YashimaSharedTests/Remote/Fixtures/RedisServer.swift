@@ -1,6 +1,6 @@
 // A real redis-server per test: started on a Unix socket in a fresh /tmp folder (or a free TCP port on
 // loopback), `--save "" --appendonly no`, ready once it answers PING, stopped with SIGTERM then
-// SIGKILL. Tests can SIGKILL, SIGSTOP/SIGCONT and restart it (empty). Never the system's instance on
+// SIGKILL (the process, the folder and the port retry are ServerProcess.swift's). Tests can SIGKILL, SIGSTOP/SIGCONT and restart it (empty). Never the system's instance on
 // 6379: every server gets its own socket or a port found free. When redis-server is missing the
 // suites skip, unless YASHIMA_REQUIRE_REDIS=1 (CI), where starting one fails the test.
 
@@ -14,18 +14,12 @@ import Testing
 enum RedisAvailability {
     /// The redis-server executable, if installed (`YASHIMA_REDIS_SERVER` names another one; a path that
     /// does not exist plays a machine without Redis).
-    static let serverPath: String? = {
-        if let chosen = ProcessInfo.processInfo.environment["YASHIMA_REDIS_SERVER"] {
-            return FileManager.default.isExecutableFile(atPath: chosen) ? chosen : nil
-        }
-        let candidates =
-            ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
-            + (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map { "\($0)/redis-server" }
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
-    }()
+    static let serverPath = serverExecutable(
+        "redis-server", named: "YASHIMA_REDIS_SERVER",
+        candidates: ["/usr/bin/redis-server", "/usr/local/bin/redis-server"])
 
     /// True when CI requires Redis (a missing server then fails instead of skipping).
-    static var required: Bool { ProcessInfo.processInfo.environment["YASHIMA_REQUIRE_REDIS"] == "1" }
+    static var required: Bool { serverRequired(by: "YASHIMA_REQUIRE_REDIS") }
 
     /// Whether Redis suites run: always when required (and then fail without a server).
     static var enabled: Bool { serverPath != nil || required }
@@ -53,7 +47,7 @@ final class RedisServer: Sendable {
     /// `--requirepass`, if any.
     let password: String?
     private let arguments: [String]
-    private let running = Mutex<(process: Process, exit: ProcessExit)?>(nil)
+    private let process = ServerProcess()
 
     private init(directory: String, address: RemoteAddress, password: String?, arguments: [String]) {
         self.directory = directory
@@ -75,10 +69,9 @@ final class RedisServer: Sendable {
         guard RedisAvailability.serverPath != nil else {
             throw RedisFixtureError(description: "redis-server not found and YASHIMA_REQUIRE_REDIS=1")
         }
-        var template = Array("/tmp/ysr-XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw RedisFixtureError(description: "mkdtemp failed") }
-        let directory = String(cString: made)
-        for attempt in 0..<5 {
+        let directory = try makeServerFolder("/tmp/ysr-XXXXXX")
+        // Another process may take a probed port before the server binds it (only then is it retried).
+        return try await startRetryingTakenPorts(retrying: tcp && port == nil) {
             let address: RemoteAddress
             var arguments = [
                 "--save", "", "--appendonly", "no", "--dir", directory, "--logfile", "\(directory)/redis.log",
@@ -94,14 +87,9 @@ final class RedisServer: Sendable {
             if let password { arguments += ["--requirepass", password] }
             let server = RedisServer(
                 directory: directory, address: address, password: password, arguments: arguments + extraArguments)
-            do {
-                try await server.restart()
-                return server
-            } catch  where tcp && port == nil && attempt < 4 {
-                continue  // another process took the port between our probe and the server's bind
-            }
+            try await server.restart()
+            return server
         }
-        throw RedisFixtureError(description: "redis-server did not start")
     }
 
     /// A URL for this server (no credentials).
@@ -126,7 +114,7 @@ final class RedisServer: Sendable {
         return 0
     }
 
-    var processID: Int32 { running.withLock { $0?.process.processIdentifier ?? 0 } }
+    var processID: Int32 { process.processID }
 
     /// Sends `signal` to the server.
     func signal(_ signal: Int32) {
@@ -135,12 +123,7 @@ final class RedisServer: Sendable {
     }
 
     /// SIGKILL, then waits for the exit.
-    func kill() async {
-        guard let current = running.withLock({ $0 }) else { return }
-        Glibc.kill(current.process.processIdentifier, SIGKILL)
-        await current.exit.wait()
-        running.withLock { $0 = nil }
-    }
+    func kill() async { await process.kill() }
 
     /// SIGSTOP: the server hangs (connections stay open, nothing is answered).
     func pause() { signal(SIGSTOP) }
@@ -151,39 +134,15 @@ final class RedisServer: Sendable {
     /// Starts the server again (killing it first if running): empty, same socket or port.
     func restart() async throws {
         await kill()
-        let process = Process()
         guard let executable = RedisAvailability.serverPath else {
             throw RedisFixtureError(description: "redis-server not found")
         }
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        let exit = ProcessExit(process)
-        // A child inherits the spawning thread's blocked-signal mask, and the pool's threads block
-        // SIGTERM: spawned from one, redis-server would ignore SIGTERM. Spawn from a thread that blocks
-        // nothing.
-        try await offPool {
-            var empty = sigset_t()
-            sigemptyset(&empty)
-            pthread_sigmask(SIG_SETMASK, &empty, nil)
-            try process.run()
-        }
-        running.withLock { $0 = (process, exit) }
+        let exit = try await process.launch(executable, arguments)
         try await waitUntilReady(exit)
     }
 
-    /// SIGTERM, up to 3 s, then SIGKILL.
-    func stop() async {
-        guard let current = running.withLock({ $0 }) else { return }
-        Glibc.kill(current.process.processIdentifier, SIGCONT)
-        Glibc.kill(current.process.processIdentifier, SIGTERM)
-        if !(await current.exit.wait(within: 3)) {
-            Glibc.kill(current.process.processIdentifier, SIGKILL)
-            await current.exit.wait()
-        }
-        running.withLock { $0 = nil }
-    }
+    /// SIGCONT, SIGTERM, up to 3 s, then SIGKILL.
+    func stop() async { await process.terminate() }
 
     /// Runs one command as an administrator (the server's password) on a fresh connection.
     @discardableResult
@@ -209,20 +168,15 @@ final class RedisServer: Sendable {
 
     private func waitUntilReady(_ exit: ProcessExit) async throws {
         let endpoint = endpoint()
-        let ready = await offPool { () -> Bool in
-            let limit = RemoteDeadline.after(.seconds(10))
-            while !limit.hasPassed && !exit.hasExited {
-                if let connection = try? RedisConnection.open(
+        let ready = await process.waitUntilReady(exit, every: 10_000) {
+            guard
+                let connection = try? RedisConnection.open(
                     to: endpoint, limits: .forValues(upTo: 1024), connectTimeout: .milliseconds(200),
                     deadline: .after(.milliseconds(500))),
-                    let reply = try? connection.execute(RESPCommand("PING"), deadline: .after(.milliseconds(500)))
-                {
-                    connection.close()
-                    if reply == .simpleString("PONG") { return true }
-                }
-                usleep(10_000)
-            }
-            return false
+                let reply = try? connection.execute(RESPCommand("PING"), deadline: .after(.milliseconds(500)))
+            else { return false }
+            connection.close()
+            return reply == .simpleString("PONG")
         }
         guard ready else { throw RedisFixtureError(description: "redis-server not ready: \(log.suffix(500))") }
     }
@@ -236,26 +190,10 @@ final class RedisServer: Sendable {
         return Int.random(in: 20000...29999)
     }
 
-    private static func isFree(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
-    }
+    private static func isFree(_ port: Int) -> Bool { loopbackSocket(port: port) { bind($0, $1, $2) } }
 
     deinit {
-        if let current = running.withLock({ $0 }) {
-            Glibc.kill(current.process.processIdentifier, SIGKILL)
-            current.process.waitUntilExit()
-        }
+        process.killNow()
         try? FileManager.default.removeItem(atPath: directory)
     }
 }
