@@ -178,7 +178,7 @@ final class NginxServer: Sendable {
         }
         guard ready else {
             await process.terminate()
-            throw RedisFixtureError(description: "nginx not ready: \(errorLog.suffix(500))")
+            throw RedisFixtureError(description: "nginx not ready (\(exit.statusDescription)): \(errorLog.suffix(500))")
         }
     }
 

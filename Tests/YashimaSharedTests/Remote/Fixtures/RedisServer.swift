@@ -178,7 +178,10 @@ final class RedisServer: Sendable {
             connection.close()
             return reply == .simpleString("PONG")
         }
-        guard ready else { throw RedisFixtureError(description: "redis-server not ready: \(log.suffix(500))") }
+        guard ready else {
+            throw RedisFixtureError(
+                description: "redis-server not ready (\(exit.statusDescription)): \(log.suffix(500))")
+        }
     }
 
     /// A loopback port that is free now (and, with `withBus`, port + 10000 too, for cluster mode).
