@@ -45,7 +45,9 @@ extension CacheEngine {
                 ?? request.codec.memoryCost(of: value, encodedByteCount: entry.payload.count)
             let metadata = request.key.metadata(
                 header: entry.header, codecIdentifier: request.codec.identifier, cost: cost, lastAccessedAt: now)
-            if request.options.writePolicy != .disabled {
+            // A memory that cannot keep this value (L1 disabled, or the value larger than its budget) is
+            // not asked: `insert` would refuse it after the item was built and copied.
+            if request.options.writePolicy != .disabled, memory.mightKeep(cost: cost) {
                 remember(
                     MemoryItem(
                         value: value, cost: cost, metadata: metadata, slots: epochs?.slots, stamp: epochs?.stamp,
