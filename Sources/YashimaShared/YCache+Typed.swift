@@ -19,6 +19,8 @@ extension YCache {
         ///   - generator: Produces the value on a miss.
         /// - Returns: The cached or generated value.
         /// - Throws: The errors of `YCache.value(for:codec:options:_:)`.
+        @_specialize(exported:true,where Codec == DataCodec)
+        @_specialize(exported:true,where Codec == StringCodec)
         public func value(
             for key: CacheKey, options: Options = .default,
             _ generator: @escaping @Sendable () async throws -> Codec.Value
@@ -33,6 +35,8 @@ extension YCache {
         ///   - generator: Produces the value on a miss.
         /// - Returns: The value with its source, metadata and `wasSharedGeneration`.
         /// - Throws: The errors of `YCache.value(for:codec:options:_:)`.
+        @_specialize(exported:true,where Codec == DataCodec)
+        @_specialize(exported:true,where Codec == StringCodec)
         public func resolve(
             for key: CacheKey, options: Options = .default,
             _ generator: @escaping @Sendable () async throws -> Codec.Value
@@ -48,6 +52,8 @@ extension YCache {
         ///   - generator: Produces the value on a miss, or `nil` when there is none.
         /// - Returns: The cached or generated value, or `nil`.
         /// - Throws: The errors of `YCache.optionalValue(for:codec:options:_:)`.
+        @_specialize(exported:true,where Codec == DataCodec)
+        @_specialize(exported:true,where Codec == StringCodec)
         public func optionalValue(
             for key: CacheKey, options: Options = .default,
             _ generator: @escaping @Sendable () async throws -> Codec.Value?
@@ -62,6 +68,8 @@ extension YCache {
         ///   - options: Read-failure policy; write policy and cost of the memory copy.
         /// - Returns: The cached value, or `nil` on a miss.
         /// - Throws: Only under `readFailurePolicy: .throwError`; see `YCache.valueIfCached(for:codec:options:)`.
+        @_specialize(exported:true,where Codec == DataCodec)
+        @_specialize(exported:true,where Codec == StringCodec)
         public func valueIfCached(for key: CacheKey, options: Options = .default) async throws -> Codec.Value? {
             try await cache.valueIfCached(for: key, codec: codec, options: options)
         }

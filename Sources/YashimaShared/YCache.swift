@@ -165,6 +165,8 @@ public final class YCache: Sendable {
     ///   `.insecureStorageDirectory`, `.networkFilesystem`, `.unsupportedLayout`) or the codec's own error
     ///   when it cannot decode a stored entry; under `writeFailurePolicy: .throwError`,
     ///   `YCache.Error.storageFull`, `.ioFailure` or a storage-open error when the value cannot be stored.
+    @_specialize(exported:true,where Codec == DataCodec)
+    @_specialize(exported:true,where Codec == StringCodec)
     public func value<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value
@@ -184,6 +186,8 @@ public final class YCache: Sendable {
     /// - Returns: The value with its `source` (`.memory`, `.storage` or `.generated`), its metadata, and
     ///   `wasSharedGeneration`.
     /// - Throws: The same errors as `value(for:codec:options:_:)`.
+    @_specialize(exported:true,where Codec == DataCodec)
+    @_specialize(exported:true,where Codec == StringCodec)
     public func resolve<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value
@@ -208,6 +212,8 @@ public final class YCache: Sendable {
     ///   with `lookupPolicy: .cacheOnly` (which does not throw `cacheMiss` here).
     /// - Throws: The errors of `value(for:codec:options:_:)`. A `YCache.Error.cacheMiss` the generator
     ///   throws is rethrown (only a `.cacheOnly` miss becomes `nil`), as in Yashima.
+    @_specialize(exported:true,where Codec == DataCodec)
+    @_specialize(exported:true,where Codec == StringCodec)
     public func optionalValue<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value?
@@ -234,6 +240,8 @@ public final class YCache: Sendable {
     ///   value of another type; under `readFailurePolicy: .throwError`, `YCache.Error.corruptEntry`,
     ///   `.ioFailure`, a storage-open error (`.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`), or the codec's own error when it cannot decode.
+    @_specialize(exported:true,where Codec == DataCodec)
+    @_specialize(exported:true,where Codec == StringCodec)
     public func valueIfCached<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default
     ) async throws -> Codec.Value? {

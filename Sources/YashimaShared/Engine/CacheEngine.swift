@@ -107,12 +107,18 @@ final class CacheEngine: Sendable {
     /// Updates this cache's statistics, and adds the change to the directory's shared counters
     /// (SharedState+Counters) when it is open.
     func count(_ update: (inout CacheStatistics) -> Void) {
+        count(state: stateIfOpen, update)
+    }
+
+    /// `count(_:)` for a caller that holds the open storage's context already: its state file is the one
+    /// `stateIfOpen` would return (nil when storage is not open), without taking `opening`'s lock again.
+    func count(state: SharedState?, _ update: (inout CacheStatistics) -> Void) {
         let (before, after) = statistics.withLock { statistics in
             let before = statistics
             update(&statistics)
             return (before, statistics)
         }
-        stateIfOpen?.add(after, since: before)
+        state?.add(after, since: before)
     }
 }
 

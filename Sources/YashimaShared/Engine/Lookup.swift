@@ -40,9 +40,12 @@ extension CacheEngine {
         if options.lookupPolicy == .refresh {
             return try await refresh(request(memoryKey, codec: codec, options: options, generate: generate))
         }
-        if let hit = try memoryTier(memoryKey, codec: codec) { return hit }
+        // One clock read and one storage access for both tiers (a storage hit's fixed cost is small).
+        let now = Syscall.realtimeNanoseconds
+        let opened = storage(for: .read)
+        if let hit = try memoryTier(memoryKey, codec: codec, storage: try? opened.get(), now: now) { return hit }
         let request = request(memoryKey, codec: codec, options: options, generate: generate)
-        if let hit = try storageTier(request) { return hit }
+        if let hit = try storageTier(request, opened: opened, now: now) { return hit }
         if options.lookupPolicy == .cacheOnly { return nil }
         return try await flightTier(request, optional: optional)
     }
@@ -52,8 +55,10 @@ extension CacheEngine {
         -> YCache.Resolved<Codec.Value>?
     {
         let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
-        if let hit = try memoryTier(memoryKey, codec: codec) { return hit }
-        return try storageTier(request(memoryKey, codec: codec, options: options) { nil })
+        let now = Syscall.realtimeNanoseconds
+        let opened = storage(for: .read)
+        if let hit = try memoryTier(memoryKey, codec: codec, storage: try? opened.get(), now: now) { return hit }
+        return try storageTier(request(memoryKey, codec: codec, options: options) { nil }, opened: opened, now: now)
     }
 
     /// Memory and storage again, for a lookup that is about to join or start another flight.
@@ -65,11 +70,14 @@ extension CacheEngine {
     }
 
     /// The storage tier as a lookup asks it: a miss when storage cannot be opened, unless `.throwError`.
-    private func storageTier<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) throws
-        -> YCache.Resolved<Codec.Value>?
-    {
-        let storage = try storage(for: .read).orMiss(under: request.options.readFailurePolicy)
-        return try storageHit(request, in: storage, shared: false)?.resolution
+    /// - Parameters:
+    ///   - opened: What `storage(for: .read)` returned for this lookup (nil: ask it now).
+    ///   - now: The lookup's realtime clock (nil: read it now).
+    private func storageTier<Codec: CacheCodec>(
+        _ request: ProductionRequest<Codec>, opened: Result<StorageContext, YCache.Error>? = nil, now: Int64? = nil
+    ) throws -> YCache.Resolved<Codec.Value>? {
+        let storage = try (opened ?? storage(for: .read)).orMiss(under: request.options.readFailurePolicy)
+        return try storageHit(request, in: storage, shared: false, now: now)?.resolution
     }
 
     // MARK: Flights

@@ -9,11 +9,18 @@ extension CacheEngine {
     func memoryTier<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec) throws(YCache.Error)
         -> YCache.Resolved<Codec.Value>?
     {
-        let now = Syscall.realtimeNanoseconds
-        let storage = try? storage(for: .read).get()
+        try memoryTier(
+            memoryKey, codec: codec, storage: try? storage(for: .read).get(), now: Syscall.realtimeNanoseconds)
+    }
+
+    /// `memoryTier(_:codec:)` with the storage (nil when it cannot be opened) and the realtime clock the
+    /// lookup already has, so a lookup that goes on to storage asks for neither twice.
+    func memoryTier<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec, storage: StorageContext?, now: Int64)
+        throws(YCache.Error) -> YCache.Resolved<Codec.Value>?
+    {
         guard let item = liveMemoryItem(memoryKey, now: now, storage: storage) else { return nil }
         guard let value = item.value as? Codec.Value else { throw .valueTypeMismatch }
-        count { $0.memoryHits += 1 }
+        count(state: storage?.directory.state) { $0.memoryHits += 1 }
         if let path = item.entryPath, let storage {
             // A value served from memory is still in use: keep its file from looking cold to trim, by the
             // touch rule of I11 (nothing is written unless something was published since its last use, or

@@ -13,14 +13,16 @@ extension CacheEngine {
     /// Looks in storage; a hit is decoded, put in memory, and its file touched (I11). A corrupt or expired
     /// entry, or one the codec cannot decode, is removed and is a miss, or throws under `.throwError`: a
     /// `YCache.Error`, or the codec's own error as it threw it.
-    /// - Parameter shared: Whether a hit is another process's generation this lookup waited for.
+    /// - Parameters:
+    ///   - shared: Whether a hit is another process's generation this lookup waited for.
+    ///   - now: The lookup's realtime clock when it has one (nil: read it now).
     func storageHit<Codec: CacheCodec>(
-        _ request: ProductionRequest<Codec>, in storage: StorageContext?, shared: Bool
+        _ request: ProductionRequest<Codec>, in storage: StorageContext?, shared: Bool, now: Int64? = nil
     ) throws -> StorageHit<Codec.Value>? {
         guard let storage else { return nil }
         let epochs = epochs(of: request, in: storage)
         let path = request.expectation.path
-        let now = Syscall.realtimeNanoseconds
+        let now = now ?? Syscall.realtimeNanoseconds
         let read = storage.files.read(
             path, expecting: request.expectation, now: now, useMapping: storage.isLocalFilesystem)
         let strict = request.options.readFailurePolicy == .throwError
@@ -43,14 +45,16 @@ extension CacheEngine {
                 ?? request.codec.memoryCost(of: value, encodedByteCount: entry.payload.count)
             let metadata = request.key.metadata(
                 header: entry.header, codecIdentifier: request.codec.identifier, cost: cost, lastAccessedAt: now)
-            if request.options.writePolicy != .disabled {
+            // A memory that cannot keep this value (L1 disabled, or the value larger than its budget) is
+            // not asked: `insert` would refuse it after the item was built and copied.
+            if request.options.writePolicy != .disabled, memory.mightKeep(cost: cost) {
                 remember(
                     MemoryItem(
                         value: value, cost: cost, metadata: metadata, slots: epochs?.slots, stamp: epochs?.stamp,
                         entryPath: path, entryVersion: EntryVersion(entry.header)),
                     for: request.memoryKey, lastUse: lastUse)
             }
-            count { $0.storageHits += 1 }
+            count(state: storage.directory.state) { $0.storageHits += 1 }
             return StorageHit(
                 resolution: YCache.Resolved(
                     value: value, source: .storage, metadata: metadata, wasSharedGeneration: shared),

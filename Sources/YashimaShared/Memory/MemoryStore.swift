@@ -60,9 +60,20 @@ final class MemoryStore: Sendable {
     private let touches = Mutex<[MemoryKey: Int64]>([:])
     /// The next item's serial.
     private let nextSerial = Atomic<UInt64>(1)
+    /// The LRU's limits (fixed at creation), readable without its lock.
+    private let maximumCost: Int?
+    private let maximumCount: Int?
 
     init(maximumCost: Int?, maximumCount: Int?) {
         lru = Mutex(CostLRU(maximumCost: maximumCost, maximumCount: maximumCount))
+        self.maximumCost = maximumCost
+        self.maximumCount = maximumCount
+    }
+
+    /// Whether `insert` could keep an item of this cost at all: false when its cost alone exceeds the
+    /// budget or no item may be kept (`insert` would return false). Lets a caller skip building the item.
+    func mightKeep(cost: Int) -> Bool {
+        (maximumCost.map { cost <= $0 } ?? true) && maximumCount != 0
     }
 
     /// The item for `key`: a hit when it is not expired and was stored under the current epochs (I10);
@@ -124,7 +135,7 @@ final class MemoryStore: Sendable {
         var item = item
         item.serial = nextSerial.wrappingAdd(1, ordering: .relaxed).oldValue
         return lru.withLock { lru in
-            guard lru.maximumCost.map({ item.cost <= $0 }) ?? true, lru.maximumCount != 0 else { return false }
+            guard mightKeep(cost: item.cost) else { return false }
             lru.insert(item, for: key, cost: item.cost)
             return true
         }

@@ -10,7 +10,10 @@ import Foundation
 import Synchronization
 
 /// What a lookup asks for: the entry's identity, the exact key and codec bytes it must hold.
-struct EntryExpectation: Sendable {
+///
+/// A class (immutable, so `Sendable`): the expectation cache hands one out per lookup, and one retain is
+/// cheaper than copying its arrays, digests and path strings (several retains and releases per hit).
+final class EntryExpectation: Sendable {
     let identity: EntryIdentity
     let keyBytes: [UInt8]
     let codecBytes: [UInt8]

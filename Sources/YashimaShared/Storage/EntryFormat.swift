@@ -229,8 +229,14 @@ enum EntryFormat {
         bytes.storeBytes(of: value.littleEndian, toByteOffset: offset, as: T.self)
     }
 
+    /// The 32 digest bytes at `offset` (the caller checked they are in `bytes`), as four big-endian words:
+    /// four loads instead of a byte loop (every lookup parses a header).
     private static func digest(_ bytes: UnsafeRawBufferPointer, _ offset: Int) -> SHA256Digest {
-        SHA256Digest(bytes: UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + 32)]))!
+        precondition(offset >= 0 && offset + 32 <= bytes.count)
+        func word(_ index: Int) -> UInt64 {
+            UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset + 8 * index, as: UInt64.self))
+        }
+        return SHA256Digest(w0: word(0), w1: word(1), w2: word(2), w3: word(3))
     }
 
     @inline(__always)
