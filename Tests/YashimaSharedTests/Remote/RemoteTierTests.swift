@@ -10,13 +10,15 @@ import Testing
 
 @testable import YashimaShared
 
-/// A remote over `server` with test options (short timeouts, short lease).
+/// A remote over `server` with test options: a short breaker cooldown and lease re-check, and deadlines
+/// far beyond any wait in a test (every suite shares a two-thread pool; under load, worse under ASan, a
+/// continuation can wait seconds for a thread). A test about timeouts sets its own.
 func testRemote(_ server: RedisServer, _ configure: (inout YCache.Remote.Options) -> Void = { _ in }) throws
     -> YCache.Remote
 {
     var options = YCache.Remote.Options(
-        operationTimeout: .milliseconds(500), connectTimeout: .milliseconds(500), breakerCooldown: .milliseconds(100),
-        leaseTimeToLive: .seconds(2), leaseRecheckInterval: .milliseconds(200))
+        operationTimeout: .seconds(60), connectTimeout: .seconds(10), breakerCooldown: .milliseconds(100),
+        leaseTimeToLive: .seconds(600), leaseRecheckInterval: .milliseconds(200))
     configure(&options)
     return try .redis(server.url, options: options)
 }
@@ -127,7 +129,10 @@ struct RemoteTierTests {
     func serverFaults() async throws {
         let server = try await RedisServer.start()
         defer { Task { await server.stop() } }
-        let remote = try testRemote(server) { $0.breakerCooldown = .seconds(600) }
+        let remote = try testRemote(server) {
+            $0.breakerCooldown = .seconds(600)
+            $0.operationTimeout = .milliseconds(500)
+        }
         let directory = TemporaryDirectory("faults")
         let cache = YCache(storageDirectory: directory.url, remote: remote)
         _ = try await cache.value(for: CacheKey("before"), codec: codec) { payload(1) }
