@@ -72,10 +72,9 @@ public final class YCache: Sendable {
         allowNetworkFilesystem: Bool = false
     ) {
         self.init(
-            configuration: Configuration(
-                storageDirectory: storageDirectory, memoryMaximumCost: memoryMaximumCost,
-                memoryMaximumEntryCount: memoryMaximumEntryCount, storageMaximumByteCount: storageMaximumByteCount,
-                sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem))
+            storageDirectory: storageDirectory, remote: nil, memoryMaximumCost: memoryMaximumCost,
+            memoryMaximumEntryCount: memoryMaximumEntryCount, storageMaximumByteCount: storageMaximumByteCount,
+            sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem)
     }
 
     /// Creates a cache over `storageDirectory` with a remote tier behind it, shared with other hosts:

@@ -168,6 +168,25 @@ final class WorkerContext: Sendable {
         }
     }
 
+    /// Fetches the keys `order` names all at once (one task each), each generation recorded and delayed
+    /// by `delayMilliseconds`; with `recordingDigests`, lists `round/index=digest` under "digests" for
+    /// the judge's every-process-saw-one-value check.
+    func fetchAtOnce(
+        _ cache: YCache, order: [Int], delayMilliseconds: Int, recordingDigests: Bool, round: Int,
+        key: @escaping @Sendable (_ index: Int) -> CacheKey
+    ) async {
+        await withTaskGroup(of: Void.self) { group in
+            for index in order {
+                group.addTask {
+                    let key = key(index)
+                    let hooks = self.recordingHooks(key, delayMilliseconds: delayMilliseconds)
+                    guard let fetched = await self.fetch(cache, key, hooks: hooks), recordingDigests else { return }
+                    self.tally.list("digests", "\(round)/\(index)=\(Digest.hex(fetched.digest))")
+                }
+            }
+        }
+    }
+
     /// Hooks that record one ledger line per generation (and optionally wait, to widen races).
     func recordingHooks(_ key: CacheKey, delayMilliseconds: Int = 0, extra: String = "") -> GeneratorHooks {
         let ledger = self.ledger

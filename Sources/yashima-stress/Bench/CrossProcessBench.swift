@@ -18,6 +18,21 @@ extension ChildProcess {
         closeInput()
         _ = waitForExit(timeout: nil)
     }
+
+    /// Releases stampede workers (`worker get --go --linger`) at the start barrier, reads every one's
+    /// `elapsedNs`, and only then lets them exit: a process that exits (milliseconds of CPU on 2 cores)
+    /// while its siblings still wake would be timed as the library's hand-off.
+    static func stampedeWalls(_ children: [ChildProcess]) -> Samples {
+        releaseTogether(children)
+        var walls = Samples()
+        for child in children {
+            if let result = child.readJSON(timeout: benchPatience), let elapsed = result["elapsedNs"] as? Double {
+                walls.append(elapsed)
+            }
+        }
+        for child in children { child.finish() }
+        return walls
+    }
 }
 
 enum CrossProcessBench {
@@ -57,18 +72,7 @@ enum CrossProcessBench {
                     ]
                         + (openFirst ? ["--open-first"] : []))
             }
-            releaseTogether(children)
-            var walls = Samples()
-            // Every result first, then the exits: a process that exits (milliseconds of CPU on 2 cores)
-            // while its siblings still wake would be timed as the library's hand-off (--linger).
-            for child in children {
-                if let result = child.readJSON(timeout: ChildProcess.benchPatience),
-                    let elapsed = result["elapsedNs"] as? Double
-                {
-                    walls.append(elapsed)
-                }
-            }
-            for child in children { child.finish() }
+            let walls = ChildProcess.stampedeWalls(children)
             overheads.append(walls.maximum - 200_000_000)
             medians.append(walls.median - 200_000_000)
             generations.append(Ledger(path: ledger).lines().count)

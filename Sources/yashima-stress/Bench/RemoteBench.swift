@@ -114,16 +114,7 @@ enum RemoteBench {
                         "--remote", url,
                     ])
             }
-            releaseTogether(children)
-            var walls = Samples()
-            for child in children {
-                if let result = child.readJSON(timeout: ChildProcess.benchPatience),
-                    let elapsed = result["elapsedNs"] as? Double
-                {
-                    walls.append(elapsed)
-                }
-            }
-            for child in children { child.finish() }
+            let walls = ChildProcess.stampedeWalls(children)
             overheads.append(walls.maximum - 200_000_000)
             medians.append(walls.median - 200_000_000)
             generations.append(Ledger(path: ledger).lines().count)

@@ -31,18 +31,9 @@ enum BurstScenario: Scenario {
             await worker.awaitGo()
             // Every key at once (one task per key), then every key again (memory hits).
             for pass in 0..<2 {
-                await withTaskGroup(of: Void.self) { group in
-                    for index in order {
-                        group.addTask {
-                            let key = key(round: round, index: index)
-                            let hooks = worker.recordingHooks(key, delayMilliseconds: delay)
-                            guard let fetched = await worker.fetch(cache, key, hooks: hooks) else { return }
-                            if pass == 0 {
-                                worker.tally.list("digests", "\(round)/\(index)=\(Digest.hex(fetched.digest))")
-                            }
-                        }
-                    }
-                }
+                await worker.fetchAtOnce(
+                    cache, order: order, delayMilliseconds: delay, recordingDigests: pass == 0, round: round
+                ) { key(round: round, index: $0) }
             }
         }
     }

@@ -31,16 +31,9 @@ enum HostsScenario: Scenario {
         for round in 0..<rounds {
             let order = shuffled(Array(0..<keys), &random)
             await worker.awaitGo()
-            await withTaskGroup(of: Void.self) { group in
-                for index in order {
-                    group.addTask {
-                        let key = key(round: round, index: index)
-                        let hooks = worker.recordingHooks(key, delayMilliseconds: delay)
-                        guard let fetched = await worker.fetch(cache, key, hooks: hooks) else { return }
-                        worker.tally.list("digests", "\(round)/\(index)=\(Digest.hex(fetched.digest))")
-                    }
-                }
-            }
+            await worker.fetchAtOnce(
+                cache, order: order, delayMilliseconds: delay, recordingDigests: true, round: round
+            ) { key(round: round, index: $0) }
         }
     }
 
