@@ -33,7 +33,7 @@ let package = Package(
         // Uses the library's public API and its `@_spi(Operator)` surface (Sources/YashimaShared/Operator).
         .executableTarget(
             name: "yashima",
-            dependencies: ["YashimaShared"],
+            dependencies: ["YashimaShared", "CFileLock"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         // The README's quick start, verbatim, and its guides as one program: every README sample is

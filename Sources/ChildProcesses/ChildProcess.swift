@@ -74,9 +74,20 @@ public final class ChildProcess: Sendable {
 
     /// Starts `program` (a path, or a name looked up in `PATH`) with `arguments`, and `environment` added to
     /// this process's environment (nil: this process's, unchanged).
-    public init(
+    public convenience init(
         _ program: String, _ arguments: [String], environment: [String: String]? = nil,
-        standardError: StandardError = .inherit
+        standardError: StandardError = .inherit, standardInputFromNullDevice: Bool = false
+    ) throws {
+        try self.init(
+            program, argumentBytes: arguments.map { Array($0.utf8) }, environment: environment,
+            standardError: standardError, standardInputFromNullDevice: standardInputFromNullDevice)
+    }
+
+    /// Starts `program` with arguments given as exact bytes (words need not be UTF-8; none may hold NUL).
+    /// With `standardInputFromNullDevice`, its stdin is /dev/null instead of a pipe from this object.
+    public init(
+        _ program: String, argumentBytes arguments: [[UInt8]], environment: [String: String]? = nil,
+        standardError: StandardError = .inherit, standardInputFromNullDevice: Bool = false
     ) throws {
         ChildProcess.ignoreBrokenPipes
         var toChild: [Int32] = [-1, -1]
@@ -99,7 +110,11 @@ public final class ChildProcess: Sendable {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, toChild[0], 0)
+        if standardInputFromNullDevice {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        } else {
+            posix_spawn_file_actions_adddup2(&actions, toChild[0], 0)
+        }
         posix_spawn_file_actions_adddup2(&actions, fromChild[1], 1)
         switch standardError {
         case .inherit: break
@@ -122,7 +137,12 @@ public final class ChildProcess: Sendable {
 
         var variables = ProcessInfo.processInfo.environment
         if let environment { variables.merge(environment) { $1 } }
-        var argv = ([program] + arguments).map { strdup($0) } + [nil]
+        var argv =
+            ([Array(program.utf8)] + arguments).map { word in
+                (word + [0]).withUnsafeBufferPointer { buffer in
+                    buffer.withMemoryRebound(to: CChar.self) { strdup($0.baseAddress!) }
+                }
+            } + [nil]
         var envp = variables.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
             for pointer in argv { free(pointer) }

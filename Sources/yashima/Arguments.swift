@@ -30,50 +30,63 @@ struct OptionSpec: Sendable {
     }
 }
 
-/// What a command line said.
+/// What a command line said, as exact bytes: option values and the command's words are `Word`s, and
+/// text is asked for explicitly (`string`), which refuses bytes that are not UTF-8 rather than guess.
 struct ParsedArguments {
-    private(set) var values: [String: [String]] = [:]
+    private(set) var values: [String: [Word]] = [:]
     private(set) var flags: Set<String> = []
-    /// Words that are not options (commands other than `run` accept none).
-    private(set) var positional: [String] = []
-    /// For `run`: the command and its arguments (after `--` or from the first non-option word).
-    private(set) var command: [String] = []
-    /// Index in the process's argv of `command`'s first word (for its exact bytes).
-    private(set) var commandArgvIndex: Int?
+    /// Words that are not options (most commands accept none).
+    private(set) var positional: [Word] = []
+    /// For `run` and `rm`: the command and its arguments (after `--` or from the first non-option word).
+    private(set) var command: [Word] = []
     /// Whether `--` was given.
     private(set) var sawDoubleDash = false
 
     func flag(_ name: String) -> Bool { flags.contains(name) }
-    func string(_ name: String) -> String? { values[name]?.last }
-    func strings(_ name: String) -> [String] { values[name] ?? [] }
+    /// The last value of `--name`, exact.
+    func word(_ name: String) -> Word? { values[name]?.last }
+    /// Every value of `--name`, in order, exact.
+    func words(_ name: String) -> [Word] { values[name] ?? [] }
 
-    /// Parses `words`, which start at index `firstIndex` of the process's argv.
+    /// The last value of `--name` as text; bytes that are not UTF-8 are bad usage (a name, a size, a
+    /// URL is text: guessing would make two different words one).
+    func string(_ name: String) throws -> String? {
+        try word(name).map { try Self.text($0, option: name) }
+    }
+
+    /// Every value of `--name` as text (see `string`).
+    func strings(_ name: String) throws -> [String] {
+        try words(name).map { try Self.text($0, option: name) }
+    }
+
+    static func text(_ word: Word, option: String) throws -> String {
+        guard let text = word.text else {
+            throw UsageError("--\(option) must be UTF-8 text, not \(word.quoted)")
+        }
+        return text
+    }
+
+    /// Parses `words` (the command line after the subcommand's name).
     /// - Parameters:
     ///   - commandName: For messages (`yashima run`).
     ///   - takesCommand: Options end at the first word that is not an option, which starts a command.
-    init(_ words: [String], firstIndex: Int, options: [OptionSpec], commandName: String, takesCommand: Bool) throws {
+    init(_ words: [Word], options: [OptionSpec], commandName: String, takesCommand: Bool) throws {
         var index = 0
         func spec(named name: String) -> OptionSpec? { options.first { $0.name == name } }
         while index < words.count {
             let word = words[index]
-            if word == "--" {
+            if word.bytes == Array("--".utf8) {
                 sawDoubleDash = true
                 command = Array(words[(index + 1)...])
-                commandArgvIndex = firstIndex + index + 1
                 break
             }
             if word.hasPrefix("--") {
-                let body = word.dropFirst(2)
-                let name: String
-                var inlineValue: String?
-                if let equals = body.firstIndex(of: "=") {
-                    name = String(body[..<equals])
-                    inlineValue = String(body[body.index(after: equals)...])
-                } else {
-                    name = String(body)
-                }
-                guard let option = spec(named: name) else {
-                    throw UsageError(Self.unknownOption("--" + name, options: options, commandName: commandName))
+                let body = word.bytes.dropFirst(2)
+                let nameBytes = body.prefix { $0 != UInt8(ascii: "=") }
+                let name = String(decoding: nameBytes, as: UTF8.self)
+                let inlineValue = nameBytes.count < body.count ? Word(Array(body.dropFirst(nameBytes.count + 1))) : nil
+                guard let option = spec(named: name), name.utf8.elementsEqual(nameBytes) else {
+                    throw UsageError(Self.unknownOption(word, options: options, commandName: commandName))
                 }
                 if option.value == nil {
                     guard inlineValue == nil else { throw UsageError("--\(name) takes no value") }
@@ -87,16 +100,18 @@ struct ParsedArguments {
                     values[name, default: []].append(words[index + 1])
                     index += 1
                 }
-            } else if word.hasPrefix("-") && word.count > 1 {
-                let letters = word.dropFirst()
-                guard letters.count == 1, let option = options.first(where: { $0.short == letters.first }) else {
+            } else if word.hasPrefix("-") && word.bytes.count > 1 {
+                let letters = word.bytes.dropFirst()
+                guard letters.count == 1, let option = options.first(where: { $0.short?.asciiValue == letters.first })
+                else {
                     throw UsageError(Self.unknownOption(word, options: options, commandName: commandName))
                 }
-                guard option.value == nil else { throw UsageError("-\(letters) needs a value; use --\(option.name)") }
+                guard option.value == nil else {
+                    throw UsageError("-\(option.short!) needs a value; use --\(option.name)")
+                }
                 flags.insert(option.name)
             } else if takesCommand {
                 command = Array(words[index...])
-                commandArgvIndex = firstIndex + index
                 break
             } else {
                 positional.append(word)
@@ -106,10 +121,10 @@ struct ParsedArguments {
     }
 
     /// "unknown option --inptu for yashima run; did you mean --input?"
-    static func unknownOption(_ word: String, options: [OptionSpec], commandName: String) -> String {
-        let bare = word.drop(while: { $0 == "-" }).prefix(while: { $0 != "=" })
-        var message = "unknown option \(word) for \(commandName)"
-        if let suggestion = closest(String(bare), among: options.map(\.name)) {
+    static func unknownOption(_ word: Word, options: [OptionSpec], commandName: String) -> String {
+        let bare = word.bytes.drop(while: { $0 == UInt8(ascii: "-") }).prefix(while: { $0 != UInt8(ascii: "=") })
+        var message = "unknown option \(word.quoted) for \(commandName)"
+        if let suggestion = closest(String(decoding: bare, as: UTF8.self), among: options.map(\.name)) {
             message += "; did you mean --\(suggestion)?"
         } else {
             message += " (see \(commandName) --help)"

@@ -10,6 +10,8 @@ struct CommandSpec: Sendable {
     let options: [OptionSpec]
     /// `run`: the first word that is not an option starts a command.
     var takesCommand = false
+    /// `config`: words that are not options are its arguments.
+    var takesPositional = false
 
     /// Options every command that works on a directory accepts.
     static let storageOptions: [OptionSpec] = [
@@ -17,6 +19,9 @@ struct CommandSpec: Sendable {
             "dir", "DIR",
             "storage directory (default: $YASHIMA_DIR, else $XDG_CACHE_HOME/yashima, else ~/.cache/yashima)"),
         .flag("group-shared", "create the directory group-shared (setgid 2770, files 0660); detected when it exists"),
+        .flag(
+            "allow-network-filesystem",
+            "use a directory on NFS, SMB, FUSE and the like (flock and mmap may not work across machines there)"),
         .flag("help", short: "h", "show this help"),
     ]
 

@@ -25,14 +25,14 @@ enum ListCommand {
         var entries: [OperatorEntry] = []
         if location.exists {
             let storage = try location.storageOperator(try location.openCache(budget: nil))
-            let namespace = arguments.string("namespace")
+            let namespace = try arguments.string("namespace")
             entries = await offPool { storage.entries(inNamespace: namespace).entries }
         }
         entries.sort {
             ($0.key.namespace, $0.key.identity, $0.relativePath) < ($1.key.namespace, $1.key.identity, $1.relativePath)
         }
         if arguments.flag("json") {
-            Output.json(["directory": location.path, "entries": entries.map(object)])
+            Output.json(["directory": location.shown, "entries": entries.map(object)])
             return 0
         }
         let long = arguments.flag("long")
@@ -65,17 +65,14 @@ enum ListCommand {
         return 0
     }
 
-    /// A `yashima run` entry's identity is its argv joined with NUL: shown as a command line.
+    /// A `yashima run` entry's identity is its argv: shown as a command line a shell runs as it is.
     static func displayIdentity(_ entry: OperatorEntry) -> String {
         displayIdentity(entry.key, codec: entry.codecIdentifier)
     }
 
     /// The identity of `key`, printable; for a `yashima run` entry (`codec`), its command line.
     static func displayIdentity(_ key: CacheKey, codec: String?) -> String {
-        if codec == RunRecordCodec.identifier {
-            return key.identity.split(separator: "\0", omittingEmptySubsequences: false)
-                .map { Format.shellQuoted(String($0)) }.joined(separator: " ")
-        }
+        if codec == RunRecordCodec.identifier, let argv = RunKey.argv(of: key) { return Shell.command(argv) }
         return Format.printable(key.identity)
     }
 
@@ -93,8 +90,10 @@ enum ListCommand {
             "versions": key.versions.map { ["name": $0.name, "value": $0.value] },
             "codec": codec, "stableIdentifier": key.stableIdentifier,
         ]
-        if codec == RunRecordCodec.identifier {
-            object["argv"] = key.identity.split(separator: "\0", omittingEmptySubsequences: false).map(String.init)
+        if codec == RunRecordCodec.identifier, let argv = RunKey.argv(of: key) {
+            // JSON text cannot hold bytes that are not UTF-8: `argv` has them replaced, `command` is exact.
+            object["argv"] = argv.map { String(decoding: $0.bytes, as: UTF8.self) }
+            object["command"] = Shell.command(argv)
         }
         return object
     }

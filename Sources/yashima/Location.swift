@@ -1,7 +1,7 @@
-// Which storage directory a command uses (`--dir`, else `$YASHIMA_DIR`, else `$XDG_CACHE_HOME/yashima`,
-// else `~/.cache/yashima`), the checks that turn a bad directory into a clear message with exit status 2
-// before the library sees it, opening the cache on it, and the budget a writer enforces. Also the
-// failure type every command throws.
+// Which storage directory a command uses (`--dir`, else `$YASHIMA_DIR`, else the user's `dir` setting,
+// else `$XDG_CACHE_HOME/yashima`, else `~/.cache/yashima`), as exact bytes; the checks that turn a
+// directory the cache cannot use into a `CacheProblem` that says what to do (run then works uncached;
+// other commands exit 2); opening the cache on it; the budget a writer enforces; and the failure types.
 
 import Foundation
 import Glibc
@@ -17,15 +17,19 @@ struct CommandFailure: Error {
     /// Something failed (status 1).
     static func failed(_ message: String) -> CommandFailure { CommandFailure(status: 1, message: message) }
 
-    /// A library error: a directory that cannot be used is a bad input (2); anything else failed (1).
-    static func from(_ error: YCache.Error) -> CommandFailure {
-        switch error {
-        case .storageUnavailable, .insecureStorageDirectory, .networkFilesystem, .unsupportedLayout:
-            return .usage(error.description)
-        default:
-            return .failed(error.description)
-        }
-    }
+    /// A library error that is not about the directory (those are `CacheProblem`s): failed (1).
+    static func from(_ error: YCache.Error) -> CommandFailure { .failed(error.description) }
+}
+
+/// A storage directory the cache cannot use: what is wrong and what to do. `run` then runs its command
+/// uncached (unless strict); the other commands exit 2.
+struct CacheProblem: Error {
+    /// What is wrong, naming the directory.
+    let problem: String
+    /// What to do about it, or nil.
+    let advice: String?
+
+    var message: String { advice.map { "\(problem) (\($0))" } ?? problem }
 }
 
 /// The storage budget when neither `--max-size` nor a recorded budget says otherwise.
@@ -33,66 +37,94 @@ let defaultBudget: Int64 = 1 << 30
 
 /// The storage directory a command works on.
 struct Location {
-    let url: URL
+    /// The absolute path, exact, without `.` or `..` components.
+    let path: Word
+    /// Where the path came from.
+    let source: SettingSource
     let sharing: StorageSharingMode
     /// Whether the directory exists (read-only commands do not create it).
     let exists: Bool
-
-    var path: String { url.path }
+    let allowNetworkFilesystem: Bool
 
     /// The names a storage directory holds itself; anything else means the folder is someone else's.
-    private static let ownNames: Set<String> = ["entries", "locks", "tmp", "layout", "state", "trim.lock"]
+    private static let ownNames: Set<String> = ["entries", "locks", "tmp", "layout", "state", "trim.lock", "config"]
 
-    /// Resolves and checks the directory from `--dir` or the environment.
-    /// - Parameters:
-    ///   - arguments: The parsed command line (`--dir`, `--group-shared`).
-    init(_ arguments: ParsedArguments) throws {
-        let environment = ProcessInfo.processInfo.environment
-        let path: String
-        if let dir = arguments.string("dir") {
-            guard !dir.isEmpty else { throw CommandFailure.usage("--dir needs a path") }
-            path = dir
-        } else if let dir = environment["YASHIMA_DIR"], !dir.isEmpty {
-            path = dir
-        } else if let xdg = environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") {
-            path = xdg + "/yashima"
-        } else if let home = environment["HOME"], !home.isEmpty {
-            path = home + "/.cache/yashima"
+    /// The directory the arguments and settings name, not checked (see `checked`).
+    static func resolve(_ arguments: ParsedArguments) throws -> Location {
+        let chosen: (Word, SettingSource)
+        if let dir = arguments.word("dir") {
+            guard !dir.isEmpty else { throw UsageError("--dir needs a path") }
+            chosen = (dir, .commandLine)
+        } else if let dir = Word.environment("YASHIMA_DIR"), !dir.isEmpty {
+            chosen = (dir, .environment("YASHIMA_DIR"))
+        } else if let (dir, source) = try Settings.value("dir", directory: nil) {
+            chosen = (Word(dir), source)
+        } else if let xdg = Word.environment("XDG_CACHE_HOME"), xdg.hasPrefix("/") {
+            chosen = (xdg.appending(Word("yashima")), .builtIn)
+        } else if let home = Word.environment("HOME"), !home.isEmpty {
+            chosen = (home.appending(Word(".cache/yashima")), .builtIn)
         } else {
-            throw CommandFailure.usage("no storage directory: pass --dir DIR or set YASHIMA_DIR")
+            throw CacheProblem(problem: "no storage directory", advice: "pass --dir DIR or set YASHIMA_DIR")
         }
-        url = URL(fileURLWithPath: path).standardizedFileURL
+        let path = absolute(chosen.0)
         var status = stat()
-        if stat(url.path, &status) == 0 {
+        let exists = path.withCString { stat($0, &status) } == 0 && status.st_mode & S_IFMT == S_IFDIR
+        // A setgid folder its group may write: the group-shared mode (an app and a helper, two users).
+        let groupShared = exists && status.st_mode & S_ISGID != 0 && status.st_mode & 0o070 == 0o070
+        let allow =
+            arguments.flag("allow-network-filesystem") || Word.environment("YASHIMA_ALLOW_NETWORK_FS")?.text == "1"
+        return Location(
+            path: path, source: chosen.1,
+            sharing: groupShared || arguments.flag("group-shared") ? .groupShared : .privateToUser,
+            exists: exists, allowNetworkFilesystem: allow)
+    }
+
+    /// The path as text, for the library (which takes UTF-8 paths).
+    var text: String {
+        get throws {
+            guard let text = path.text else {
+                throw CacheProblem(
+                    problem: "the storage directory's path \(path.quoted) is not UTF-8, which the cache needs",
+                    advice: "use another --dir")
+            }
+            return text
+        }
+    }
+
+    /// The checks made before the library sees the directory, each with its advice.
+    func check() throws {
+        _ = try text
+        var status = stat()
+        if path.withCString({ stat($0, &status) }) == 0 {
             guard status.st_mode & S_IFMT == S_IFDIR else {
-                throw CommandFailure.usage("the storage directory \(url.path) is a file, not a directory")
+                throw CacheProblem(
+                    problem: "the storage directory \(path.quoted) is a file, not a directory",
+                    advice: "use another --dir")
             }
-            guard access(url.path, R_OK | W_OK | X_OK) == 0 else {
-                throw CommandFailure.usage(
-                    "the storage directory \(url.path) is not readable and writable by you (\(String(cString: strerror(errno))))"
-                )
+            if let owner = Location.otherOwner(status, sharing: sharing) { throw owner }
+            guard path.withCString({ access($0, R_OK | W_OK | X_OK) }) == 0 else {
+                throw CacheProblem(
+                    problem:
+                        "the storage directory \(path.quoted) is not readable and writable by you (\(String(cString: strerror(errno))))",
+                    advice: "use another --dir")
             }
-            exists = true
-            // A setgid folder its group may write: the group-shared mode (an app and a helper, two users).
-            let groupShared = status.st_mode & S_ISGID != 0 && status.st_mode & 0o070 == 0o070
-            sharing = groupShared || arguments.flag("group-shared") ? .groupShared : .privateToUser
-            if access(url.path + "/layout", F_OK) != 0,
-                let names = try? FileManager.default.contentsOfDirectory(atPath: url.path),
-                !names.contains("layout"),
+            if path.appending(Word("layout")).withCString({ access($0, F_OK) }) != 0,
+                let names = try? FileManager.default.contentsOfDirectory(atPath: try text),
                 let foreign = names.first(where: { !Location.ownNames.contains($0) && !$0.hasPrefix(".folder-") })
             {
-                throw CommandFailure.usage(
-                    "\(url.path) is not a yashima storage directory (it holds \(Format.shellQuoted(foreign)) and no "
-                        + "layout file); give an empty or new directory")
+                throw CacheProblem(
+                    problem:
+                        "\(path.quoted) is not a yashima storage directory (it holds \(Shell.quote(Array(foreign.utf8))) "
+                        + "and no layout file)",
+                    advice: "give an empty or new directory")
             }
-        } else if errno == ENOENT {
-            exists = false
-            sharing = arguments.flag("group-shared") ? .groupShared : .privateToUser
         } else if errno == ENOTDIR {
-            throw CommandFailure.usage("the storage directory \(url.path) is below a file, not a directory")
-        } else {
-            throw CommandFailure.usage(
-                "cannot use the storage directory \(url.path): \(String(cString: strerror(errno)))")
+            throw CacheProblem(
+                problem: "the storage directory \(path.quoted) is below a file, not a directory", advice: nil)
+        } else if errno != ENOENT {
+            throw CacheProblem(
+                problem: "cannot use the storage directory \(path.quoted): \(String(cString: strerror(errno)))",
+                advice: nil)
         }
     }
 
@@ -102,13 +134,13 @@ struct Location {
     func openCache(budget: Int64?, remote: YCache.Remote? = nil) throws -> YCache {
         let cache = YCache(
             configuration: YCache.Configuration(
-                storageDirectory: url, memoryMaximumCost: 0, storageMaximumByteCount: nil,
+                storageDirectory: URL(fileURLWithPath: try text), memoryMaximumCost: 0, storageMaximumByteCount: nil,
                 storageMaximumAllocatedByteCount: budget.map { $0 == Int64.max ? nil : Int($0) } ?? nil,
-                sharing: sharing, remote: remote))
+                sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem, remote: remote))
         do {
             try cache.openStorage()
         } catch {
-            throw CommandFailure.from(error)
+            throw problem(error)
         }
         return cache
     }
@@ -118,19 +150,118 @@ struct Location {
         do {
             return try cache.storageOperator()
         } catch {
-            throw CommandFailure.from(error)
+            throw problem(error)
         }
+    }
+
+    /// The budget recorded for the directory, opening it.
+    func recordedBudget() throws -> Int64? {
+        try storageOperator(try openCache(budget: nil)).recordedBudget
+    }
+
+    /// A library error about the directory, with what to do about it.
+    func problem(_ error: YCache.Error) -> CacheProblem {
+        var status = stat()
+        let found = path.withCString { stat($0, &status) } == 0
+        switch error {
+        case .insecureStorageDirectory where found:
+            if let owner = Location.otherOwner(status, sharing: sharing) { return owner }
+            if status.st_mode & 0o002 != 0 {
+                return CacheProblem(
+                    problem: error.description, advice: "chmod o-w \(path.quoted), or use another --dir")
+            }
+            return CacheProblem(
+                problem: error.description,
+                advice: "--group-shared if a group shares it, else chmod g-w \(path.quoted)")
+        case .networkFilesystem:
+            return CacheProblem(
+                problem: error.description,
+                advice: "--allow-network-filesystem or YASHIMA_ALLOW_NETWORK_FS=1 uses it anyway: flock and mmap "
+                    + "may not work across machines; or use a local --dir")
+        case .unsupportedLayout:
+            return CacheProblem(problem: error.description, advice: "use the yashima that made it, or another --dir")
+        case .storageFull:
+            return CacheProblem(problem: error.description, advice: "free some space, or lower --max-size")
+        default:
+            return CacheProblem(problem: error.description, advice: nil)
+        }
+    }
+
+    /// The problem when the directory belongs to another user the sharing mode does not admit.
+    private static func otherOwner(_ status: stat, sharing: StorageSharingMode) -> CacheProblem? {
+        let me = geteuid()
+        guard status.st_uid != me else { return nil }
+        if sharing == .groupShared, status.st_mode & 0o070 == 0o070, isMember(of: status.st_gid) { return nil }
+        let name = getpwuid(status.st_uid).map { String(cString: $0.pointee.pw_name) }
+        let owner = name.map { "\($0) (uid \(status.st_uid))" } ?? "uid \(status.st_uid)"
+        return CacheProblem(
+            problem: "the storage directory belongs to \(owner), not to you",
+            advice:
+                "to use it, run as its owner: sudo -u \(name ?? "#\(status.st_uid)") yashima …; or use another --dir")
+    }
+
+    private static func isMember(of group: gid_t) -> Bool {
+        if getegid() == group { return true }
+        let count = getgroups(0, nil)
+        guard count > 0 else { return false }
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        return getgroups(count, &groups) >= 0 && groups.contains(group)
+    }
+
+    /// `path` made absolute (against the working directory) with `.` and `..` resolved lexically.
+    private static func absolute(_ path: Word) -> Word {
+        var bytes = path.bytes
+        if !path.hasPrefix("/") { bytes = (Word.workingDirectory ?? Word("/")).bytes + [UInt8(ascii: "/")] + bytes }
+        var components: [ArraySlice<UInt8>] = []
+        for component in bytes.split(separator: UInt8(ascii: "/")) {
+            if component == [UInt8(ascii: ".")] { continue }
+            if component == [0x2E, 0x2E] {
+                _ = components.popLast()
+                continue
+            }
+            components.append(component)
+        }
+        return Word(
+            components.reduce(into: [UInt8]()) { $0 += [UInt8(ascii: "/")] + $1 }.nonEmpty ?? [UInt8(ascii: "/")])
     }
 }
 
-/// The budget a writer enforces: `--max-size` (recorded for the directory), else the recorded one, else
-/// the default. `Int64.max` is unlimited.
-func effectiveBudget(explicit: Int64?, storage: StorageOperator) -> Int64 {
-    if let explicit {
-        if storage.recordedBudget != explicit { storage.recordBudget(explicit) }
-        return explicit
+extension Location {
+    /// The directory the arguments name, checked: a `CacheProblem` when it cannot be used.
+    init(_ arguments: ParsedArguments) throws {
+        self = try Location.resolve(arguments)
+        try check()
     }
-    return storage.recordedBudget ?? defaultBudget
+
+    /// The path for messages and JSON: its text (a path that is not UTF-8 never gets this far), else quoted.
+    var shown: String { path.text ?? path.quoted }
+}
+
+extension Array {
+    fileprivate var nonEmpty: Self? { isEmpty ? nil : self }
+}
+
+/// The budget a writer enforces, and whether it came from the command line: `--max-size` (recorded for
+/// the directory), else `$YASHIMA_MAX_SIZE`, else the recorded one, else the user's `max-size`, else the
+/// default. `Int64.max` is unlimited.
+func effectiveBudget(_ arguments: ParsedArguments, storage: StorageOperator?) throws -> (budget: Int64, explicit: Bool)
+{
+    if let text = try arguments.string("max-size") {
+        let budget = try parseSize(text, option: "max-size", allowUnlimited: true)
+        if let storage, storage.recordedBudget != budget { storage.recordBudget(budget) }
+        return (budget, true)
+    }
+    if let value = Word.environment("YASHIMA_MAX_SIZE"), !value.isEmpty {
+        return (
+            try parseSize(
+                try ParsedArguments.text(value, option: "max-size"), option: "max-size", allowUnlimited: true), false
+        )
+    }
+    if let recorded = storage?.recordedBudget { return (recorded, false) }
+    if let (text, _) = try Settings.value("max-size", directory: nil) {
+        return (try parseSize(text, option: "max-size", allowUnlimited: true), false)
+    }
+    return (defaultBudget, false)
 }
 
 /// Runs blocking work (a scan, a read of every entry) on a thread of its own, never on the cooperative pool.

@@ -25,9 +25,9 @@ enum TrimCommand {
         let json = arguments.flag("json")
         guard location.exists else {
             if json {
-                Output.json(["directory": location.path, "exists": false])
+                Output.json(["directory": location.shown, "exists": false])
             } else {
-                Output.line("nothing to trim: \(location.path) does not exist")
+                Output.line("nothing to trim: \(location.shown) does not exist")
             }
             return 0
         }
@@ -41,7 +41,7 @@ enum TrimCommand {
             let after = try await cache.storageUsage()
             if json {
                 Output.json([
-                    "directory": location.path, "budget": budget == Int64.max ? NSNull() : budget,
+                    "directory": location.shown, "budget": budget == Int64.max ? NSNull() : budget,
                     "before": ["entries": before.entryCount, "bytes": before.allocatedByteCount],
                     "after": ["entries": after.entryCount, "bytes": after.allocatedByteCount],
                     "removed": max(0, before.entryCount - after.entryCount),
@@ -74,7 +74,7 @@ enum ClearCommand {
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         let location = try Location(arguments)
-        let namespace = arguments.string("namespace")
+        let namespace = try arguments.string("namespace")
         var removed = 0
         if location.exists {
             let storage = try location.storageOperator(try location.openCache(budget: nil))
@@ -85,7 +85,7 @@ enum ClearCommand {
             }
         }
         if arguments.flag("json") {
-            Output.json(["directory": location.path, "namespace": namespace ?? NSNull(), "removed": removed])
+            Output.json(["directory": location.shown, "namespace": namespace ?? NSNull(), "removed": removed])
         } else {
             let scope = namespace.map { " from namespace \(Format.printable($0))" } ?? ""
             Output.line("removed \(Format.count(removed, "entry", "entries"))\(scope)")

@@ -139,13 +139,6 @@ enum Format {
         return result
     }
 
-    /// A word quoted for a POSIX shell when it needs quoting.
-    static func shellQuoted(_ word: String) -> String {
-        let safe = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%")
-        if !word.isEmpty && word.allSatisfy({ safe.contains($0) }) { return word }
-        return "'" + printable(word).replacingOccurrences(of: "'", with: "'\\''") + "'"
-    }
-
     /// Left-aligned columns separated by two spaces (the last column is not padded).
     static func table(_ rows: [[String]]) -> String {
         guard let columns = rows.map(\.count).max(), columns > 0 else { return "" }

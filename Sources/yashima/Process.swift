@@ -19,7 +19,7 @@ final class SignalControl: Sendable {
     private struct State {
         var child: pid_t?
         var forwarded: Int32?
-        var temporaryPaths: Set<String> = []
+        var temporaryPaths: Set<Word> = []
     }
 
     private let state = Mutex(State())
@@ -64,7 +64,7 @@ final class SignalControl: Sendable {
                 if state.forwarded == nil { state.forwarded = signal }
                 return
             }
-            for path in state.temporaryPaths { unlink(path) }
+            for path in state.temporaryPaths { OutputFiles.removeTree(path) }
             _exit(128 + signal)
         }
     }
@@ -88,9 +88,9 @@ final class SignalControl: Sendable {
         }
     }
 
-    /// A file to remove if a signal ends the process.
-    func track(_ path: String) { _ = state.withLock { $0.temporaryPaths.insert(path) } }
-    func untrack(_ path: String) { _ = state.withLock { $0.temporaryPaths.remove(path) } }
+    /// A file or folder to remove if a signal ends the process.
+    func track(_ path: Word) { _ = state.withLock { $0.temporaryPaths.insert(path) } }
+    func untrack(_ path: Word) { _ = state.withLock { $0.temporaryPaths.remove(path) } }
 }
 
 /// Why the command did not give a value to store.
@@ -104,60 +104,83 @@ enum CommandOutcome: Error {
     case notStarted(status: Int32, message: String)
     /// It exited 0 but an `--output` file is missing or unreadable.
     case missingOutput(String)
+    /// It exited 0 but an output cannot be stored (a symlink in a folder): its results stand, unstored.
+    case unstorable(message: String, standardOutput: Data)
 }
 
 /// One run of the command.
 struct CommandRunner: Sendable {
-    /// The command's argv, as the process got it (exact bytes), as addresses (they live as long as the
-    /// process: `CommandLine.unsafeArgv`).
-    let argvAddresses: [UInt]
-    let outputs: [String]
+    /// The command's argv, exact.
+    let argv: [Word]
+    let outputs: [Word]
+    /// The command's standard input (nil: this process's).
+    let standardInput: Int32?
     let signals: SignalControl
 
     /// Runs the command and collects its results; throws `CommandOutcome` unless it exited 0 with every
-    /// output present.
+    /// output present and storable.
     func run() async throws -> RunRecord {
-        let captured = try temporaryFile()
+        let captured = try temporaryFile(purpose: "standard output")
         defer { close(captured) }
         let started = ContinuousClock.now
-        let pid = try signals.whileStarting { try spawn(standardOutput: captured) }
-        await waitForExit(pid)
+        let exitStatus = try await runToExit(standardOutput: captured)
         let running = started.duration(to: .now)
+        let standardOutput = try mapFile(captured)
+        if case .interrupted(let signal) = exitStatus {
+            throw CommandOutcome.interrupted(signal: signal, standardOutput: standardOutput)
+        }
+        guard case .exited(0) = exitStatus else {
+            throw CommandOutcome.failed(status: exitStatus.code, standardOutput: standardOutput)
+        }
+        let items: [RunRecord.Item]
+        do {
+            items = try OutputFiles.collect(outputs)
+        } catch let problem as UnstorableOutput {
+            throw CommandOutcome.unstorable(message: problem.message, standardOutput: standardOutput)
+        }
+        let nanoseconds = running.components.seconds * 1_000_000_000 + running.components.attoseconds / 1_000_000_000
+        return RunRecord(
+            runningNanoseconds: UInt64(max(0, nanoseconds)), standardOutput: standardOutput,
+            outputCount: outputs.count, items: items)
+    }
+
+    /// Runs the command with every standard stream passed through (uncached): its exit status, or
+    /// 128 + the signal forwarded to it.
+    func runPassingThrough() async throws -> Int32 {
+        try await runToExit(standardOutput: nil).code
+    }
+
+    /// How the command ended.
+    enum Ending {
+        case exited(Int32)
+        case interrupted(signal: Int32)
+
+        var code: Int32 {
+            switch self {
+            case .exited(let status): return status
+            case .interrupted(let signal): return 128 + signal
+            }
+        }
+    }
+
+    private func runToExit(standardOutput: Int32?) async throws -> Ending {
+        let pid = try signals.whileStarting { try spawn(standardOutput: standardOutput) }
+        await waitForExit(pid)
         // Only now is the command reaped: until `commandExited`, a signal may still be forwarded to its
         // pid, which must not have been reused by another process.
         let forwarded = signals.commandExited()
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-        let standardOutput = try mapFile(captured)
-        if let forwarded { throw CommandOutcome.interrupted(signal: forwarded, standardOutput: standardOutput) }
-        let exitStatus = status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
-        guard exitStatus == 0 else {
-            throw CommandOutcome.failed(status: exitStatus, standardOutput: standardOutput)
-        }
-        var files: [RunRecord.OutputFile] = []
-        for path in outputs {
-            let fd = open(path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else {
-                throw CommandOutcome.missingOutput(
-                    "the command exited 0 but did not write --output \(path) (\(String(cString: strerror(errno))))")
-            }
-            defer { close(fd) }
-            var status = stat()
-            guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
-                throw CommandOutcome.missingOutput("--output \(path) is not a regular file after the command ran")
-            }
-            files.append(RunRecord.OutputFile(path: path, mode: status.st_mode & 0o7777, contents: try mapFile(fd)))
-        }
-        let nanoseconds = running.components.seconds * 1_000_000_000 + running.components.attoseconds / 1_000_000_000
-        return RunRecord(
-            runningNanoseconds: UInt64(max(0, nanoseconds)), standardOutput: standardOutput, outputs: files)
+        if let forwarded { return .interrupted(signal: forwarded) }
+        return .exited(status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F))
     }
 
-    private func spawn(standardOutput: Int32) throws -> pid_t {
+    private func spawn(standardOutput: Int32?) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, standardOutput, STDOUT_FILENO)
+        if let standardInput { posix_spawn_file_actions_adddup2(&actions, standardInput, STDIN_FILENO) }
+        if let standardOutput { posix_spawn_file_actions_adddup2(&actions, standardOutput, STDOUT_FILENO) }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -169,12 +192,15 @@ struct CommandRunner: Sendable {
         posix_spawnattr_setsigdefault(&attributes, &defaults)
         posix_spawnattr_setsigmask(&attributes, &empty)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
-        var argv: [UnsafeMutablePointer<CChar>?] = argvAddresses.map { UnsafeMutablePointer(bitPattern: $0) }
+        var argv: [UnsafeMutablePointer<CChar>?] = self.argv.map { word in
+            word.withCString { strdup($0) }
+        }
         argv.append(nil)
+        defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
         let rc = posix_spawnp(&pid, argv[0]!, &actions, &attributes, argv, environ)
         guard rc == 0 else {
-            let name = String(cString: argv[0]!)
+            let name = self.argv[0].quoted
             if rc == ENOENT { throw CommandOutcome.notStarted(status: 127, message: "\(name): command not found") }
             throw CommandOutcome.notStarted(
                 status: rc == EACCES ? 126 : 127, message: "cannot run \(name): \(String(cString: strerror(rc)))")
@@ -189,21 +215,6 @@ struct CommandRunner: Sendable {
             var info = siginfo_t()
             while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == -1 && errno == EINTR {}
         }
-    }
-
-    /// An unlinked temporary file for the command's standard output.
-    private func temporaryFile() throws -> Int32 {
-        let folder = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        var template = Array((folder + "/yashima-stdout-XXXXXX").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard fd >= 0 else {
-            throw CommandFailure.failed(
-                "cannot create a temporary file in \(folder) for the command's output: \(String(cString: strerror(errno)))"
-            )
-        }
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
-        return fd
     }
 }
 

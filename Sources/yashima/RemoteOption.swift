@@ -1,27 +1,111 @@
-// `--remote URL` for `run`, `get` and `put`: the remote tier behind the storage directory, shared with
-// other hosts (the library's `YCache.Remote`). The URL forms: `redis://[user[:password]@]host[:port][/db]`,
-// `redis+unix:///path.sock[?db=N]`, `http(s)://host/path` (values only: generation is then exactly once
-// per host). Credentials may come from the environment (`YASHIMA_REDIS_PASSWORD`, `YASHIMA_HTTP_TOKEN`, …),
-// the shared secret from `YASHIMA_REMOTE_SECRET`. A remote that is down or slow costs one timeout, then is
-// bypassed: the command works as without it.
+// `--remote URL` for `run`, `rm`, `get` and `put` (or the `remote` setting): the remote tier behind the
+// storage directory, shared with other hosts (the library's `YCache.Remote`). Forms: `redis://…` (given
+// several times: shards), `redis+unix:///path.sock`, `redis+cluster://HOST:PORT[,HOST:PORT…]` (a
+// Cluster, by seeds), `http(s)://HOST/PATH` (values; with a Redis URL too, that Redis holds the leases).
+// No message ever shows a URL's user or password: `redacted` is the only form printed.
 
 import YashimaShared
 
 enum RemoteOption {
     static let spec = OptionSpec.option(
         "remote", "URL",
-        "share results with other hosts through Redis (redis://HOST[:PORT][/DB], redis+unix:///PATH) or an "
-            + "HTTP cache (http[s]://HOST/PATH); a remote that is down is skipped")
+        "share results with other hosts: redis://HOST[:PORT][/DB] (repeat for shards), redis+unix:///PATH, "
+            + "redis+cluster://HOST:PORT[,HOST:PORT...], http[s]://HOST/PATH; a remote that is down is skipped")
 
-    /// The remote tier `--remote` names, if any; `readOnly` for commands that only read (`get`).
-    static func parse(_ arguments: ParsedArguments, readOnly: Bool = false) throws -> YCache.Remote? {
-        guard let url = arguments.string("remote") else { return nil }
-        let options = YCache.Remote.Options(readOnly: readOnly)
-        do {
-            if url.hasPrefix("http://") || url.hasPrefix("https://") { return try .http(url, options: options) }
-            return try .redis(url, options: options)
-        } catch {
-            throw CommandFailure.usage("--remote \(url): \(error.description)")
+    /// The remote tier `--remote` (or the `remote` setting) names, if any; `readOnly` for commands that
+    /// only read (`get`).
+    static func parse(_ arguments: ParsedArguments, readOnly: Bool = false, directory: Word?) throws -> YCache.Remote? {
+        var urls = try arguments.strings("remote")
+        if urls.isEmpty, let (value, _) = try Settings.value("remote", directory: directory) {
+            urls = value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
         }
+        guard !urls.isEmpty else { return nil }
+        return try remote(urls, readOnly: readOnly)
+    }
+
+    /// The remote for one setting value (whitespace-separated URLs).
+    static func remote(_ value: String, readOnly: Bool) throws -> YCache.Remote {
+        try remote(value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init), readOnly: readOnly)
+    }
+
+    static func remote(_ urls: [String], readOnly: Bool) throws -> YCache.Remote {
+        let options = YCache.Remote.Options(readOnly: readOnly)
+        let shown = urls.map(redacted).joined(separator: " ")
+        do {
+            var redis: [String] = []
+            var cluster: [String] = []
+            var http: [String] = []
+            for url in urls {
+                switch scheme(of: url) {
+                case "redis", "redis+unix": redis.append(url)
+                case "redis+cluster": cluster += try seeds(of: url)
+                case "http", "https": http.append(url)
+                case let scheme?:
+                    throw UsageError(
+                        "--remote: unsupported scheme \(scheme):// (expected redis://, redis+unix://, "
+                            + "redis+cluster://, http:// or https://)")
+                case nil:
+                    throw UsageError(
+                        "--remote \(redacted(url)) is not a URL (expected redis://HOST or http://HOST/PATH)")
+                }
+            }
+            guard http.count <= 1 else { throw UsageError("--remote: at most one HTTP cache server") }
+            guard cluster.isEmpty || redis.isEmpty else {
+                throw UsageError("--remote: a Redis Cluster and separate Redis servers cannot be mixed")
+            }
+            let leases: YCache.Remote?
+            if !cluster.isEmpty {
+                leases = try .redisCluster(seeds: cluster, options: options)
+            } else if !redis.isEmpty {
+                leases = try .redis(shards: redis, options: options)
+            } else {
+                leases = nil
+            }
+            if let url = http.first {
+                return try leases.map { try .http(url, leases: $0, options: options) } ?? .http(url, options: options)
+            }
+            return leases!
+        } catch let error as YCache.Remote.ConfigurationError {
+            throw CommandFailure.usage("--remote \(shown): \(error.description)")
+        }
+    }
+
+    /// `redis+cluster://[user:password@]HOST:PORT,HOST:PORT` as one `redis://` URL per seed (the user
+    /// information carried to each).
+    private static func seeds(of url: String) throws -> [String] {
+        let rest = url.dropFirst("redis+cluster://".count)
+        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
+        guard authorityEnd == rest.endIndex || rest[authorityEnd...] == "/" || rest[authorityEnd...] == "/0" else {
+            throw UsageError("--remote \(redacted(url)): a Redis Cluster has database 0 only and takes no path")
+        }
+        var authority = rest[..<authorityEnd]
+        var userInfo = ""
+        if let at = authority.lastIndex(of: "@") {
+            userInfo = String(authority[...at])
+            authority = authority[authority.index(after: at)...]
+        }
+        let hosts = authority.split(separator: ",", omittingEmptySubsequences: false)
+        guard !hosts.isEmpty, hosts.allSatisfy({ !$0.isEmpty }) else {
+            throw UsageError("--remote \(redacted(url)): expected redis+cluster://HOST:PORT[,HOST:PORT...]")
+        }
+        return hosts.map { "redis://" + userInfo + $0 }
+    }
+
+    /// The scheme of `url` (lowercased) when it has the shape of one, else nil.
+    private static func scheme(of url: String) -> String? {
+        guard let end = url.range(of: "://")?.lowerBound else { return nil }
+        let scheme = url[..<end].lowercased()
+        guard let first = scheme.first, first.isLetter, scheme.count <= 20,
+            scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) })
+        else { return nil }
+        return scheme
+    }
+
+    /// `url` with its user information (user and password) replaced by `***`: the only form printed.
+    /// Everything between `://` and the last `@` goes, so a password holding `/` or `@` goes too.
+    static func redacted(_ url: String) -> String {
+        guard let at = url.lastIndex(of: "@") else { return url }
+        guard let start = url.range(of: "://")?.upperBound, start <= at else { return "***" }
+        return String(url[..<start]) + "***" + String(url[at...])
     }
 }

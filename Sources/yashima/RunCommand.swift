@@ -1,90 +1,124 @@
 // `yashima run [options] -- COMMAND [ARG…]`: memoize a command. A hit writes the stored standard output
-// and `--output` files (each written beside its path and renamed into place) and runs nothing; a miss
-// runs the command once across every process on the directory (the library's get-or-generate: the
-// others wait, off the cooperative pool), stores its standard output and output files in one entry, and
-// passes everything through. A command that fails is not stored; its status passes through.
+// and `--output` files and folders (each appearing at once) and runs nothing; a miss runs the command once
+// across every process on the directory (the library's get-or-generate), stores its results in one entry
+// and passes everything through. Whatever the cache cannot do — an unusable directory, a standard input
+// the key cannot cover — the command still runs (uncached, one warning line) unless `--strict`.
 
 import Foundation
 import Glibc
+import Synchronization
 @_spi(Operator) import YashimaShared
 
 enum RunCommand {
+    /// The options that make the key (`run` and `rm` share them).
+    static let keyOptions: [OptionSpec] = [
+        .option("namespace", "NAME", "namespace of the entry (default: run)"),
+        .option("input", "FILE", "a file the command reads: its contents are part of the key (repeatable)"),
+        .option(
+            "output", "PATH",
+            "a file or folder the command writes: stored, and written on a hit (repeatable)"),
+        .option("key", "TEXT", "extra text for the key, such as a tool version (repeatable)"),
+        .option("env", "NAME", "an environment variable whose value is part of the key (repeatable)"),
+        .flag("cwd", "make the working directory part of the key"),
+        .flag("stdin", "read standard input to its end, put it in the key and give it to the command"),
+        .flag("no-stdin", "the command does not read standard input: give it /dev/null, and cache"),
+    ]
+
     static let spec = CommandSpec(
         name: "run", summary: "memoize a command (exactly once across processes)",
         usage: "yashima run [OPTIONS] [--] COMMAND [ARG...]",
         description: """
             Runs COMMAND unless an earlier run with the same key stored its results; then writes those
-            results instead. The key is COMMAND and its arguments (exact bytes), the contents of every
-            --input file, every --key, the value of every --env variable, the --output paths, and the
-            working directory with --cwd. On a miss the command runs once across all processes using the
-            directory: the others wait for it and then write what it stored. With --remote, results are
-            shared with other hosts too: a miss looks there first, and one host runs the command while the
-            others wait for its result (a remote that is down is skipped). Its standard output and every
-            --output file are stored when it exits 0; a command that exits non-zero is not stored, its
-            standard output, standard error and exit status pass through, and the next caller runs it again.
-            Standard input and standard error are the caller's; standard output is written when the command
-            exits. Output files written from storage appear atomically (written beside, then renamed).
+            results instead. The key is COMMAND and its arguments, the contents of every --input file,
+            every --key, the value of every --env variable, the --output paths, the working directory with
+            --cwd, and standard input with --stdin: exact bytes, whatever they are. On a miss the command
+            runs once across all processes using the directory: the others wait for it and then write
+            what it stored. With --remote, results are shared with other hosts too. Its standard output
+            and every --output (a file, or a folder's whole tree) are stored when it exits 0; a command
+            that exits non-zero is not stored, and its output and exit status pass through.
 
-            Options end at "--" or at the first word that is not an option.
-            Prints nothing of its own unless --verbose (one line on standard error).
+            Standard input: with --stdin it is read to its end, put in the key and given to the command;
+            with --no-stdin the command gets /dev/null. Otherwise a terminal, /dev/null or no standard
+            input is fine, and anything else (a pipe, a file, a socket) makes the run uncached, with one
+            warning: the key cannot cover what the command might read there, and yashima never waits
+            on an input the command may not read.
+
+            A cache that cannot be used (a directory owned by someone else, writable by others, on a
+            network filesystem, full) never fails the command: it runs uncached and one warning says
+            what is wrong and what to do. --strict (or YASHIMA_STRICT=1) refuses instead (exit 2).
+            YASHIMA_DISABLE=1 runs every command uncached, silently. --recache (YASHIMA_RECACHE=1) runs
+            the command even on a hit and replaces the stored result.
+
+            Options end at "--" or at the first word that is not an option. Prints nothing of its own
+            unless --verbose (one line on standard error) or a warning.
             Exit status: the command's; 2 for bad usage or a bad input; 1 when yashima itself fails;
             127 when COMMAND is not found, 126 when it cannot be run; 128+N after signal N (Ctrl-C: 130;
             SIGINT or SIGTERM while waiting for another process stops waiting at once, while the command
             runs it is forwarded to the command and nothing is stored).
             """,
-        options: [
-            .option("namespace", "NAME", "namespace of the entry (default: run)"),
-            .option("input", "FILE", "a file the command reads: its contents are part of the key (repeatable)"),
-            .option("output", "FILE", "a file the command writes: stored, and written on a hit (repeatable)"),
-            .option("key", "TEXT", "extra text for the key, such as a tool version (repeatable)"),
-            .option("env", "NAME", "an environment variable whose value is part of the key (repeatable)"),
-            .flag("cwd", "make the working directory part of the key"),
+        options: keyOptions + [
             .option("expire", "DURATION", "the entry expires after DURATION (90s, 15m, 2h, 7d)"),
             .option(
                 "max-size", "SIZE",
                 "budget for the whole directory (4096, 500M, 10G, unlimited), recorded for later commands "
                     + "(default: the recorded one, else 1 GiB)"),
             .flag("no-wait", "if another process is running the same command, run it here too instead of waiting"),
+            .flag("recache", "run the command even on a hit, and replace the stored result"),
+            .flag("strict", "refuse (exit 2) instead of running uncached when the cache cannot be used"),
             RemoteOption.spec,
             .flag("verbose", short: "v", "one line on standard error: hit, miss or waited, and the time saved"),
         ] + CommandSpec.storageOptions,
         takesCommand: true)
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
-        let remote = try RemoteOption.parse(arguments)
-        guard !arguments.command.isEmpty, let argvIndex = arguments.commandArgvIndex else {
-            throw CommandFailure.usage(
-                arguments.sawDoubleDash
-                    ? "missing command after --" : "missing command (yashima run [OPTIONS] -- COMMAND)")
-        }
-        let argvAddresses = (argvIndex..<(argvIndex + arguments.command.count)).map {
-            UInt(bitPattern: CommandLine.unsafeArgv[$0])
-        }
-        let expiry = try arguments.string("expire").map { try parseDuration($0, option: "expire") }
-        let explicitBudget = try arguments.string("max-size").map {
-            try parseSize($0, option: "max-size", allowUnlimited: true)
-        }
-        var outputs: [String] = []
-        for path in arguments.strings("output") where !outputs.contains(path) {
-            try checkOutputPath(path)
-            outputs.append(path)
-        }
-        let location = try Location(arguments)
-        let key = try RunKey.make(
-            namespace: arguments.string("namespace") ?? "run", argvAddresses: argvAddresses,
-            inputs: arguments.strings("input"), keys: arguments.strings("key"),
-            environmentNames: arguments.strings("env"), includeWorkingDirectory: arguments.flag("cwd"),
-            outputs: outputs)
+        let invocation = try await Invocation(arguments)
         let verbose = arguments.flag("verbose")
+        if Word.environment("YASHIMA_DISABLE")?.text == "1" {
+            return try await invocation.runner.runPassingThrough()
+        }
+        if case .uncacheable(let kind) = invocation.standardInput {
+            Output.error(StandardInput.warning(kind: kind))
+            return try await invocation.runner.runPassingThrough()
+        }
+        do {
+            return try await runCached(invocation, arguments, verbose: verbose)
+        } catch let problem as CacheProblem {
+            let strict = arguments.flag("strict") || Word.environment("YASHIMA_STRICT")?.text == "1"
+            if strict { throw CommandFailure.usage("cannot use the cache: " + problem.message) }
+            if let record = invocation.ran.withLock({ $0 }) {
+                // The command already ran; the cache failed afterwards.
+                Output.error("yashima: warning: cannot use the cache: \(problem.message); the result was not stored")
+                return try deliver(record, invocation, fromStorage: false)
+            }
+            Output.error(
+                "yashima: warning: cannot use the cache: \(problem.message); running the command uncached "
+                    + "(--strict refuses instead)")
+            return try await invocation.runner.runPassingThrough()
+        }
+    }
+
+    private static func runCached(_ invocation: Invocation, _ arguments: ParsedArguments, verbose: Bool) async throws
+        -> Int32
+    {
+        let location = try Location(arguments)
+        let key = try invocation.key(arguments, location: location)
+        let remote = try RemoteOption.parse(arguments, directory: location.path)
+        let expiry = try Settings.value("expire", arguments, directory: location.path).map {
+            try parseDuration($0.0, option: "expire")
+        }
+        let recache = arguments.flag("recache") || Word.environment("YASHIMA_RECACHE")?.text == "1"
         let started = ContinuousClock.now
         let codec = RunRecordCodec()
 
         // The hit path: one lookup, nothing else opened, nothing recorded unless --max-size says so.
-        let probe = try location.openCache(budget: explicitBudget, remote: remote)
+        let explicit = try arguments.string("max-size").map {
+            try parseSize($0, option: "max-size", allowUnlimited: true)
+        }
+        let probe = try location.openCache(budget: explicit, remote: remote)
         let storage = try location.storageOperator(probe)
-        let budget = effectiveBudget(explicit: explicitBudget, storage: storage)
-        if let record = try? await probe.valueIfCached(for: key, codec: codec) {
-            try deliver(record, outputs: outputs, fromStorage: true)
+        let (budget, _) = try effectiveBudget(arguments, storage: storage)
+        if !recache, let record = try? await probe.valueIfCached(for: key, codec: codec) {
+            let status = try deliver(record, invocation, fromStorage: true)
             let elapsed = started.duration(to: .now)
             let saved = Int64(record.runningNanoseconds) - nanoseconds(elapsed)
             storage.addSavedTime(nanoseconds: saved)
@@ -93,47 +127,54 @@ enum RunCommand {
                     "yashima: hit: \(Format.bytes(Int64(record.byteCount))) from storage in "
                         + "\(Format.seconds(elapsed)), saved \(Format.seconds(Double(max(0, saved)) / 1e9))")
             }
-            return 0
+            return status
         }
 
         // A miss: get-or-generate, with this directory's budget.
-        let cache = budget == explicitBudget ? probe : try location.openCache(budget: budget, remote: remote)
+        let cache = budget == explicit ? probe : try location.openCache(budget: budget, remote: remote)
         // A result that cannot be stored is still the command's result.
         var options = YCache.Options(writeFailurePolicy: .bestEffort)
         if let expiry { options.expiry = .after(expiry) }
         if arguments.flag("no-wait") { options.crossProcessWaitTimeout = .zero }
-        let runner = CommandRunner(argvAddresses: argvAddresses, outputs: outputs, signals: .shared)
+        if recache { options.lookupPolicy = .refresh }
         let resolution: YCache.Resolved<RunRecord>
         do {
-            resolution = try await cache.resolve(for: key, codec: codec, options: options) { try await runner.run() }
+            resolution = try await cache.resolve(for: key, codec: codec, options: options) {
+                let record = try await invocation.runner.run()
+                invocation.ran.withLock { $0 = record }
+                return record
+            }
         } catch let outcome as CommandOutcome {
             return fail(outcome)
         } catch let error as YCache.Error {
-            throw CommandFailure.from(error)
+            throw location.problem(error)
         }
         let record = resolution.value
         let elapsed = started.duration(to: .now)
         switch resolution.source {
         case .generated:
             // The command wrote its output files itself; its standard output was captured.
-            try deliver(record, outputs: outputs, fromStorage: false)
-            if verbose {
-                var line =
-                    "yashima: miss: ran the command in \(Format.seconds(Double(record.runningNanoseconds) / 1e9))"
-                if cache.statistics.crossProcessTimeouts > 0 { line += " (another process was running it: --no-wait)" }
-                if cache.statistics.writeFailures > 0 {
-                    line += "; could not store the result"
-                } else if (try? await cache.contains(for: key, codec: codec)) == true {
+            let status = try deliver(record, invocation, fromStorage: false)
+            var line =
+                "yashima: \(recache ? "recache" : "miss"): ran the command in "
+                + Format.seconds(Double(record.runningNanoseconds) / 1e9)
+            if cache.statistics.crossProcessTimeouts > 0 { line += " (another process was running it: --no-wait)" }
+            if cache.statistics.writeFailures > 0 {
+                Output.error(
+                    verbose
+                        ? line + "; could not store the result"
+                        : "yashima: warning: the result could not be stored (the disk may be full)")
+            } else if verbose {
+                if (try? await cache.contains(for: key, codec: codec)) == true {
                     line += ", stored \(Format.bytes(Int64(record.byteCount)))"
                 } else {
                     line += "; not stored (larger than the budget of \(Format.bytes(budget)))"
                 }
                 Output.error(line)
-            } else if cache.statistics.writeFailures > 0 {
-                Output.error("yashima: warning: the result could not be stored (the disk may be full)")
             }
+            return status
         case .storage, .memory:
-            try deliver(record, outputs: outputs, fromStorage: true)
+            let status = try deliver(record, invocation, fromStorage: true)
             let saved = Int64(record.runningNanoseconds) - nanoseconds(elapsed)
             storage.addSavedTime(nanoseconds: saved)
             if verbose {
@@ -144,8 +185,8 @@ enum RunCommand {
                         + (resolution.origin == .remote ? "the remote tier" : "storage") + ", saved "
                         + Format.seconds(Double(max(0, saved)) / 1e9))
             }
+            return status
         }
-        return 0
     }
 
     /// A command that gave nothing to store: pass its output and status through.
@@ -163,62 +204,147 @@ enum RunCommand {
         case .missingOutput(let message):
             Output.error("yashima: " + message + "; nothing stored")
             return 1
+        case .unstorable(let message, let standardOutput):
+            Output.write(standardOutput, to: STDOUT_FILENO)
+            Output.error("yashima: warning: " + message + "; nothing stored")
+            return 0
         }
     }
 
-    /// An output path must be in a folder that exists, and must not be a folder itself.
-    private static func checkOutputPath(_ path: String) throws {
-        guard !path.isEmpty else { throw CommandFailure.usage("--output needs a path") }
-        let url = URL(fileURLWithPath: path)
-        var isDirectory: ObjCBool = false
-        let folder = url.deletingLastPathComponent().path
-        guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw CommandFailure.usage("--output \(path) is in a folder that does not exist (\(folder))")
-        }
-        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
-            throw CommandFailure.usage("--output \(path) is a directory, not a file")
-        }
-    }
-
-    /// Writes the record's standard output and, when it came from storage, its output files.
-    private static func deliver(_ record: RunRecord, outputs: [String], fromStorage: Bool) throws {
-        if fromStorage {
-            guard record.outputs.count == outputs.count else {
-                throw CommandFailure.failed("the stored entry does not hold the --output files asked for")
-            }
-            for (path, file) in zip(outputs, record.outputs) {
-                try writeAtomically(file.contents, to: path, mode: file.mode)
-            }
-        }
+    /// Writes the record's standard output and, when it came from storage, its outputs.
+    private static func deliver(_ record: RunRecord, _ invocation: Invocation, fromStorage: Bool) throws -> Int32 {
+        if fromStorage { try OutputFiles.write(record, to: invocation.outputs) }
         if !Output.write(record.standardOutput, to: STDOUT_FILENO) {
             throw CommandFailure.failed("cannot write to standard output: \(String(cString: strerror(errno)))")
         }
-    }
-
-    /// Writes `contents` to a new file beside `path` and renames it over `path`, so `path` never holds a
-    /// partial file.
-    private static func writeAtomically(_ contents: Data, to path: String, mode: UInt32) throws {
-        let url = URL(fileURLWithPath: path)
-        let suffix = (0..<6).map { _ in String(UInt8.random(in: 0...255), radix: 16) }.joined()
-        let staging = url.deletingLastPathComponent().appendingPathComponent(
-            "." + url.lastPathComponent + ".yashima-" + suffix
-        ).path
-        SignalControl.shared.track(staging)
-        defer { SignalControl.shared.untrack(staging) }
-        let fd = open(staging, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw CommandFailure.failed("cannot write --output \(path): \(String(cString: strerror(errno)))")
-        }
-        let written = Output.write(contents, to: fd) && fchmod(fd, mode_t(mode & 0o7777)) == 0
-        let reason = String(cString: strerror(errno))
-        close(fd)
-        guard written, rename(staging, path) == 0 else {
-            unlink(staging)
-            throw CommandFailure.failed("cannot write --output \(path): \(reason)")
-        }
+        return 0
     }
 
     private static func nanoseconds(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+    }
+}
+
+/// What `run` and `rm` know before they touch the cache: the command, its outputs and the key's parts
+/// that do not depend on the directory; and, once it ran, its record.
+final class Invocation: Sendable {
+    let argv: [Word]
+    let outputs: [Word]
+    let standardInput: StandardInput.Plan
+    let runner: CommandRunner
+    private let parts: RunKey.Parts
+    /// The record of the command's run, once it ran (so a cache failing afterwards never runs it twice).
+    let ran = Mutex<RunRecord?>(nil)
+
+    /// Parses and checks the command line's key options; bad ones are bad usage (nothing runs).
+    init(_ arguments: ParsedArguments) async throws {
+        guard !arguments.command.isEmpty else {
+            throw CommandFailure.usage(
+                arguments.sawDoubleDash
+                    ? "missing command after --" : "missing command (yashima run [OPTIONS] -- COMMAND)")
+        }
+        guard !(arguments.flag("stdin") && arguments.flag("no-stdin")) else {
+            throw UsageError("--stdin and --no-stdin contradict each other")
+        }
+        if let text = try arguments.string("expire") { _ = try parseDuration(text, option: "expire") }
+        if let text = try arguments.string("max-size") {
+            _ = try parseSize(text, option: "max-size", allowUnlimited: true)
+        }
+        argv = arguments.command
+        var outputs: [Word] = []
+        for path in arguments.words("output") where !outputs.contains(path) {
+            try Invocation.checkOutputPath(path)
+            outputs.append(path)
+        }
+        self.outputs = outputs
+        var parts = RunKey.Parts(namespace: "", argv: arguments.command, outputs: outputs)
+        for path in arguments.words("input") {
+            guard !path.isEmpty else { throw CommandFailure.usage("--input needs a path") }
+            parts.inputs.append((path, try RunKey.digest(ofFile: path)))
+        }
+        parts.keys = arguments.words("key")
+        for name in try arguments.strings("env") {
+            guard !name.isEmpty, !name.contains("=") else {
+                throw UsageError(
+                    "--env takes the name of an environment variable, not \(Shell.quote(Array(name.utf8)))"
+                        + (name.contains("=")
+                            ? " (set it in the environment; --env \(name.prefix { $0 != "=" }) puts its value in the key)"
+                            : ""))
+            }
+            parts.environment.append((name, Word.environment(name)))
+        }
+        if arguments.flag("cwd") {
+            guard let directory = Word.workingDirectory else {
+                throw CommandFailure.failed(
+                    "--cwd: cannot read the working directory: \(String(cString: strerror(errno)))")
+            }
+            parts.workingDirectory = directory
+        }
+        standardInput = try await StandardInput.plan(read: arguments.flag("stdin"), ignore: arguments.flag("no-stdin"))
+        parts.standardInputDigest = standardInput.digest
+        self.parts = parts
+        runner = CommandRunner(
+            argv: argv, outputs: outputs, standardInput: standardInput.descriptorForCommand, signals: .shared)
+    }
+
+    /// The key, with the namespace from `--namespace` or the settings of `location`.
+    func key(_ arguments: ParsedArguments, location: Location) throws -> CacheKey {
+        var parts = parts
+        parts.namespace = try Settings.value("namespace", arguments, directory: location.path)?.0 ?? "run"
+        guard !parts.namespace.isEmpty else { throw UsageError("--namespace cannot be empty") }
+        return RunKey.make(parts)
+    }
+
+    /// An output path must be in a folder that exists.
+    private static func checkOutputPath(_ path: Word) throws {
+        guard !path.isEmpty else { throw CommandFailure.usage("--output needs a path") }
+        let folder = path.parentFolder
+        var status = stat()
+        guard folder.withCString({ stat($0, &status) }) == 0, status.st_mode & S_IFMT == S_IFDIR else {
+            throw CommandFailure.usage(
+                "--output \(path.quoted) is in a folder that does not exist (\(folder.quoted)); make it first (mkdir -p)"
+            )
+        }
+    }
+}
+
+/// `yashima rm [run options] -- COMMAND…`: forget the stored result of one command, keyed exactly as
+/// `run` keys it.
+enum RemoveCommand {
+    static let spec = CommandSpec(
+        name: "rm", summary: "forget the stored result of one command (keyed exactly as run)",
+        usage: "yashima rm [RUN OPTIONS] [--] COMMAND [ARG...]",
+        description: """
+            Removes the result "yashima run" stored for the same command line: give it the same key
+            options (--input, --output, --key, --env, --cwd, --stdin, --namespace). Every process's next
+            run of that command runs it again. With --remote, the remote copy is removed too. Nothing
+            runs. Exit status 0 when a result was removed, 1 when none was stored, 2 for bad usage.
+            """,
+        options: RunCommand.keyOptions + [RemoteOption.spec, CommandSpec.json] + CommandSpec.storageOptions,
+        takesCommand: true)
+
+    static func run(_ arguments: ParsedArguments) async throws -> Int32 {
+        let invocation = try await Invocation(arguments)
+        let location = try Location(arguments)
+        let key = try invocation.key(arguments, location: location)
+        var removed = false
+        if location.exists {
+            let cache = try location.openCache(
+                budget: nil, remote: try RemoteOption.parse(arguments, directory: location.path))
+            do {
+                removed = try await cache.remove(for: key, codec: RunRecordCodec())
+            } catch let error as YCache.Error {
+                throw location.problem(error)
+            }
+        }
+        if arguments.flag("json") {
+            Output.json(["directory": location.path.text ?? location.path.quoted, "removed": removed])
+        } else {
+            Output.line(
+                removed
+                    ? "removed the stored result of \(Shell.command(invocation.argv))"
+                    : "no stored result of \(Shell.command(invocation.argv))")
+        }
+        return removed ? 0 : 1
     }
 }

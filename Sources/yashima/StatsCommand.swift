@@ -28,11 +28,11 @@ enum StatsCommand {
         let location = try Location(arguments)
         let json = arguments.flag("json")
         guard location.exists else {
-            if arguments.flag("zero") { throw CommandFailure.usage("no storage directory at \(location.path)") }
+            if arguments.flag("zero") { throw CommandFailure.usage("no storage directory at \(location.shown)") }
             if json {
-                Output.json(["directory": location.path, "exists": false, "entries": 0, "bytes": 0])
+                Output.json(["directory": location.shown, "exists": false, "entries": 0, "bytes": 0])
             } else {
-                Output.line("directory   \(location.path) (does not exist yet: nothing stored)")
+                Output.line("directory   \(location.shown) (does not exist yet: nothing stored)")
             }
             return 0
         }
@@ -59,7 +59,7 @@ enum StatsCommand {
 
         if json {
             var object: [String: Any] = [
-                "directory": location.path, "exists": true, "entries": entries.count, "bytes": bytes,
+                "directory": location.shown, "exists": true, "entries": entries.count, "bytes": bytes,
                 "usageCounter": storage.usageCounter, "expiredEntries": expired,
                 "unreadableEntries": listing.unreadableCount,
                 "budget": budget == Int64.max ? NSNull() : budget,
@@ -89,7 +89,7 @@ enum StatsCommand {
             return 0
         }
 
-        var rows: [[String]] = [["directory", location.path]]
+        var rows: [[String]] = [["directory", location.shown]]
         var holding = "\(Format.count(entries.count, "entry", "entries")), \(Format.bytes(bytes)) on disk"
         if budget == Int64.max {
             holding += "; no budget (unlimited)"

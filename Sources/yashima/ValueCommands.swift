@@ -51,15 +51,15 @@ enum ValueCommands {
         ] + CommandSpec.storageOptions)
 
     static func key(_ arguments: ParsedArguments) throws -> CacheKey {
-        guard let identity = arguments.string("identity") else {
+        guard let identity = try arguments.string("identity") else {
             throw CommandFailure.usage("--identity is required (the key's identity)")
         }
-        var key = CacheKey(namespace: arguments.string("namespace") ?? "default", identity: identity)
-        for text in arguments.strings("variant") {
+        var key = CacheKey(namespace: try arguments.string("namespace") ?? "default", identity: identity)
+        for text in try arguments.strings("variant") {
             let (name, value) = try parsePair(text, option: "variant")
             key = key.variant(name, value)
         }
-        for text in arguments.strings("version") {
+        for text in try arguments.strings("version") {
             let (name, value) = try parsePair(text, option: "version")
             key = key.version(name, value)
         }
@@ -68,9 +68,9 @@ enum ValueCommands {
 
     static func get(_ arguments: ParsedArguments) async throws -> Int32 {
         let key = try key(arguments)
-        let codecIdentifier = arguments.string("codec") ?? DataCodec().identifier
-        let remote = try RemoteOption.parse(arguments, readOnly: true)
+        let codecIdentifier = try arguments.string("codec") ?? DataCodec().identifier
         let location = try Location(arguments)
+        let remote = try RemoteOption.parse(arguments, readOnly: true, directory: location.path)
         guard location.exists || remote != nil else { return 1 }
         let cache = try location.openCache(budget: nil, remote: remote)
         let value: Data?
@@ -102,15 +102,17 @@ enum ValueCommands {
 
     static func put(_ arguments: ParsedArguments) async throws -> Int32 {
         let key = try key(arguments)
-        let codecIdentifier = arguments.string("codec") ?? DataCodec().identifier
-        let expiry = try arguments.string("expire").map { try parseDuration($0, option: "expire") }
+        let codecIdentifier = try arguments.string("codec") ?? DataCodec().identifier
+        let location = try Location(arguments)
+        let expiry = try Settings.value("expire", arguments, directory: location.path).map {
+            try parseDuration($0.0, option: "expire")
+        }
         let explicit = try arguments.string("max-size").map {
             try parseSize($0, option: "max-size", allowUnlimited: true)
         }
-        let remote = try RemoteOption.parse(arguments)
-        let location = try Location(arguments)
+        let remote = try RemoteOption.parse(arguments, directory: location.path)
         let probe = try location.openCache(budget: explicit, remote: remote)
-        let budget = effectiveBudget(explicit: explicit, storage: try location.storageOperator(probe))
+        let (budget, _) = try effectiveBudget(arguments, storage: try location.storageOperator(probe))
         let cache = budget == explicit ? probe : try location.openCache(budget: budget, remote: remote)
         let input = await offPool { FileHandle.standardInput.readDataToEndOfFile() }
         var options = YCache.Options()

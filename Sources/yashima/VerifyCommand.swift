@@ -28,9 +28,9 @@ enum VerifyCommand {
         let repair = arguments.flag("repair")
         guard location.exists else {
             if json {
-                Output.json(["directory": location.path, "checked": 0, "damaged": [Any](), "repaired": repair])
+                Output.json(["directory": location.shown, "checked": 0, "damaged": [Any](), "repaired": repair])
             } else {
-                Output.line("nothing to verify: \(location.path) does not exist")
+                Output.line("nothing to verify: \(location.shown) does not exist")
             }
             return 0
         }
@@ -53,7 +53,7 @@ enum VerifyCommand {
         let remaining = report.damaged.count - removed
         if json {
             Output.json([
-                "directory": location.path, "checked": report.checkedEntries, "bytes": report.checkedBytes,
+                "directory": location.shown, "checked": report.checkedEntries, "bytes": report.checkedBytes,
                 "seconds": seconds(elapsed), "expired": report.expiredEntries, "repaired": repair,
                 "damaged": report.damaged.map {
                     ["file": $0.relativePath, "reason": $0.reason, "allocated": $0.allocatedByteCount]

@@ -44,7 +44,7 @@ enum WatchCommand {
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         let location = try Location(arguments)
-        let namespace = arguments.string("namespace")
+        let namespace = try arguments.string("namespace")
         let json = arguments.flag("json")
         let current = arguments.flag("current")
         // A closed pipe is a failed write (EPIPE), not a signal that kills the process.
@@ -68,14 +68,14 @@ enum WatchCommand {
         if json {
             try await write(
                 Output.jsonLine([
-                    "event": "watching", "time": Format.iso(Date()), "directory": location.path,
+                    "event": "watching", "time": Format.iso(Date()), "directory": location.shown,
                     "namespace": namespace ?? NSNull(), "current": current, "created": !location.exists,
                 ]), writer: writer)
         } else {
             let scope = namespace.map { "namespace \(Format.printable($0))" } ?? "every namespace"
             let created = location.exists ? "" : " (created it)"
             _ = await writer.write(
-                Data("yashima: watching \(location.path)\(created), \(scope); Ctrl-C stops\n".utf8), to: STDERR_FILENO)
+                Data("yashima: watching \(location.shown)\(created), \(scope); Ctrl-C stops\n".utf8), to: STDERR_FILENO)
         }
         do {
             for try await change in changes {

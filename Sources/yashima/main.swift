@@ -9,48 +9,56 @@ import Glibc
 import Synchronization
 
 let commands: [CommandSpec] = [
-    RunCommand.spec, StatsCommand.spec, ListCommand.spec, VerifyCommand.spec, TrimCommand.spec, ClearCommand.spec,
-    ValueCommands.getSpec, ValueCommands.putSpec, WatchCommand.spec,
+    RunCommand.spec, RemoveCommand.spec, StatsCommand.spec, ListCommand.spec, VerifyCommand.spec, TrimCommand.spec,
+    ClearCommand.spec, ValueCommands.getSpec, ValueCommands.putSpec, WatchCommand.spec, ConfigCommand.spec,
 ]
 
-/// Parses the command line and runs the subcommand; returns the exit status.
-func main(_ words: [String]) async -> Int32 {
-    guard let name = words.first else {
-        Output.error(Help.topLevel(commands), terminator: false)
+/// Parses the command line (exact bytes) and runs the subcommand; returns the exit status.
+func main(_ words: [Word]) async -> Int32 {
+    // Options before the subcommand (`yashima --dir X stats`) are the subcommand's own.
+    let (global, rest) = splitGlobalOptions(words)
+    guard let nameWord = rest.first else {
+        if global.isEmpty {
+            Output.error(Help.topLevel(commands), terminator: false)
+        } else {
+            Output.error("yashima: missing command after \(Shell.command(global)) (yashima --help lists them)")
+        }
         return 2
     }
-    if ["--help", "-h", "help"].contains(name) {
-        if name == "help", words.count > 1, let spec = commands.first(where: { $0.name == words[1] }) {
+    let name = nameWord.text ?? nameWord.quoted
+    if global.isEmpty, ["--help", "-h", "help"].contains(name) {
+        if name == "help", rest.count > 1, let spec = commands.first(where: { $0.name == rest[1].text }) {
             Output.out(spec.help)
         } else {
             Output.out(Help.topLevel(commands))
         }
         return 0
     }
-    if name == "--version" {
+    if global.isEmpty, name == "--version" {
         Output.line(Help.version)
         return 0
     }
     guard let spec = commands.first(where: { $0.name == name }) else {
-        var message = "unknown command '\(name)'"
+        var message = "unknown command \(nameWord.quoted)"
         if let suggestion = closest(name, among: commands.map(\.name)) { message += "; did you mean \(suggestion)?" }
         Output.error("yashima: \(message) (yashima --help lists them)")
         return 2
     }
     do {
         let arguments = try ParsedArguments(
-            Array(words.dropFirst()), firstIndex: 2, options: spec.options, commandName: "yashima \(spec.name)",
+            global + rest.dropFirst(), options: spec.options, commandName: "yashima \(spec.name)",
             takesCommand: spec.takesCommand)
         if arguments.flag("help") {
             Output.out(spec.help)
             return 0
         }
-        if let extra = arguments.positional.first {
+        if !spec.takesPositional, let extra = arguments.positional.first {
             throw UsageError(
-                "unexpected argument '\(extra)' for yashima \(spec.name) (see yashima \(spec.name) --help)")
+                "unexpected argument \(extra.quoted) for yashima \(spec.name) (see yashima \(spec.name) --help)")
         }
         switch spec.name {
         case "run": return try await RunCommand.run(arguments)
+        case "rm": return try await RemoveCommand.run(arguments)
         case "stats": return try await StatsCommand.run(arguments)
         case "ls": return try await ListCommand.run(arguments)
         case "verify": return try await VerifyCommand.run(arguments)
@@ -59,10 +67,14 @@ func main(_ words: [String]) async -> Int32 {
         case "get": return try await ValueCommands.get(arguments)
         case "put": return try await ValueCommands.put(arguments)
         case "watch": return try await WatchCommand.run(arguments)
+        case "config": return try await ConfigCommand.run(arguments)
         default: return 2
         }
     } catch let error as UsageError {
         Output.error("yashima: \(error.description)")
+        return 2
+    } catch let problem as CacheProblem {
+        Output.error("yashima: \(problem.message)")
         return 2
     } catch let failure as CommandFailure {
         if !failure.message.isEmpty { Output.error("yashima: \(failure.message)") }
@@ -73,6 +85,22 @@ func main(_ words: [String]) async -> Int32 {
     }
 }
 
+/// The options before the subcommand's name, and the words from that name on. An option takes the next
+/// word as its value when some subcommand declares it with a value.
+func splitGlobalOptions(_ words: [Word]) -> (global: [Word], rest: [Word]) {
+    let valued = Set(commands.flatMap(\.options).filter { $0.value != nil }.map(\.name))
+    var index = 0
+    while index < words.count, words[index].hasPrefix("--"), words[index].bytes.count > 2,
+        !["--help", "--version"].contains(words[index].text ?? "")
+    {
+        let name = String(decoding: words[index].bytes.dropFirst(2).prefix { $0 != UInt8(ascii: "=") }, as: UTF8.self)
+        let inline = words[index].bytes.contains(UInt8(ascii: "="))
+        index += valued.contains(name) && !inline ? 2 : 1
+    }
+    index = min(index, words.count)
+    return (Array(words[..<index]), Array(words[index...]))
+}
+
 /// The exit status, handed from the task that runs the command to the main thread.
 final class ExitStatus: Sendable {
     let value = Mutex<Int32>(1)
@@ -80,11 +108,12 @@ final class ExitStatus: Sendable {
 
 /// Runs `main` on the cooperative pool while the main thread waits, then exits with its status.
 func runAndExit() -> Never {
-    let words = Array(CommandLine.arguments.dropFirst())
-    if words.first == "run" {
+    let words = Word.arguments
+    let name = splitGlobalOptions(words).rest.first?.text
+    if name == "run" {
         SignalControl.blockSignals()
         SignalControl.shared.start()
-    } else if words.first == "watch" {
+    } else if name == "watch" {
         // Taken by WatchCommand's own handler, started once it has parsed its arguments.
         SignalControl.blockSignals()
     }

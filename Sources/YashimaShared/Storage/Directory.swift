@@ -79,7 +79,8 @@ final class Directory: Sendable {
         self.sharing = sharing
         self.ownerProcessID = ownerProcessID
         self.onRepair = onRepair
-        let fd = try Directory.openOrCreateRoot(path, mode: sharing.directoryMode)
+        let fd = try Directory.openOrCreateRoot(
+            path, mode: sharing.directoryMode, allowNetwork: allowNetworkFilesystem)
         var succeeded = false
         defer { if !succeeded { Syscall.close(fd) } }
 

@@ -5,10 +5,12 @@
 // exemption: a root-run process must not use a directory another user controls.
 
 extension Directory {
-    static func openOrCreateRoot(_ path: String, mode: UInt32) throws(YCache.Error) -> Int32 {
+    static func openOrCreateRoot(_ path: String, mode: UInt32, allowNetwork: Bool) throws(YCache.Error) -> Int32 {
         switch Syscall.openRoot(path) {
         case .success(let fd): return fd
         case .failure(let error) where error.errno == .noSuchFile:
+            // A root that would be refused is not created first: check where it would be made.
+            if !allowNetwork { try checkFilesystemOfNearestFolder(path) }
             try createDirectoryChain(path, mode: mode)
             switch Syscall.openRoot(path) {
             case .success(let fd): return fd
@@ -53,6 +55,24 @@ extension Directory {
             case .failure(let error):
                 throw .storageUnavailable(path: path, reason: "cannot create \(prefix): \(error)")
             }
+        }
+    }
+
+    /// Refuses a missing root whose nearest existing folder is on a network filesystem.
+    private static func checkFilesystemOfNearestFolder(_ path: String) throws(YCache.Error) {
+        var folder = path
+        while true {
+            if let slash = folder.lastIndex(of: "/") {
+                folder = slash == folder.startIndex ? "/" : String(folder[..<slash])
+            } else {
+                folder = "."
+            }
+            if case .success(let fd) = Syscall.openRoot(folder) {
+                defer { Syscall.close(fd) }
+                _ = try checkFilesystem(fd, path: path, allowNetwork: false)
+                return
+            }
+            if folder == "/" || folder == "." { return }
         }
     }
 

@@ -9,15 +9,31 @@ import Glibc
 import Testing
 
 @Suite(.serialized) struct CLISignalTests {
-    /// A command that appends to the ledger, creates the marker, then waits for a line on its standard
-    /// input (the caller's) before printing and exiting.
-    static let command = #"echo run >> "$LEDGER"; echo started; touch "$MARKER"; read line; echo "finished $line""#
+    /// A command that appends to the ledger, creates the marker, then waits for a line from the gate (a
+    /// FIFO the test writes to) before printing and exiting. Its standard input is /dev/null (a pipe
+    /// there would make the run uncached).
+    static let command =
+        #"echo run >> "$LEDGER"; echo started; touch "$MARKER"; read line < "$GATE"; echo "finished $line""#
 
     private func start(_ fixture: CLIFixture) throws -> ChildProcess {
-        try ChildProcess(
+        if access(fixture.path("gate"), F_OK) != 0 { mkfifo(fixture.path("gate"), 0o600) }
+        return try ChildProcess(
             executable: yashimaExecutable, ["run"] + fixture.dir + ["--", "sh", "-c", CLISignalTests.command],
-            environment: ["LEDGER": fixture.path("ledger"), "MARKER": fixture.path("marker")],
-            capturingStandardError: true)
+            environment: [
+                "LEDGER": fixture.path("ledger"), "MARKER": fixture.path("marker"), "GATE": fixture.path("gate"),
+            ],
+            capturingStandardError: true, standardInputFromNullDevice: true)
+    }
+
+    /// Writes `line` to the gate the running command waits on (opening it waits for that reader).
+    private func open(_ fixture: CLIFixture, with line: String) async {
+        let path = fixture.path("gate")
+        await offPool {
+            let fd = Glibc.open(path, O_WRONLY | O_CLOEXEC)
+            guard fd >= 0 else { return }
+            _ = (line + "\n").withCString { Glibc.write(fd, $0, strlen($0)) }
+            close(fd)
+        }
     }
 
     @Test(arguments: [SIGINT, SIGTERM])
@@ -32,7 +48,7 @@ import Testing
         waiter.kill(signal)
         #expect(await waiter.exitStatus(timeout: 20) == 128 + signal)
         // The run it waited for is untouched: it finishes and stores its result.
-        runner.send("ok")
+        await open(fixture, with: "ok")
         #expect(await runner.output() == Data("started\nfinished ok\n".utf8))
         #expect(await runner.exitStatus() == 0)
         #expect(fixture.lines("ledger").count == 1)
@@ -57,7 +73,7 @@ import Testing
         unlink(marker)
         let again = try start(fixture)
         #expect(await eventually { access(marker, F_OK) == 0 })
-        again.send("second")
+        await open(fixture, with: "second")
         #expect(await again.output() == Data("started\nfinished second\n".utf8))
         #expect(await again.exitStatus() == 0)
         #expect(fixture.lines("ledger").count == 2)

@@ -23,27 +23,40 @@ struct CLIResult {
     }
 }
 
-/// Runs `yashima arguments…` to its end, with `input` on its standard input (then closed).
+/// Runs `yashima arguments…` to its end, with `input` on its standard input (a pipe, then closed), or
+/// /dev/null when `input` is nil (as a terminal user's or an `xargs` pool's command has: the run is cached).
 func yashima(
-    _ arguments: [String], input: Data = Data(), environment: [String: String] = [:], timeout: Double = 60
+    _ arguments: [String], input: Data? = nil, environment: [String: String] = [:], timeout: Double = 60
 ) async throws -> CLIResult {
     try await runToEnd(
         ChildProcess(
-            executable: yashimaExecutable, arguments, environment: environment, capturingStandardError: true),
+            executable: yashimaExecutable, arguments, environment: environment, capturingStandardError: true,
+            standardInputFromNullDevice: input == nil),
         input: input, timeout: timeout)
 }
 
-/// Runs `script` with /bin/sh to its end.
+/// Runs `yashima` with arguments given as exact bytes (words that are not UTF-8), stdin /dev/null.
+func yashima(bytes arguments: [[UInt8]], environment: [String: String] = [:], timeout: Double = 60) async throws
+    -> CLIResult
+{
+    try await runToEnd(
+        ChildProcess(
+            yashimaExecutable.path, argumentBytes: arguments, environment: environment, standardError: .capture,
+            standardInputFromNullDevice: true),
+        input: nil, timeout: timeout)
+}
+
+/// Runs `script` with /bin/sh to its end, its standard input /dev/null (as in a terminal-less pool).
 func shell(_ script: String, environment: [String: String] = [:], timeout: Double = 120) async throws -> CLIResult {
     try await runToEnd(
         ChildProcess(
             executable: URL(fileURLWithPath: "/bin/sh"), ["-c", script], environment: environment,
-            capturingStandardError: true),
-        input: Data(), timeout: timeout)
+            capturingStandardError: true, standardInputFromNullDevice: true),
+        input: nil, timeout: timeout)
 }
 
-func runToEnd(_ child: ChildProcess, input: Data, timeout: Double) async throws -> CLIResult {
-    await offPool { child.sendAndClose(input) }
+func runToEnd(_ child: ChildProcess, input: Data?, timeout: Double) async throws -> CLIResult {
+    if let input { await offPool { child.sendAndClose(input) } } else { child.closeInput() }
     let output = await child.output(timeout: timeout)
     let status = await child.exitStatus(timeout: timeout)
     return CLIResult(status: status, output: output, error: await child.standardErrorText())

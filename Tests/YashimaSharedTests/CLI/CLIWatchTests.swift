@@ -90,7 +90,7 @@ import Testing
         #expect(try await yashima(["run"] + fixture.dir + ["--", "echo", "hello world"]).text == "hello world\n")
         let run = await next(watcher)
         #expect(run["event"] as? String == "published" && run["namespace"] as? String == "run")
-        #expect(run["codec"] as? String == "yashima-run-v1" && run["argv"] as? [String] == ["echo", "hello world"])
+        #expect(run["codec"] as? String == "yashima-run-v2" && run["argv"] as? [String] == ["echo", "hello world"])
 
         // Clearing a namespace is one line, not one per entry.
         try await succeeds(["clear", "--namespace", "docs"], fixture)
@@ -101,7 +101,7 @@ import Testing
         try await succeeds(["trim", "--max-size", "1"], fixture)
         let removed = await next(watcher)
         #expect(removed["event"] as? String == "removed" && removed["entry"] as? String == run["entry"] as? String)
-        #expect(removed["namespace"] as? String == "run" && removed["codec"] as? String == "yashima-run-v1")
+        #expect(removed["namespace"] as? String == "run" && removed["codec"] as? String == "yashima-run-v2")
         #expect(removed["argv"] as? [String] == ["echo", "hello world"])
 
         // Clearing everything.
@@ -178,13 +178,13 @@ import Testing
         #expect(try await yashima(["run"] + fixture.dir + ["--", "echo", "hello world"]).status == 0)
         let run = await watcher.line() ?? ""
         #expect(
-            run.contains("  published  run: echo 'hello world' [version yashima-run=1]  (yashima-run-v1, "), "\(run)")
+            run.contains("  published  run: echo 'hello world' [version yashima-run=2]  (yashima-run-v2, "), "\(run)")
         try await succeeds(["clear", "--namespace", "docs"], fixture)
         #expect((await watcher.line() ?? "").hasSuffix("  removed    every entry of namespace docs"))
         try await succeeds(["trim", "--max-size", "1"], fixture)
         #expect(
             (await watcher.line() ?? "").hasSuffix(
-                "  removed    run: echo 'hello world' [version yashima-run=1]  (yashima-run-v1)"))
+                "  removed    run: echo 'hello world' [version yashima-run=2]  (yashima-run-v2)"))
         try await succeeds(["clear"], fixture)
         #expect((await watcher.line() ?? "").hasSuffix("  removed    every entry (the whole directory was cleared)"))
         await stop(watcher, signal: SIGTERM)

@@ -16,10 +16,12 @@ extension ChildProcess {
     /// to a pipe read by `standardErrorText()` (keep it short: it is read only after the child exits).
     convenience init(
         executable: URL = productsDirectory().appendingPathComponent("yashima-stress"), _ arguments: [String],
-        environment: [String: String] = [:], capturingStandardError: Bool = false
+        environment: [String: String] = [:], capturingStandardError: Bool = false,
+        standardInputFromNullDevice: Bool = false
     ) throws {
         try self.init(
             executable.path, arguments, environment: environment.isEmpty ? nil : environment,
-            standardError: capturingStandardError ? .capture : .inherit)
+            standardError: capturingStandardError ? .capture : .inherit,
+            standardInputFromNullDevice: standardInputFromNullDevice)
     }
 }

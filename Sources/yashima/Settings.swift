@@ -1,0 +1,254 @@
+// The defaults `yashima` takes when an option is not given, and where each comes from: the command line,
+// then an environment variable (`YASHIMA_MAX_SIZE`, …), then the storage directory (its `config` file;
+// the budget is recorded in its `state` file), then the user's file (`$XDG_CONFIG_HOME/yashima/config`,
+// else `~/.config/yashima/config`), then the built-in default. Also `yashima config`.
+
+import Foundation
+import Glibc
+@_spi(Operator) import YashimaShared
+
+/// One setting `yashima config` knows.
+struct SettingSpec: Sendable {
+    let name: String
+    let variable: String
+    let help: String
+    /// Only the user's file may set it (the directory cannot name itself).
+    var userOnly = false
+}
+
+/// Where a setting's value came from.
+enum SettingSource: Equatable {
+    case commandLine, environment(String), directory(Word), user(Word), builtIn
+
+    var description: String {
+        switch self {
+        case .commandLine: return "command line"
+        case .environment(let variable): return "environment: " + variable
+        case .directory(let file): return "directory: " + file.quoted
+        case .user(let file): return "user file: " + file.quoted
+        case .builtIn: return "default"
+        }
+    }
+}
+
+enum Settings {
+    static let specs: [SettingSpec] = [
+        SettingSpec(
+            name: "dir", variable: "YASHIMA_DIR",
+            help: "the storage directory (default: $XDG_CACHE_HOME/yashima, else ~/.cache/yashima)", userOnly: true),
+        SettingSpec(name: "max-size", variable: "YASHIMA_MAX_SIZE", help: "the directory's budget (default 1 GiB)"),
+        SettingSpec(name: "namespace", variable: "YASHIMA_NAMESPACE", help: "run's namespace (default run)"),
+        SettingSpec(name: "remote", variable: "YASHIMA_REMOTE", help: "the remote tier's URL (default none)"),
+        SettingSpec(name: "expire", variable: "YASHIMA_EXPIRE", help: "run's expiry (default never)"),
+    ]
+
+    /// The user's file: `$XDG_CONFIG_HOME/yashima/config`, else `$HOME/.config/yashima/config`.
+    static var userFile: Word? {
+        if let base = Word.environment("XDG_CONFIG_HOME"), base.hasPrefix("/") {
+            return base.appending(Word("yashima/config"))
+        }
+        guard let home = Word.environment("HOME"), !home.isEmpty else { return nil }
+        return home.appending(Word(".config/yashima/config"))
+    }
+
+    /// A storage directory's file.
+    static func directoryFile(_ directory: Word) -> Word { directory.appending(Word("config")) }
+
+    /// The value of `name` from the environment or the files, and its source (nil: the default). The
+    /// command line is the caller's to check first.
+    static func value(_ name: String, directory: Word?) throws -> (String, SettingSource)? {
+        guard let spec = specs.first(where: { $0.name == name }) else { return nil }
+        if let value = Word.environment(spec.variable), !value.isEmpty {
+            guard let text = value.text else { throw UsageError("\(spec.variable) must be UTF-8 text") }
+            return (text, .environment(spec.variable))
+        }
+        if !spec.userOnly, let directory, let value = try read(directoryFile(directory))[name] {
+            return (value, .directory(directoryFile(directory)))
+        }
+        if let file = userFile, let value = try read(file)[name] { return (value, .user(file)) }
+        return nil
+    }
+
+    /// `--NAME` from the command line, else the setting; with its source.
+    static func value(_ name: String, _ arguments: ParsedArguments, directory: Word?) throws -> (String, SettingSource)?
+    {
+        if let text = try arguments.string(name) { return (text, .commandLine) }
+        return try value(name, directory: directory)
+    }
+
+    /// The `name = value` lines of a settings file (none when it does not exist). `#` starts a comment.
+    /// - Throws: `UsageError` naming the file and line of anything else.
+    static func read(_ file: Word) throws -> [String: String] {
+        let fd = file.withCString { open($0, O_RDONLY | O_CLOEXEC) }
+        guard fd >= 0 else {
+            if errno == ENOENT || errno == ENOTDIR { return [:] }
+            throw UsageError("cannot read \(file.quoted): \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        guard let contents = try? mapFile(fd), let text = String(validating: contents, as: UTF8.self) else {
+            throw UsageError("\(file.quoted) is not UTF-8 text")
+        }
+        var values: [String: String] = [:]
+        for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let content = line.trimmingCharacters(in: .whitespaces)
+            if content.isEmpty || content.hasPrefix("#") { continue }
+            guard let equals = content.firstIndex(of: "=") else {
+                throw UsageError("\(file.quoted) line \(number + 1): expected NAME = VALUE")
+            }
+            let name = content[..<equals].trimmingCharacters(in: .whitespaces)
+            let value = content[content.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            guard let spec = specs.first(where: { $0.name == name }) else {
+                throw UsageError(
+                    "\(file.quoted) line \(number + 1): unknown setting \(Shell.quote(Array(name.utf8)))"
+                        + " (known: \(specs.map(\.name).joined(separator: ", ")))")
+            }
+            values[spec.name] = value
+        }
+        return values
+    }
+
+    /// Sets (or with nil removes) `name` in `file`, keeping its other lines; written beside and renamed.
+    static func write(_ name: String, _ value: String?, in file: Word, mode: mode_t) throws {
+        var lines: [String] = []
+        let fd = file.withCString { open($0, O_RDONLY | O_CLOEXEC) }
+        if fd >= 0 {
+            defer { close(fd) }
+            if let contents = try? mapFile(fd) {
+                lines = String(decoding: contents, as: UTF8.self).split(separator: "\n").map(String.init)
+            }
+        }
+        lines.removeAll { line in
+            let content = line.trimmingCharacters(in: .whitespaces)
+            return content.split(separator: "=", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces) == name
+        }
+        if let value { lines.append("\(name) = \(value)") }
+        let folder = file.parentFolder
+        if folder.withCString({ access($0, F_OK) }) != 0 {
+            try FileManager.default.createDirectory(
+                atPath: String(decoding: folder.bytes, as: UTF8.self), withIntermediateDirectories: true)
+        }
+        try OutputFiles.writeFile(Data((lines.joined(separator: "\n") + "\n").utf8), to: file, mode: UInt32(mode))
+    }
+}
+
+/// `yashima config [NAME [VALUE]]`: the settings in force and where each came from; one setting; or set
+/// one for the directory (`--user`: for the user).
+enum ConfigCommand {
+    static let spec = CommandSpec(
+        name: "config", summary: "show or set defaults: max-size, namespace, remote, expire, dir",
+        usage: "yashima config [--user] [--unset] [NAME [VALUE]] [--json] [--dir DIR]",
+        description: """
+            Without NAME, lists every setting in force and where it came from. With NAME, prints its value.
+            With NAME VALUE, sets it for the storage directory (its config file; max-size is recorded in
+            the directory, as run --max-size does), or with --user in the user's file; --unset NAME removes it.
+            A setting is taken from the command line, else its environment variable, else the directory,
+            else the user's file ($XDG_CONFIG_HOME/yashima/config, else ~/.config/yashima/config), else
+            the default. Settings (and variables): dir (YASHIMA_DIR, user file only), max-size
+            (YASHIMA_MAX_SIZE), namespace (YASHIMA_NAMESPACE), remote (YASHIMA_REMOTE), expire
+            (YASHIMA_EXPIRE). Other variables: YASHIMA_DISABLE=1 (run commands, touch no cache),
+            YASHIMA_RECACHE=1 (as --recache), YASHIMA_STRICT=1 (as --strict), YASHIMA_ALLOW_NETWORK_FS=1.
+            Passwords in a remote URL are never printed.
+            """,
+        options: [
+            .flag("user", "set or unset in the user's file instead of the directory"),
+            .flag("unset", "remove NAME"),
+            CommandSpec.json,
+        ] + CommandSpec.storageOptions,
+        takesPositional: true)
+
+    static func run(_ arguments: ParsedArguments) async throws -> Int32 {
+        let names = try arguments.positional.map { try ParsedArguments.text($0, option: "config") }
+        guard names.count <= 2 else { throw UsageError("yashima config takes at most NAME and VALUE") }
+        if let name = names.first, !Settings.specs.contains(where: { $0.name == name }) {
+            var message = "unknown setting \(Shell.quote(Array(name.utf8)))"
+            if let suggestion = closest(name, among: Settings.specs.map(\.name)) {
+                message += "; did you mean \(suggestion)?"
+            }
+            throw UsageError(message + " (yashima config lists them)")
+        }
+        let location = try Location.resolve(arguments)
+        if names.count == 2 || arguments.flag("unset") {
+            guard let name = names.first else { throw UsageError("--unset needs a NAME") }
+            return try set(name, arguments.flag("unset") ? nil : names.count == 2 ? names[1] : nil, arguments, location)
+        }
+        var rows: [[String]] = []
+        var object: [String: Any] = [:]
+        for spec in Settings.specs where names.isEmpty || names.first == spec.name {
+            let (value, source) = try current(spec.name, arguments, location)
+            rows.append([spec.name, value ?? "-", "(\(source.description))"])
+            object[spec.name] = ["value": value.map { $0 as Any } ?? NSNull(), "source": source.description]
+        }
+        if arguments.flag("json") {
+            Output.json(object)
+        } else if names.count == 1 {
+            Output.line(rows[0][1])
+        } else {
+            Output.line(Format.table(rows))
+        }
+        return 0
+    }
+
+    /// A setting's value for display (passwords redacted) and its source.
+    private static func current(_ name: String, _ arguments: ParsedArguments, _ location: Location)
+        throws -> (String?, SettingSource)
+    {
+        switch name {
+        case "dir":
+            return (location.path.quoted, location.source)
+        case "max-size":
+            if let text = try arguments.string("max-size") { return (text, .commandLine) }
+            if let value = Word.environment("YASHIMA_MAX_SIZE"), !value.isEmpty {
+                return (value.text ?? value.quoted, .environment("YASHIMA_MAX_SIZE"))
+            }
+            if location.exists, let recorded = (try? location.recordedBudget()) ?? nil {
+                return (recorded == Int64.max ? "unlimited" : Format.bytes(recorded), .directory(location.path))
+            }
+            if let file = Settings.userFile, let text = try Settings.read(file)["max-size"] {
+                return (text, .user(file))
+            }
+            return (Format.bytes(defaultBudget), .builtIn)
+        default:
+            guard let (text, source) = try Settings.value(name, arguments, directory: location.path) else {
+                return (nil, .builtIn)
+            }
+            return (name == "remote" ? RemoteOption.redacted(text) : text, source)
+        }
+    }
+
+    private static func set(_ name: String, _ value: String?, _ arguments: ParsedArguments, _ location: Location)
+        throws -> Int32
+    {
+        // Check the value as the commands will read it.
+        if let value {
+            switch name {
+            case "max-size": _ = try parseSize(value, option: "max-size", allowUnlimited: true)
+            case "expire": _ = try parseDuration(value, option: "expire")
+            case "remote": _ = try RemoteOption.remote(value, readOnly: false)
+            case "namespace": guard !value.isEmpty else { throw UsageError("a namespace cannot be empty") }
+            default: break
+            }
+        }
+        if arguments.flag("user") || name == "dir" {
+            guard let file = Settings.userFile else { throw UsageError("no user file: set HOME or XDG_CONFIG_HOME") }
+            try Settings.write(name, value, in: file, mode: 0o600)
+            Output.line(
+                value.map { "\(name) = \(name == "remote" ? RemoteOption.redacted($0) : $0) (in \(file.quoted))" }
+                    ?? "\(name) unset (in \(file.quoted))")
+            return 0
+        }
+        let cache = try location.openCache(budget: nil)
+        if name == "max-size" {
+            let storage = try location.storageOperator(cache)
+            let budget = try value.map { try parseSize($0, option: "max-size", allowUnlimited: true) }
+            storage.recordBudget(budget ?? defaultBudget)
+        } else {
+            try Settings.write(
+                name, value, in: Settings.directoryFile(location.path),
+                mode: location.sharing == .groupShared ? 0o660 : 0o600)
+        }
+        Output.line(
+            value.map { "\(name) = \(name == "remote" ? RemoteOption.redacted($0) : $0) (for \(location.path.quoted))" }
+                ?? "\(name) unset (for \(location.path.quoted))")
+        return 0
+    }
+}
