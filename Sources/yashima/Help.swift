@@ -65,10 +65,12 @@ enum Help {
         }
         text += """
 
-            The storage directory is --dir DIR, else $YASHIMA_DIR, else $XDG_CACHE_HOME/yashima, else
-            ~/.cache/yashima. Sizes take K, M, G, T suffixes (powers of 1024); durations s, m, h, d.
-            Exit status: 0 ok, 1 failed (or a miss, for get), 2 bad usage; run passes its command's through;
-            watch runs until stopped (Ctrl-C: 0).
+            The storage directory is --dir DIR, else $YASHIMA_DIR, else the user's dir setting (yashima
+            config), else $XDG_CACHE_HOME/yashima, else ~/.cache/yashima. Options may come before COMMAND.
+            Sizes take K, M, G, T suffixes (powers of 1024); durations s, m, h, d.
+            Exit status: 0 ok, 1 failed (or a miss, for get), 2 bad usage; run passes its command's through
+            (a cache it cannot use runs the command uncached, with a warning, unless --strict); watch runs
+            until stopped (Ctrl-C: 0).
             "yashima COMMAND --help" describes a command.
 
             """

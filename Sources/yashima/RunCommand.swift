@@ -38,10 +38,11 @@ enum RunCommand {
             that exits non-zero is not stored, and its output and exit status pass through.
 
             Standard input: with --stdin it is read to its end, put in the key and given to the command;
-            with --no-stdin the command gets /dev/null. Otherwise a terminal, /dev/null or no standard
-            input is fine, and anything else (a pipe, a file, a socket) makes the run uncached, with one
-            warning: the key cannot cover what the command might read there, and yashima never waits
-            on an input the command may not read.
+            with --no-stdin the command gets /dev/null. Otherwise a terminal, /dev/null, no standard
+            input or a pipe already at its end (as make -j gives its jobs) is no input, and anything
+            else (a pipe, a file, a socket) makes the run uncached, with one warning: the key cannot
+            cover what the command might read there, and yashima never waits on an input the command
+            may not read.
 
             A cache that cannot be used (a directory owned by someone else, writable by others, on a
             network filesystem, full) never fails the command: it runs uncached and one warning says

@@ -96,6 +96,11 @@ enum StatsCommand {
         } else {
             let percent = String(format: "%.1f", Double(bytes) / Double(budget) * 100)
             holding += "; budget \(Format.bytes(budget))\(recorded == nil ? " (default)" : ""), \(percent)% used"
+            if bytes > budget {
+                // Writers trim after they publish; a budget lowered since, or a writer with a larger
+                // budget of its own, leaves the directory over it until then.
+                holding += " (over budget: the next write trims it; yashima trim trims now)"
+            }
         }
         rows.append(["stored", holding])
         if expired > 0 || listing.unreadableCount > 0 {

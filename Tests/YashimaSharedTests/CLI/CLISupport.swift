@@ -39,12 +39,25 @@ func yashima(
 func yashima(bytes arguments: [[UInt8]], environment: [String: String] = [:], timeout: Double = 60) async throws
     -> CLIResult
 {
+    try await run(yashimaExecutable.path, bytes: arguments, environment: environment, timeout: timeout)
+}
+
+/// Runs `program` with arguments given as exact bytes to its end, stdin /dev/null.
+func run(_ program: String, bytes arguments: [[UInt8]], environment: [String: String] = [:], timeout: Double = 60)
+    async throws -> CLIResult
+{
     try await runToEnd(
         ChildProcess(
-            yashimaExecutable.path, argumentBytes: arguments, environment: environment, standardError: .capture,
-            standardInputFromNullDevice: true),
+            program, argumentBytes: arguments, environment: environment.isEmpty ? nil : environment,
+            standardError: .capture, standardInputFromNullDevice: true),
         input: nil, timeout: timeout)
 }
+
+/// A path of exact bytes as a C string.
+func cPath(_ bytes: [UInt8]) -> [CChar] { bytes.map { CChar(bitPattern: $0) } + [0] }
+
+/// `text` as bytes, then `bytes` (a path or word that is not UTF-8).
+func word(_ text: String, _ bytes: UInt8...) -> [UInt8] { Array(text.utf8) + bytes }
 
 /// Runs `script` with /bin/sh to its end, its standard input /dev/null (as in a terminal-less pool).
 func shell(_ script: String, environment: [String: String] = [:], timeout: Double = 120) async throws -> CLIResult {
