@@ -48,32 +48,28 @@ struct CommandSpec: Sendable {
 }
 
 enum Help {
-    static let version = "yashima 0.1.0 (YashimaShared, layout 1)"
+    /// The package's version (the Debian package's version is this plus the commit).
+    static let versionNumber = "0.1.0"
+
+    static let introduction = "Memoizes shell commands across processes and operates a YashimaShared storage directory."
+
+    static let notes = """
+        The storage directory is --dir DIR, else $YASHIMA_DIR, else the user's dir setting (yashima
+        config), else $XDG_CACHE_HOME/yashima, else ~/.cache/yashima. Options may come before COMMAND.
+        Sizes take K, M, G, T suffixes (powers of 1024); durations s, m, h, d.
+        Exit status: 0 ok, 1 failed (or a miss, for get), 2 bad usage; run passes its command's through
+        (a cache it cannot use runs the command uncached, with a warning, unless --strict); watch runs
+        until stopped (Ctrl-C: 0).
+        "yashima COMMAND --help" describes a command; "yashima help --man" prints the manual page and
+        "yashima help --completion bash|zsh|fish" a shell completion.
+        """
 
     static func topLevel(_ commands: [CommandSpec]) -> String {
-        var text = """
-            Usage: yashima COMMAND [OPTIONS]
-
-            Memoizes shell commands across processes and operates a YashimaShared storage directory.
-
-            Commands:
-
-            """
+        var text = "Usage: yashima COMMAND [OPTIONS]\n\n\(introduction)\n\nCommands:\n"
         let width = (commands.map(\.name.count).max() ?? 0) + 4
         for command in commands {
             text += "  " + command.name.padding(toLength: width, withPad: " ", startingAt: 0) + command.summary + "\n"
         }
-        text += """
-
-            The storage directory is --dir DIR, else $YASHIMA_DIR, else the user's dir setting (yashima
-            config), else $XDG_CACHE_HOME/yashima, else ~/.cache/yashima. Options may come before COMMAND.
-            Sizes take K, M, G, T suffixes (powers of 1024); durations s, m, h, d.
-            Exit status: 0 ok, 1 failed (or a miss, for get), 2 bad usage; run passes its command's through
-            (a cache it cannot use runs the command uncached, with a warning, unless --strict); watch runs
-            until stopped (Ctrl-C: 0).
-            "yashima COMMAND --help" describes a command.
-
-            """
-        return text
+        return text + "\n" + notes + "\n"
     }
 }

@@ -64,7 +64,7 @@ enum StandardInput {
     private static func isClosedEmptyPipe() -> Bool {
         var target = [CChar](repeating: 0, count: 64)
         let length = readlink("/proc/self/fd/0", &target, target.count - 1)
-        guard length > 5, String(cString: target).hasPrefix("pipe:") else { return false }
+        guard length > 5, target.prefix(5).map({ UInt8(bitPattern: $0) }) == Array("pipe:".utf8) else { return false }
         var descriptor = pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0)
         guard poll(&descriptor, 1, 0) == 1 else { return false }
         return descriptor.revents & Int16(POLLHUP) != 0 && descriptor.revents & Int16(POLLIN) == 0

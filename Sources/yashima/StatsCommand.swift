@@ -21,12 +21,20 @@ enum StatsCommand {
         options: [
             .flag("zero", "reset the shared counters to zero (for every process), after printing them"),
             CommandSpec.json,
+            .option(
+                "format", "FORMAT",
+                "text (default), json (as --json), or prometheus: the text exposition format, for "
+                    + "node_exporter's textfile collector"),
         ]
             + CommandSpec.storageOptions)
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         let location = try Location(arguments)
-        let json = arguments.flag("json")
+        let format = try arguments.string("format") ?? (arguments.flag("json") ? "json" : "text")
+        guard ["text", "json", "prometheus"].contains(format) else {
+            throw UsageError("--format must be text, json or prometheus, not \(Shell.quote(Array(format.utf8)))")
+        }
+        let json = format == "json"
         guard location.exists else {
             if arguments.flag("zero") { throw CommandFailure.usage("no storage directory at \(location.shown)") }
             if json {
@@ -56,6 +64,25 @@ enum StatsCommand {
         let hits = counters.memoryHits + counters.storageHits
         let lookups = hits + counters.misses
         let hitRate: Double? = lookups > 0 ? Double(hits) / Double(lookups) : nil
+
+        if format == "prometheus" {
+            let snapshot = StatsSnapshot(
+                entries: entries.count, bytes: bytes, budget: budget,
+                counters: .init(
+                    memoryHits: counters.memoryHits, storageHits: counters.storageHits, misses: counters.misses,
+                    generations: counters.generations, sharedGenerations: counters.sharedGenerations,
+                    corruptEntries: counters.corruptEntries, writeFailures: counters.writeFailures,
+                    crossProcessTimeouts: counters.crossProcessTimeouts,
+                    crossProcessLockFailures: counters.crossProcessLockFailures,
+                    savedNanoseconds: counters.savedNanoseconds),
+                census: census.lockFilesHeld.map { held in
+                    .init(
+                        lockFiles: census.lockFiles, held: held, waiting: census.waitingProcesses ?? 0,
+                        trimRunning: census.trimRunning, debris: census.debris)
+                }, zeroedAt: counters.zeroedAt)
+            Output.out(Metrics.exposition(Metrics.families(snapshot), directory: location.shown))
+            return 0
+        }
 
         if json {
             var object: [String: Any] = [

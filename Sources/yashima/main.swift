@@ -27,15 +27,24 @@ func main(_ words: [Word]) async -> Int32 {
     }
     let name = nameWord.text ?? nameWord.quoted
     if global.isEmpty, ["--help", "-h", "help"].contains(name) {
-        if name == "help", rest.count > 1, let spec = commands.first(where: { $0.name == rest[1].text }) {
+        let topic = rest.count > 1 ? rest[1].text : nil
+        if name == "help", let spec = commands.first(where: { $0.name == topic }) {
             Output.out(spec.help)
+        } else if name == "help", topic == "--man" {
+            Output.out(Documentation.manPage(commands, date: Format.iso(Date()).prefix(10).description))
+        } else if name == "help", topic == "--completion" {
+            guard rest.count == 3, let script = Documentation.completion(rest[2].text ?? "", commands) else {
+                Output.error("yashima: help --completion takes bash, zsh or fish")
+                return 2
+            }
+            Output.out(script)
         } else {
             Output.out(Help.topLevel(commands))
         }
         return 0
     }
     if global.isEmpty, name == "--version" {
-        Output.line(Help.version)
+        Output.line(Documentation.version)
         return 0
     }
     guard let spec = commands.first(where: { $0.name == name }) else {

@@ -108,6 +108,9 @@ uint64_t ysh_sigbus_guard_trips(void);
 int ysh_renameat(int fromdir, const char *from, int todir, const char *to, int *err);
 /// renameat2(2) with RENAME_NOREPLACE: fails with EEXIST when the target exists.
 int ysh_renameat_noreplace(int fromdir, const char *from, int todir, const char *to, int *err);
+/// The commit the binary was built from (set by the packaging script), or "".
+const char *ysh_build_commit(void);
+
 /// renameat2(2) with RENAME_EXCHANGE on two paths as given (symlinks in them followed, as for rename(2)):
 /// swaps them atomically (for the command-line tool's folder outputs).
 int ysh_rename_exchange(const char *from, const char *to, int *err);
