@@ -5,6 +5,7 @@
 
 import Foundation
 import Glibc
+import Synchronization
 @_spi(Operator) import YashimaShared
 
 /// One setting `yashima config` knows.
@@ -76,9 +77,19 @@ enum Settings {
         return try value(name, directory: directory)
     }
 
+    /// Files already read by this process (a command reads each at most once).
+    private static let cache = Mutex<[Word: [String: String]]>([:])
+
     /// The `name = value` lines of a settings file (none when it does not exist). `#` starts a comment.
     /// - Throws: `UsageError` naming the file and line of anything else.
     static func read(_ file: Word) throws -> [String: String] {
+        if let known = cache.withLock({ $0[file] }) { return known }
+        let values = try parse(file)
+        cache.withLock { $0[file] = values }
+        return values
+    }
+
+    private static func parse(_ file: Word) throws -> [String: String] {
         let fd = file.withCString { open($0, O_RDONLY | O_CLOEXEC) }
         guard fd >= 0 else {
             if errno == ENOENT || errno == ENOTDIR { return [:] }
@@ -128,6 +139,7 @@ enum Settings {
                 atPath: String(decoding: folder.bytes, as: UTF8.self), withIntermediateDirectories: true)
         }
         try OutputFiles.writeFile(Data((lines.joined(separator: "\n") + "\n").utf8), to: file, mode: UInt32(mode))
+        cache.withLock { $0[file] = nil }
     }
 }
 
