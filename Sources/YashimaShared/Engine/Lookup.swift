@@ -1,8 +1,6 @@
-// The lookup pipeline, every public lookup's one path: the memory tier (MemoryTier.swift), then the
-// storage tier (StorageTier.swift), each asked once; on a miss the in-process flight, which joins the
-// production another task of this process runs for the same entry or starts one (Production.swift: the
-// per-key lock across processes, the tiers, the generator, publish). A joiner accepts a flight's value only
-// while the removal epochs it was made under are current (I10). Refreshes always produce.
+// The lookup pipeline, every public lookup's one path: the `.beforeFlight` tiers (memory, storage), each
+// asked once; on a miss the in-process flight, joined or started (Production.swift: the key's lock, the
+// `.underKeyLock` tiers, publish). A joiner takes a flight's value only under current epochs (I10).
 
 /// What a production needs to generate and store one entry.
 struct ProductionRequest<Codec: CacheCodec>: Sendable {
@@ -30,8 +28,8 @@ extension CacheEngine {
             expectation: expectations.expectation(for: memoryKey), generate: generate)
     }
 
-    /// Get-or-generate (`value`, `resolve`, `optionalValue`, `refresh`): memory → storage → flight. Returns
-    /// nil only when an optional generator produced nil, or a cache-only lookup missed.
+    /// Get-or-generate (`value`, `resolve`, `optionalValue`, `refresh`): the `.beforeFlight` tiers, then the
+    /// flight. Returns nil only when an optional generator produced nil, or a cache-only lookup missed.
     func resolve<Codec: CacheCodec>(
         _ key: CacheKey, codec: Codec, options: YCache.Options, optional: Bool,
         generate: @escaping @Sendable () async throws -> Codec.Value?
@@ -40,44 +38,35 @@ extension CacheEngine {
         if options.lookupPolicy == .refresh {
             return try await refresh(request(memoryKey, codec: codec, options: options, generate: generate))
         }
-        // One clock read and one storage access for both tiers (a storage hit's fixed cost is small).
-        let now = Syscall.realtimeNanoseconds
-        let opened = storage(for: .read)
-        if let hit = try memoryTier(memoryKey, codec: codec, storage: try? opened.get(), now: now) { return hit }
-        let request = request(memoryKey, codec: codec, options: options, generate: generate)
-        if let hit = try storageTier(request, opened: opened, now: now) { return hit }
+        var lookup = TierLookup(engine: self, memoryKey: memoryKey, codec: codec, options: options, generate: generate)
+        if let hit = try walk(&lookup) { return hit }
         if options.lookupPolicy == .cacheOnly { return nil }
-        return try await flightTier(request, optional: optional)
+        return try await flightTier(lookup.request(), optional: optional)
     }
 
-    /// A lookup that never generates (`valueIfCached`): memory → storage.
+    /// A lookup that never generates (`valueIfCached`): the `.beforeFlight` tiers.
     func cachedValue<Codec: CacheCodec>(_ key: CacheKey, codec: Codec, options: YCache.Options) throws
         -> YCache.Resolved<Codec.Value>?
     {
         let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
-        let now = Syscall.realtimeNanoseconds
-        let opened = storage(for: .read)
-        if let hit = try memoryTier(memoryKey, codec: codec, storage: try? opened.get(), now: now) { return hit }
-        return try storageTier(request(memoryKey, codec: codec, options: options) { nil }, opened: opened, now: now)
+        var lookup = TierLookup(engine: self, memoryKey: memoryKey, codec: codec, options: options) { nil }
+        return try walk(&lookup)
     }
 
-    /// Memory and storage again, for a lookup that is about to join or start another flight.
+    /// The `.beforeFlight` tiers again, for a lookup that is about to join or start another flight.
     private func lookAgain<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) throws
         -> YCache.Resolved<Codec.Value>?
     {
-        if let hit = try memoryTier(request.memoryKey, codec: request.codec) { return hit }
-        return try storageTier(request)
+        var lookup = TierLookup(engine: self, request: request)
+        return try walk(&lookup)
     }
 
-    /// The storage tier as a lookup asks it: a miss when storage cannot be opened, unless `.throwError`.
-    /// - Parameters:
-    ///   - opened: What `storage(for: .read)` returned for this lookup (nil: ask it now).
-    ///   - now: The lookup's realtime clock (nil: read it now).
-    private func storageTier<Codec: CacheCodec>(
-        _ request: ProductionRequest<Codec>, opened: Result<StorageContext, YCache.Error>? = nil, now: Int64? = nil
-    ) throws -> YCache.Resolved<Codec.Value>? {
-        let storage = try (opened ?? storage(for: .read)).orMiss(under: request.options.readFailurePolicy)
-        return try storageHit(request, in: storage, shared: false, now: now)?.resolution
+    /// Asks the `.beforeFlight` tiers in order; the first hit is the lookup's.
+    private func walk<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>) throws -> YCache.Resolved<Codec.Value>? {
+        for tier in lookupTiers {
+            if let hit = try tier.lookup(&lookup) { return hit }
+        }
+        return nil
     }
 
     // MARK: Flights

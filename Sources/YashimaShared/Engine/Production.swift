@@ -188,27 +188,19 @@ struct Production<Codec: CacheCodec>: Sendable {
 
     // MARK: 4. Producing
 
-    /// The generation tiers, outermost first, each able to answer or to ask the ones below it; the
-    /// innermost step is the caller's generator.
+    /// The `.underKeyLock` tiers, outermost first, each able to answer or to ask the ones after it; the
+    /// last is the caller's generator (GeneratorTier).
     private func produceValue(_ storage: StorageContext?) async throws -> Produced<Codec.Value>? {
-        var next: @Sendable () async throws -> Produced<Codec.Value>? = { try await generate() }
+        var next: @Sendable () async throws -> Produced<Codec.Value>? = { nil }  // after the generator: nothing
         var request = request
         if kind == .lookup, request.options.writePolicy == .memoryAndStorage, let storage, storage.isLocalFilesystem {
             request.staging = storage
         }
-        for tier in engine.generationTiers.reversed() {
-            let (below, request) = (next, request)
-            let kind = kind
-            next = { try await tier.produce(request, kind: kind, next: below) }
+        for tier in engine.productionTiers.reversed() {
+            let (below, request, kind, engine) = (next, request, kind, engine)
+            next = { try await tier.produce(request, kind: kind, engine: engine, next: below) }
         }
         return try await next()
-    }
-
-    /// The caller's generator.
-    private func generate() async throws -> Produced<Codec.Value>? {
-        guard let value = try await request.generate() else { return nil }
-        engine.count { $0.generations += 1 }
-        return Produced(value: value, source: .generated)
     }
 
     /// A remote value published while a removal of its key ran (I10, I16): the removal deleted the

@@ -30,9 +30,9 @@ extension CacheEngine {
         let production = Production(engine: self, request: request, flight: nil, kind: .store)
         let stored = try await production.publish(
             Produced(value: value, source: .generated), storage: storage, epochs: nil, permit: .uncoordinated)
-        // The value replaces the remote one too (another host's next miss finds it).
-        if let remote, let published = stored.published {
-            await remote.store(request.expectation.identity, published: published, options: options)
+        // The value replaces the other tiers' copies too (another host's next miss finds it).
+        if let published = stored.published {
+            for tier in tiers { await tier.store(request.expectation.identity, published: published, options: options) }
         }
     }
 }

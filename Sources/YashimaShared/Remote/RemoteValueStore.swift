@@ -65,26 +65,6 @@ protocol RemoteValueStore: AnyObject, Sendable {
     func remove(_ identity: EntryIdentity) async -> Bool
 }
 
-/// The lease capability of a remote tier (Redis only): exactly-once generation across hosts. See
-/// ``RedisRemoteStore`` for the protocol.
-protocol RemoteLeaseStore: RemoteValueStore {
-    /// Takes the lease, or finds the value, or finds another holder.
-    func acquireLease(_ identity: EntryIdentity) async -> RemoteLeaseAcquisition
-    /// Stores the generated value and releases `lease`.
-    func storeAndRelease(
-        _ identity: EntryIdentity, payload: Data, createdAt: Int64, expiresAt: Int64, lease: RemoteLease
-    ) async -> RemoteStoreOutcome
-    /// Releases `lease` without a value (the generator failed). True when released.
-    @discardableResult
-    func release(_ lease: RemoteLease) async -> Bool
-    /// Waits until another holder's lease is released or the value appears, at most `timeout`.
-    func waitForRelease(
-        _ identity: EntryIdentity, timeout: Duration, onWaiting: (@Sendable () -> Void)?
-    ) async -> RemoteWaitOutcome
-    /// Renews `lease` until stopped; `onLost` is called once if it is lost.
-    func startRenewal(_ lease: RemoteLease, onLost: @escaping @Sendable () -> Void) -> LeaseRenewal
-}
-
 extension RemoteValueStore {
     /// Values come and go whole (Redis).
     var fileStreamingThreshold: Int? { nil }

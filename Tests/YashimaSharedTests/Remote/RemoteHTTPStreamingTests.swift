@@ -102,7 +102,7 @@ struct RemoteHTTPStreamingTests {
             let key = CacheKey(namespace: "stream", identity: "upload-\(size)")
             let value = payload(size, seed: UInt8(index + 21))
             let first = YCache(storageDirectory: one.url, remote: remote)
-            let store = try #require(first.engine.remote?.values as? HTTPRemoteStore)
+            let store = try #require(first.remoteValues as? HTTPRemoteStore)
             #expect(store.fileStreamingThreshold == threshold)
             _ = try await first.value(for: key, codec: codec) { value }
             #expect(first.statistics.remotePuts == 1, "\(size)")

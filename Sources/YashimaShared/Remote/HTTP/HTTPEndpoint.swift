@@ -91,30 +91,15 @@ struct HTTPEndpoint: Hashable, Sendable, CustomStringConvertible, CustomDebugStr
         guard !rest.contains("?") else { throw .unsupportedQuery }
         let authorityEnd = rest.firstIndex(of: "/") ?? rest.endIndex
         let authority = rest[..<authorityEnd]
-        var hostPart = authority
-        var urlUser: String?
-        var urlPassword: [UInt8]?
-        if let at = authority.lastIndex(of: "@") {
-            let userInfo = authority[..<at]
-            hostPart = authority[authority.index(after: at)...]
-            let colon = userInfo.firstIndex(of: ":")
-            do throws(RemoteURLError) {
-                let user = try RemoteURLSyntax.percentDecoded(userInfo[..<(colon ?? userInfo.endIndex)])
-                urlUser = try RemoteURLSyntax.utf8(user)
-                if let colon {
-                    urlPassword = try RemoteURLSyntax.percentDecoded(userInfo[userInfo.index(after: colon)...])
-                }
-            } catch {
-                throw HTTPURLError(error)
-            }
-            if colon == nil && urlUser!.isEmpty { throw .missingUser }
-        }
+        let parts: RemoteURLSyntax.Authority
         let address: RemoteAddress
         do throws(RemoteURLError) {
-            address = try RemoteURLSyntax.hostAndPort(hostPart, defaultPort: isSecure ? 443 : 80)
+            parts = try RemoteURLSyntax.authority(authority)
+            address = try RemoteURLSyntax.hostAndPort(parts.host, defaultPort: isSecure ? 443 : 80)
         } catch {
             throw HTTPURLError(error)
         }
+        let (urlUser, urlPassword) = (parts.user, parts.password)
         let pathPrefix = try parsePath(rest[authorityEnd...])
         let credentials = try credentials(user: urlUser, password: urlPassword, environment: environment)
         return HTTPEndpoint(isSecure: isSecure, address: address, pathPrefix: pathPrefix, credentials: credentials)

@@ -1,4 +1,4 @@
-// RemoteConfiguration.swift: the settings of the Redis remote tier and their validation: servers (one,
+// RedisConfiguration.swift: the settings of the Redis remote tier and their validation: servers (one,
 // several as shards, or the seeds of a cluster), the shared policy (timeouts, cap, read-only,
 // breaker), key prefix, value and lease TTLs, the re-check interval of waiters, and the shared secret
 // (`YASHIMA_REMOTE_SECRET` when none is given in code).
@@ -14,7 +14,7 @@ enum RedisTopology: Hashable, Sendable {
 }
 
 /// The settings of a Redis remote tier.
-struct RemoteConfiguration: Sendable, Equatable {
+struct RedisConfiguration: Sendable, Equatable {
     /// The servers.
     var topology: RedisTopology
     /// Timeouts, size cap, read-only mode and breaker (shared with other backends).
@@ -41,7 +41,7 @@ struct RemoteConfiguration: Sendable, Equatable {
     /// cluster. Credentials and the secret come from the URLs or the environment.
     init(
         urls: [String], cluster: Bool = false, environment: [String: String] = ProcessInfo.processInfo.environment
-    ) throws(RemoteConfigurationError) {
+    ) throws(RedisConfigurationError) {
         let endpoints: [RedisEndpoint]
         do throws(RemoteURLError) {
             endpoints = try RedisEndpoint.parseList(urls, environment: environment)
@@ -55,7 +55,7 @@ struct RemoteConfiguration: Sendable, Equatable {
     var renewalInterval: Duration { leaseTimeToLive / 3 }
 
     /// Checks every setting.
-    func validate() throws(RemoteConfigurationError) {
+    func validate() throws(RedisConfigurationError) {
         guard RemoteKeys.isValidPrefix(keyPrefix) else { throw .invalidKeyPrefix }
         guard valueTimeToLive.remoteMilliseconds >= 1, leaseTimeToLive.remoteMilliseconds >= 30,
             waitRecheckInterval.remoteMilliseconds >= 1
@@ -77,7 +77,7 @@ struct RemoteConfiguration: Sendable, Equatable {
 }
 
 /// Why a remote configuration was refused.
-enum RemoteConfigurationError: Error, Equatable, Sendable, CustomStringConvertible {
+enum RedisConfigurationError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A URL (or the list) is invalid.
     case invalidURL(RemoteURLError)
     /// The key prefix is empty, too long, or has spaces, braces or non-ASCII characters.

@@ -3,16 +3,6 @@
 // by script), each pipelined with what the next step needs so the common paths take one round trip.
 // Blocking calls that throw `RemoteError`; RedisRemoteStore adds the envelope, breaker and statistics.
 
-/// A lease held by this process on one entry: its keys, the random token and the TTL.
-struct RemoteLease: Equatable, Sendable {
-    /// The entry's Redis names.
-    let keys: RemoteKeys
-    /// The random token stored in the lease key (32 hex characters from getrandom).
-    let token: [UInt8]
-    /// The lease TTL in milliseconds (set on acquire, again on each renewal).
-    let timeToLiveMilliseconds: Int64
-}
-
 /// Redis commands on entries, through a router. Blocking.
 struct RedisEntryCommands: Sendable {
     /// Where commands run.

@@ -6,21 +6,6 @@
 
 import Foundation
 
-/// The result of waiting for another host's lease.
-enum RemoteWaitOutcome: Equatable, Sendable {
-    /// The holder stored the value (verified).
-    case found(RemoteValue)
-    /// The lease is gone and no value is there: try to acquire it. `notified` is false when the lease was
-    /// found gone on a timed re-check (the holder died or hung past its TTL, or the message was lost).
-    case leaseFree(notified: Bool)
-    /// The caller's timeout passed with the lease still held: generate without it.
-    case timedOut
-    /// The calling task was cancelled.
-    case cancelled
-    /// The tier is down or bypassed.
-    case unavailable
-}
-
 extension RedisRemoteStore {
     /// Waits until `identity`'s lease is released or its value appears, at most `timeout`.
     ///

@@ -50,7 +50,7 @@ import Foundation
 /// no lease is taken (generation is then coordinated per host only).
 final class RedisRemoteStore: RemoteLeaseStore {
     /// The settings.
-    let configuration: RemoteConfiguration
+    let configuration: RedisConfiguration
     /// The tier's counters.
     let statistics = RemoteStatistics()
     /// Timeouts, breakers, read-only mode, cap.
@@ -66,10 +66,10 @@ final class RedisRemoteStore: RemoteLeaseStore {
     /// Creates the tier (no connection is made until the first call).
     ///
     /// - Parameter now: The breakers' monotonic clock (tests).
-    /// - Throws: ``RemoteConfigurationError`` for an invalid configuration.
+    /// - Throws: ``RedisConfigurationError`` for an invalid configuration.
     init(
-        configuration: RemoteConfiguration, now: @escaping @Sendable () -> Int64 = { Syscall.monotonicNanoseconds }
-    ) throws(RemoteConfigurationError) {
+        configuration: RedisConfiguration, now: @escaping @Sendable () -> Int64 = { Syscall.monotonicNanoseconds }
+    ) throws(RedisConfigurationError) {
         try configuration.validate()
         self.configuration = configuration
         settings = RedisConnectionSettings(
@@ -234,26 +234,4 @@ final class RedisRemoteStore: RemoteLeaseStore {
         guard expiresAt > 0 else { return configured }
         return max(1, min(configured, (expiresAt - Syscall.realtimeNanoseconds) / 1_000_000))
     }
-}
-
-/// The result of trying to take a lease.
-enum RemoteLeaseAcquisition: Equatable, Sendable {
-    /// This process holds the lease: generate, then ``RedisRemoteStore/storeAndRelease(_:payload:createdAt:expiresAt:lease:)``.
-    case acquired(RemoteLease)
-    /// Another holder generates: wait (``RedisRemoteStore/waitForRelease(_:timeout:)``).
-    case heldElsewhere
-    /// The value is there now.
-    case found(RemoteValue)
-    /// The tier is down, bypassed or read-only: generate without a lease.
-    case unavailable
-}
-
-/// The result of a renewal.
-enum RemoteLeaseRenewal: Equatable, Sendable {
-    /// Extended by its TTL.
-    case renewed
-    /// Gone or someone else's.
-    case lost
-    /// The tier did not answer.
-    case unavailable
 }

@@ -71,3 +71,48 @@ struct RedisShardRouter: RedisRouter {
         endpoints[scope(for: routingKey)]
     }
 }
+
+/// Chooses a shard for a routing key by rendezvous (highest random weight) hashing: every server scores
+/// SHA-256(label, server name, key) and the highest wins. Stable across hosts (never `Hasher`, seeded per
+/// process), independent of list order; adding or removing a server moves only the keys it wins or won.
+struct RendezvousHashing: Sendable {
+    /// The servers' names (``RedisEndpoint/shardName``), in configuration order.
+    let names: [String]
+
+    /// The label hashed first, so these scores never coincide with other SHA-256 uses.
+    static let label = Array("yashima.remote.shard.v1".utf8)
+
+    init(names: [String]) {
+        self.names = names
+    }
+
+    /// The index in ``names`` of the server that holds `routingKey`.
+    ///
+    /// Ties (a 64-bit score collision) go to the lexicographically smaller name, so the choice never
+    /// depends on list order.
+    func shard(for routingKey: [UInt8]) -> Int {
+        guard names.count > 1 else { return 0 }
+        var best = 0
+        var bestScore: UInt64 = 0
+        for (index, name) in names.enumerated() {
+            let score = Self.score(name: name, routingKey: routingKey)
+            if index == 0 || score > bestScore || (score == bestScore && name < names[best]) {
+                best = index
+                bestScore = score
+            }
+        }
+        return best
+    }
+
+    /// The score of one server for one key: the first 8 bytes of SHA-256(label ‖ 0 ‖ name ‖ 0 ‖ key),
+    /// big-endian.
+    static func score(name: String, routingKey: [UInt8]) -> UInt64 {
+        var hasher = SHA256()
+        hasher.update(label)
+        hasher.update([0])
+        hasher.update(Array(name.utf8))
+        hasher.update([0])
+        hasher.update(routingKey)
+        return hasher.finalize().w0
+    }
+}

@@ -1,29 +1,8 @@
-// The seam between the per-key lock and the generator: a production asks the engine's generation tiers,
-// outermost first, for the value, and the innermost step is the caller's generator. The one tier is the
-// remote tier (RemoteTier.swift), when the cache has one. Its flow in `produce(_:kind:next:)`, with this
-// process holding the key's lock (I5):
-//   1. look the entry up remotely; a hit is returned as a `Produced` value with its stored bytes and
-//      times, which the publish step publishes locally as they are (through the held lock file; a large
-//      HTTP hit comes already staged as the entry file, which is renamed into place: RemoteStaging.swift);
-//   2. on a miss take the remote lease: the value found meanwhile goes as in 1; a lease held elsewhere is
-//      waited for (then 1 again, or the lease taken, or past the caller's timeout `next()` without one);
-//   3. holding the lease, call `next()` (the generator), renewing the lease meanwhile; on a throw or nil,
-//      release the lease and pass it on;
-//   4. set `afterPublish` to put the published bytes remotely and release the lease in one round trip
-//      (or only release it when nothing was published).
+// What a production's tiers hand the publish step (Store.swift): the value, where it came from, the bytes
+// and times a tier already had (`StoredForm`), and the work to do once it is published (`afterPublish`);
+// and what the publish step did (`PublishedValue`, `PublishedEntry`).
 
 import Foundation
-
-/// A source of values a production asks before its generator (see the file's header).
-protocol GenerationTier: Sendable {
-    /// Produces `request`'s value, from this tier or by calling `next` (the tiers below this one, then the
-    /// generator). Returns nil when `next` did (an optional generator's nil); throws what `next` throws.
-    /// `kind` says whether the value may be found (a lookup) or must be generated (a refresh).
-    func produce<Codec: CacheCodec>(
-        _ request: ProductionRequest<Codec>, kind: ProductionKind,
-        next: @Sendable () async throws -> Produced<Codec.Value>?
-    ) async throws -> Produced<Codec.Value>?
-}
 
 /// A value a production got from its tiers or its generator, and what the publish step needs to know.
 struct Produced<Value: Sendable>: Sendable {
