@@ -166,6 +166,7 @@ public final class YCache: Sendable {
     ///   `YCache.Error.storageFull`, `.ioFailure` or a storage-open error when the value cannot be stored.
     @_specialize(exported:true,where Codec == DataCodec)
     @_specialize(exported:true,where Codec == StringCodec)
+    @inline(__always)
     public func value<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value
@@ -187,6 +188,7 @@ public final class YCache: Sendable {
     /// - Throws: The same errors as `value(for:codec:options:_:)`.
     @_specialize(exported:true,where Codec == DataCodec)
     @_specialize(exported:true,where Codec == StringCodec)
+    @inline(__always)
     public func resolve<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value

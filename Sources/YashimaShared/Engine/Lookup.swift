@@ -10,6 +10,7 @@ struct ProductionRequest<Codec: CacheCodec>: Sendable {
     let memoryKey: MemoryKey
     /// The entry's identity and the exact bytes it must hold (two SHA-256s, cached: ExpectationCache).
     let expectation: EntryExpectation
+    /// The caller's generator (GeneratorTier).
     let generate: @Sendable () async throws -> Codec.Value?
     /// The storage a remote tier may stage a large hit's entry file in (set for a lookup that writes
     /// to a local storage directory).
@@ -38,10 +39,10 @@ extension CacheEngine {
         if options.lookupPolicy == .refresh {
             return try await refresh(request(memoryKey, codec: codec, options: options, generate: generate))
         }
-        var lookup = TierLookup(engine: self, memoryKey: memoryKey, codec: codec, options: options, generate: generate)
+        var lookup = TierLookup(memoryKey, codec: codec, options: options, in: self)
         if let hit = try walk(&lookup) { return hit }
         if options.lookupPolicy == .cacheOnly { return nil }
-        return try await flightTier(lookup.request(), optional: optional)
+        return try await flightTier(request(memoryKey, codec: codec, options: options, generate: generate), optional: optional)
     }
 
     /// A lookup that never generates (`valueIfCached`): the `.beforeFlight` tiers.
@@ -49,7 +50,7 @@ extension CacheEngine {
         -> YCache.Resolved<Codec.Value>?
     {
         let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
-        var lookup = TierLookup(engine: self, memoryKey: memoryKey, codec: codec, options: options) { nil }
+        var lookup = TierLookup(memoryKey, codec: codec, options: options, in: self)
         return try walk(&lookup)
     }
 
@@ -57,14 +58,14 @@ extension CacheEngine {
     private func lookAgain<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) throws
         -> YCache.Resolved<Codec.Value>?
     {
-        var lookup = TierLookup(engine: self, request: request)
+        var lookup = TierLookup(request.memoryKey, codec: request.codec, options: request.options, in: self)
         return try walk(&lookup)
     }
 
     /// Asks the `.beforeFlight` tiers in order; the first hit is the lookup's.
     private func walk<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>) throws -> YCache.Resolved<Codec.Value>? {
         for tier in lookupTiers {
-            if let hit = try tier.lookup(&lookup) { return hit }
+            if let hit = try tier.lookup(&lookup, engine: self) { return hit }
         }
         return nil
     }

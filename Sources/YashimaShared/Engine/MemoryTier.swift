@@ -8,8 +8,10 @@ struct MemoryTier: CacheTier {
 
     @_specialize(where Codec == DataCodec)
     @_specialize(where Codec == StringCodec)
-    func lookup<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>) throws -> YCache.Resolved<Codec.Value>? {
-        try lookup.engine.memoryHit(
+    func lookup<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>, engine: CacheEngine) throws
+        -> YCache.Resolved<Codec.Value>?
+    {
+        try engine.memoryHit(
             lookup.memoryKey, codec: lookup.codec, storage: try? lookup.opened.get(), now: lookup.now)
     }
 

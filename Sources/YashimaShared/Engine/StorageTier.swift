@@ -10,10 +10,12 @@ struct StorageTier: CacheTier {
     /// A miss when storage cannot be opened, unless `.throwError`.
     @_specialize(where Codec == DataCodec)
     @_specialize(where Codec == StringCodec)
-    func lookup<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>) throws -> YCache.Resolved<Codec.Value>? {
-        let request = lookup.request()
+    func lookup<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>, engine: CacheEngine) throws
+        -> YCache.Resolved<Codec.Value>?
+    {
+        let request = engine.request(lookup.memoryKey, codec: lookup.codec, options: lookup.options) { nil }
         let storage = try lookup.opened.orMiss(under: request.options.readFailurePolicy)
-        return try lookup.engine.storageHit(request, in: storage, shared: false, now: lookup.now)?.resolution
+        return try engine.storageHit(request, in: storage, shared: false, now: lookup.now)?.resolution
     }
 
     /// Unlinks the entry between two bumps of its epochs (I10). A storage directory that cannot be opened

@@ -18,7 +18,8 @@ protocol CacheTier: Sendable {
     var place: TierPlace { get }
 
     /// A `.beforeFlight` tier's hit for `lookup`, or nil (a miss: the walk asks the next tier).
-    func lookup<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>) throws -> YCache.Resolved<Codec.Value>?
+    func lookup<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>, engine: CacheEngine) throws
+        -> YCache.Resolved<Codec.Value>?
 
     /// An `.underKeyLock` tier's value for `request`, from this tier or from `next` (the tiers after it).
     /// Returns nil when `next` did (an optional generator's nil); throws what `next` throws. `kind` says
@@ -42,7 +43,9 @@ protocol CacheTier: Sendable {
 }
 
 extension CacheTier {
-    func lookup<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>) throws -> YCache.Resolved<Codec.Value>? {
+    func lookup<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>, engine: CacheEngine) throws
+        -> YCache.Resolved<Codec.Value>?
+    {
         nil
     }
 
@@ -60,11 +63,10 @@ extension CacheTier {
     func addCounters(to statistics: inout CacheStatistics) {}
 }
 
-/// One lookup as the `.beforeFlight` tiers see it: what it looks for, the clock and the storage read
-/// once for all of them, and its production request, made when a tier first needs it (a memory hit never
-/// hashes the key: ExpectationCache).
+/// One lookup as the `.beforeFlight` tiers see it: what it looks for, and the clock and the storage read
+/// once for all of them. It holds no reference to the engine or the generator (a memory hit retains
+/// neither), and no production request (a memory hit never hashes the key: ExpectationCache).
 struct TierLookup<Codec: CacheCodec> {
-    let engine: CacheEngine
     let memoryKey: MemoryKey
     let codec: Codec
     let options: YCache.Options
@@ -72,36 +74,13 @@ struct TierLookup<Codec: CacheCodec> {
     let now: Int64
     /// What `storage(for: .read)` returned, asked once per lookup.
     let opened: Result<StorageContext, YCache.Error>
-    private let generate: @Sendable () async throws -> Codec.Value?
-    private var made: ProductionRequest<Codec>?
 
-    init(
-        engine: CacheEngine, memoryKey: MemoryKey, codec: Codec, options: YCache.Options,
-        generate: @escaping @Sendable () async throws -> Codec.Value?
-    ) {
-        self.engine = engine
+    init(_ memoryKey: MemoryKey, codec: Codec, options: YCache.Options, in engine: CacheEngine) {
         self.memoryKey = memoryKey
         self.codec = codec
         self.options = options
-        self.generate = generate
         now = Syscall.realtimeNanoseconds
         opened = engine.storage(for: .read)
-    }
-
-    /// A lookup for a request already made (a caller looking again before another flight).
-    init(engine: CacheEngine, request: ProductionRequest<Codec>) {
-        self.init(
-            engine: engine, memoryKey: request.memoryKey, codec: request.codec, options: request.options,
-            generate: request.generate)
-        made = request
-    }
-
-    /// The production request of this lookup (made once).
-    mutating func request() -> ProductionRequest<Codec> {
-        if let made { return made }
-        let request = engine.request(memoryKey, codec: codec, options: options, generate: generate)
-        made = request
-        return request
     }
 }
 
