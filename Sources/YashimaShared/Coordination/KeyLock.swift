@@ -117,7 +117,7 @@ struct KeyLock: ~Copyable {
         case .createdLocked(let created):
             lock = created
         case .existing(let fd):
-            switch FileLock.attempt(.exclusive, on: fd, ownerProcessID: directory.ownerProcessID) {
+            switch FileLock.attempt(.exclusive, on: fd, path: path.relative, ownerProcessID: directory.ownerProcessID) {
             case .locked(let locked):
                 lock = locked
             case .busy:

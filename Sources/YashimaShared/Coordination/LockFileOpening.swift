@@ -82,13 +82,13 @@ enum LockFileOpening {
                 return .failed(error)
             }
             let lock: FileLock
-            switch FileLock.attempt(.exclusive, on: fd, ownerProcessID: directory.ownerProcessID) {
+            switch FileLock.attempt(.exclusive, on: fd, path: staging, ownerProcessID: directory.ownerProcessID) {
             case .locked(let locked):
                 lock = locked
             case .busy:  // nobody else can know this new file: only a failure of the call itself
                 _ = Syscall.unlink(staging, in: root)
                 Syscall.close(fd)
-                return .failed(SystemCallError(call: "flock", errno: .wouldBlock))
+                return .failed(SystemCallError(operation: "flock", path: staging, errno: .wouldBlock))
             case .failed(let error):
                 _ = Syscall.unlink(staging, in: root)
                 Syscall.close(fd)
@@ -101,6 +101,6 @@ enum LockFileOpening {
             if case .failure(let error) = linked, error.errno != .fileExists { return .failed(error) }
             // Someone else linked theirs first: open that one.
         }
-        return .failed(SystemCallError(call: "linkat", errno: .fileExists))
+        return .failed(SystemCallError(operation: "linkat", path: relative, errno: .fileExists))
     }
 }

@@ -33,7 +33,7 @@ enum StaleLockFiles {
         guard case .success(let fd) = Syscall.open(path.relative, in: root, flags: [.readWrite]) else {
             return  // no lock file: nothing to do
         }
-        switch FileLock.attempt(.exclusive, on: fd, ownerProcessID: directory.ownerProcessID) {
+        switch FileLock.attempt(.exclusive, on: fd, path: path.relative, ownerProcessID: directory.ownerProcessID) {
         case .locked(let lock):
             if case .success(let mine) = Syscall.status(of: lock.descriptor), mine.linkCount > 0,
                 case .success(let current) = Syscall.status(of: path.relative, in: root), current.isSameFile(as: mine)

@@ -20,7 +20,9 @@ struct TrimLock: ~Copyable {
             case .createdLocked(let created):
                 lock = created
             case .existing(let fd):
-                switch FileLock.wait(for: .exclusive, on: fd, ownerProcessID: directory.ownerProcessID) {
+                switch FileLock.wait(
+                    for: .exclusive, on: fd, path: Directory.trimLockFile, ownerProcessID: directory.ownerProcessID)
+                {
                 case .success(let locked): lock = locked
                 case .failure(let error):
                     Syscall.close(fd)
@@ -35,7 +37,7 @@ struct TrimLock: ~Copyable {
             }
             lock.release()  // a repair replaced it while we waited: lock the new one
         }
-        return .failure(SystemCallError(call: "flock", errno: .staleHandle))
+        return .failure(SystemCallError(operation: "flock", path: Directory.trimLockFile, errno: .staleHandle))
     }
 
     /// Ends this trimmer's turn (LOCK_UN, then close; I7).
@@ -95,8 +97,8 @@ struct TrimLock: ~Copyable {
                 Directory.trimLockFile, in: root, bytes: [], mode: directory.fileMode,
                 folderMode: directory.directoryMode, rootPath: directory.path)
         } catch {
-            if case .storageFull = error { return .failure(SystemCallError(call: "write", errno: .noSpace)) }
-            return .failure(SystemCallError(call: "renameat", errno: .ioError))
+            if case .storageFull = error { return .failure(SystemCallError(operation: "write", path: Directory.trimLockFile, errno: .noSpace)) }
+            return .failure(SystemCallError(operation: "renameat", path: Directory.trimLockFile, errno: .ioError))
         }
         directory.onRepair()
         return .success(())

@@ -11,7 +11,7 @@
 import CFileLock
 
 /// A file lock (`flock(2)`) this process holds on `descriptor`. Owns the descriptor: releasing the lock
-/// closes it (but see `unlockKeepingDescriptor`).
+/// closes it.
 struct FileLock: ~Copyable {
     /// Shared (`LOCK_SH`) or exclusive (`LOCK_EX`).
     enum Kind: Sendable {
@@ -44,25 +44,26 @@ struct FileLock: ~Copyable {
     /// One attempt that never waits (`LOCK_NB`).
     /// - Parameter ownerProcessID: The process the lock belongs to: the one that opened the storage root
     ///   the descriptor was opened in (tests pass another pid to play a forked child, I7).
+    /// - Parameter path: The locked file's path, for the error (as Go's lockedfile names its file).
     static func attempt(
-        _ kind: Kind, on descriptor: Int32, ownerProcessID: Int32 = Syscall.processID
+        _ kind: Kind, on descriptor: Int32, path: String? = nil, ownerProcessID: Int32 = Syscall.processID
     ) -> Attempt {
         var err: Int32 = 0
         if ysh_flock(descriptor, kind.operation | ysh_LOCK_NB, &err) == 0 {
             return .locked(FileLock(descriptor: descriptor, ownerProcessID: ownerProcessID))
         }
         if Errno(rawValue: err) == .wouldBlock { return .busy }
-        return .failed(SystemCallError(call: "flock", errno: Errno(rawValue: err)))
+        return .failed(SystemCallError(operation: "flock", path: path, errno: Errno(rawValue: err)))
     }
 
     /// Waits until the lock is granted. The descriptor stays open (the caller's) when this fails.
     /// Blocking: call only on a thread of its own, never on the cooperative pool.
     static func wait(
-        for kind: Kind, on descriptor: Int32, ownerProcessID: Int32 = Syscall.processID
+        for kind: Kind, on descriptor: Int32, path: String? = nil, ownerProcessID: Int32 = Syscall.processID
     ) -> Result<FileLock, SystemCallError> {
         var err: Int32 = 0
         guard ysh_flock(descriptor, kind.operation, &err) == 0 else {
-            return .failure(SystemCallError(call: "flock", errno: Errno(rawValue: err)))
+            return .failure(SystemCallError(operation: "flock", path: path, errno: Errno(rawValue: err)))
         }
         return .success(FileLock(descriptor: descriptor, ownerProcessID: ownerProcessID))
     }
@@ -89,18 +90,6 @@ struct FileLock: ~Copyable {
         }
         Syscall.close(descriptor)
         discard self
-    }
-
-    /// Gives the lock up (`LOCK_UN`) and hands back the descriptor, still open: for a descriptor that
-    /// outlives its lock (the state file's root descriptor). In a forked child nothing is unlocked.
-    consuming func unlockKeepingDescriptor() -> Int32 {
-        let descriptor = descriptor
-        if isOwnedByThisProcess {
-            var err: Int32 = 0
-            _ = ysh_flock(descriptor, ysh_LOCK_UN, &err)
-        }
-        discard self
-        return descriptor
     }
 
     /// The safety net: a lock dropped without `release()` (only on a path that threw while holding it)

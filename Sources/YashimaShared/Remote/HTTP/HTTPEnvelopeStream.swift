@@ -105,7 +105,7 @@ final class HTTPEnvelopeStream: InputStream {
                     case .success(let read):
                         guard read == chunk.count else {
                             return .failure(
-                                SystemCallError(call: "pread (payload shorter than announced)", errno: .ioError))
+                                SystemCallError(operation: "pread (payload shorter than announced)", errno: .ioError))
                         }
                     }
                 case .memory(let data):
