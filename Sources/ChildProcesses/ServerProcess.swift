@@ -8,8 +8,10 @@ import Synchronization
 
 /// Why a server could not be started.
 public struct ServerError: Error, CustomStringConvertible {
+    /// What went wrong.
     public let description: String
 
+    /// An error saying `description`.
     public init(_ description: String) { self.description = description }
 }
 
@@ -42,7 +44,7 @@ public func startRetryingTakenPorts<Server>(retrying: Bool = true, _ start: () a
     for attempt in 0..<5 {
         do {
             return try await start()
-        } catch where retrying && attempt < 4 {
+        } catch  where retrying && attempt < 4 {
             continue
         }
     }
@@ -101,6 +103,7 @@ public enum Loopback {
 public final class ServerProcess: Sendable {
     private let running = Mutex<ChildProcess?>(nil)
 
+    /// A server process not started yet (`launch`).
     public init() {}
 
     /// The running process's pid, 0 when none runs.

@@ -97,7 +97,9 @@ struct TrimLock: ~Copyable {
                 Directory.trimLockFile, in: root, bytes: [], mode: directory.fileMode,
                 folderMode: directory.directoryMode, rootPath: directory.path)
         } catch {
-            if case .storageFull = error { return .failure(SystemCallError(operation: "write", path: Directory.trimLockFile, errno: .noSpace)) }
+            if case .storageFull = error {
+                return .failure(SystemCallError(operation: "write", path: Directory.trimLockFile, errno: .noSpace))
+            }
             return .failure(SystemCallError(operation: "renameat", path: Directory.trimLockFile, errno: .ioError))
         }
         directory.onRepair()

@@ -42,7 +42,8 @@ extension CacheEngine {
         var lookup = TierLookup(memoryKey, codec: codec, options: options, in: self)
         if let hit = try walk(&lookup) { return hit }
         if options.lookupPolicy == .cacheOnly { return nil }
-        return try await flightTier(request(memoryKey, codec: codec, options: options, generate: generate), optional: optional)
+        return try await flightTier(
+            request(memoryKey, codec: codec, options: options, generate: generate), optional: optional)
     }
 
     /// A lookup that never generates (`valueIfCached`): the `.beforeFlight` tiers.

@@ -4,7 +4,6 @@
 
 import Foundation
 
-
 /// Where a remote server listens.
 enum RemoteAddress: Hashable, Sendable, CustomStringConvertible {
     /// A TCP host (name or IP literal, IPv6 without brackets) and port.
@@ -19,7 +18,6 @@ enum RemoteAddress: Hashable, Sendable, CustomStringConvertible {
         }
     }
 }
-
 
 /// URL syntax shared by the remote tier's URLs (Redis and HTTP).
 enum RemoteURLSyntax {

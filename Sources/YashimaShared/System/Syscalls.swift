@@ -214,7 +214,8 @@ enum Syscall {
         _ from: String, in fromDirectory: Int32, to: String, in toDirectory: Int32
     ) -> Result<Void, SystemCallError> {
         var err: Int32 = 0
-        return check(ysh_renameat(fromDirectory, from, toDirectory, to, &err), err, "renameat", path: "\(from) -> \(to)")
+        return check(
+            ysh_renameat(fromDirectory, from, toDirectory, to, &err), err, "renameat", path: "\(from) -> \(to)")
     }
 
     /// `renameat2(2)` with `RENAME_NOREPLACE`: moves `from` to `to` only if `to` does not exist (EEXIST
@@ -223,7 +224,9 @@ enum Syscall {
         _ from: String, in fromDirectory: Int32, to: String, in toDirectory: Int32
     ) -> Result<Void, SystemCallError> {
         var err: Int32 = 0
-        return check(ysh_renameat_noreplace(fromDirectory, from, toDirectory, to, &err), err, "renameat2", path: "\(from) -> \(to)")
+        return check(
+            ysh_renameat_noreplace(fromDirectory, from, toDirectory, to, &err), err, "renameat2",
+            path: "\(from) -> \(to)")
     }
 
     /// `linkat(2)`: creates `to` only if it does not exist (EEXIST otherwise). First writer wins. No symlink
@@ -240,7 +243,8 @@ enum Syscall {
     static func unlink(_ path: String, in directory: Int32, isDirectory: Bool = false) -> Result<Void, SystemCallError>
     {
         var err: Int32 = 0
-        return check(ysh_unlinkat(directory, path, isDirectory ? ysh_AT_REMOVEDIR : 0, &err), err, "unlinkat", path: path)
+        return check(
+            ysh_unlinkat(directory, path, isDirectory ? ysh_AT_REMOVEDIR : 0, &err), err, "unlinkat", path: path)
     }
 
     /// `mkdirat(2)`; no symlink is followed in any component of `path`.
