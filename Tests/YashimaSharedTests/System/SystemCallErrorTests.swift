@@ -2,6 +2,7 @@
 // descriptor-only call names no path), for the syscall wrappers and for `FileLock`.
 
 import Foundation
+import Glibc
 import Testing
 
 @testable import YashimaShared
@@ -10,9 +11,8 @@ import Testing
 struct SystemCallErrorTests {
     @Test("a path call names its path; a rename both; a descriptor call none; a lock its file")
     func operationAndPath() throws {
-        let dir = TemporaryDirectory("syscall-error")
-        try FileManager.default.createDirectory(at: dir.url, withIntermediateDirectories: true)
-        let root = try Syscall.openDirectoryPath(dir.path).get()
+        // Relative to the temporary folder, where none of these names exists.
+        let root = try Syscall.openDirectoryPath(FileManager.default.temporaryDirectory.path).get()
         defer { Syscall.close(root) }
 
         guard case .failure(let open) = Syscall.open("entries/zz/missing.entry", in: root, flags: [.readOnly]) else {
@@ -24,12 +24,12 @@ struct SystemCallErrorTests {
         #expect(open.errno == .noSuchFile)
         #expect(open.description.hasPrefix("openat entries/zz/missing.entry: "))
 
-        guard case .failure(let rename) = Syscall.rename("tmp/a", in: root, to: "tmp/b", in: root) else {
+        guard case .failure(let rename) = Syscall.rename("tmp/a-\(getpid())", in: root, to: "tmp/b", in: root) else {
             Issue.record("renamed a missing file")
             return
         }
         #expect(rename.operation == "renameat")
-        #expect(rename.path == "tmp/a -> tmp/b")
+        #expect(rename.path == "tmp/a-\(getpid()) -> tmp/b")
 
         guard case .failure(let status) = Syscall.status(of: Int32(-1)) else {
             Issue.record("fstat of -1 succeeded")

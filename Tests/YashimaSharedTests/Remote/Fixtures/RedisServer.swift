@@ -44,7 +44,8 @@ final class RedisServer: Sendable {
     static func start(
         tcp: Bool = false, port: Int? = nil, password: String? = nil, extraArguments: [String] = []
     ) async throws -> RedisServer {
-        RedisServer(try await RedisProcess.start(tcp: tcp, port: port, password: password, extraArguments: extraArguments))
+        RedisServer(
+            try await RedisProcess.start(tcp: tcp, port: port, password: password, extraArguments: extraArguments))
     }
 
     var directory: String { process.directory }

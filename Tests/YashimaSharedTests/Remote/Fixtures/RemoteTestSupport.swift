@@ -144,3 +144,24 @@ extension YCache {
         engine.tiers.lazy.compactMap { $0 as? RemoteTier }.first?.values
     }
 }
+
+extension RemoteLeaseAcquisition {
+    /// The lease taken, or nil (for `try #require(await store.acquireLease(id).lease)`).
+    var lease: RemoteLease? {
+        if case .acquired(let lease) = self { return lease }
+        return nil
+    }
+}
+
+extension RedisRemoteStore {
+    /// A wait for another holder's lease on `identity`, in a task, returned once it waits (its first
+    /// `onWaiting`), with the gates its later wake-ups open.
+    func waiting(for identity: EntryIdentity, timeout: Duration = .seconds(60)) async
+        -> (Task<RemoteWaitOutcome, Never>, CallGates)
+    {
+        let gates = CallGates()
+        let waiting = Task { await waitForRelease(identity, timeout: timeout, onWaiting: gates.called) }
+        #expect(await gates.first.wait(within: 30))
+        return (waiting, gates)
+    }
+}
