@@ -115,9 +115,6 @@ enum Policy {
     /// syscall, so 128 KiB is plenty, and a stampede of waiters reserves little memory.
     static let lockWaitThreadStackSize = 128 * 1024
 
-    /// The stack of a thread running blocking work (BlockingWork: scans, trims, large writes).
-    static let blockingWorkThreadStackSize = 512 * 1024
-
     // MARK: Observation (I15)
 
     /// Constants of observation.
