@@ -1,7 +1,7 @@
 // `YCache.Remote`: the public description of the optional remote tier behind the local storage directory
 // (Redis; an HTTP cache server; HTTP values with Redis leases), its options and its configuration error.
 // Plain data: the factories parse and validate (URLs, credentials and the shared secret from the
-// environment are read once, here); Engine/RemoteTier.swift builds the backend's stores per cache.
+// environment are read once, here); Remote/RemoteBackend.swift builds the backend's stores per cache.
 
 import Foundation
 

@@ -1,11 +1,5 @@
-// Opening a key's lock file for `KeyLock`, creating it when missing, never through a symlink (I13). In the
-// group-shared mode a new lock file appears only with its final mode and already locked (I6): one made
-// in place with O_CREAT has its creator's umasked mode (0640 under the usual umask 022) until its fchmod,
-// and another user opening it in that moment gets EACCES and generates without the lock (measured before
-// this: two users missing the same 2,000 keys together generated 40–70% of them twice). So the file is
-// made in `tmp/`, given its mode, locked and linked into place; `linkat` fails on an existing name, and
-// then that file is opened. In the private mode every process is the owner, whom no usual umask shuts
-// out, and the file is created in place.
+// Opening a key's lock file, creating it when missing, never through a symlink (I13); in the group-shared
+// mode a new one appears only with its final mode and already locked, made in `tmp/` and linked (I6).
 
 /// Opening lock files (see the file's header).
 enum LockFileOpening {

@@ -1,8 +1,5 @@
-// Sweeping lock files nobody holds (I6): a generator unlinks or publishes its lock file, so one that stays
-// belongs to a killed process (or a key whose entry went). One is removed only once nobody has held it for
-// `Policy.stagingDebrisAge` (a fresh one may be in use soon), and only by a process that holds its lock at
-// that moment: the sweep locks it without waiting, checks that the path still names that inode, unlinks,
-// and releases. Run with trim's debris sweep (Maintenance.swift) and by the operator. Blocking.
+// Sweeping lock files nobody holds (I6): one older than stagingDebrisAge is unlinked only by a process that
+// locks it without waiting and checks the path still names it. Run with trim's debris sweep. Blocking.
 
 enum StaleLockFiles {
     /// Removes up to `limit` lock files nobody holds that are older than `Policy.stagingDebrisAge`.

@@ -1,9 +1,5 @@
-// `trim.lock`: the file trimmers lock exclusively so that one process trims a directory at a time (I9).
-// Its contents mean nothing (it is only locked), so damaged contents need no repair; whatever cannot serve
-// as a lock file is replaced (I14, counted as a repair): a symlink (never followed), a folder (moved into
-// `tmp/`, never removed), a FIFO, socket or device, a file this user may not open. A trimmer checks after
-// locking that the path still names the file it locked: a repair may have replaced it meanwhile, and two
-// trimmers holding locks on two files would both trim. Created like a key's lock file (LockFileOpening).
+// `trim.lock`, locked exclusively by the directory's one trimmer (I9); whatever cannot serve as a lock file
+// is replaced (I14), and a trimmer checks after locking that the path still names what it locked.
 
 /// The exclusive lock of `trim.lock`: this process is the directory's one trimmer.
 struct TrimLock: ~Copyable {

@@ -1,10 +1,6 @@
-// The cross-process protocol of a YashimaShared storage directory, written once: a glossary and the
-// numbered invariants, each a rule in a line or two. How each is kept is told in the header of the files
-// named after it (in Sources/YashimaShared, or CFileLock's pathwalk.c), and byte for byte, for other
-// languages, in Docs/Format.md. Code that relies on an invariant cites it as `// I3` and so on;
-// the README links here instead of restating it. Changing an invariant or the on-disk layout bumps
-// `CrossProcessProtocol.layoutVersion` (I14 and I15 did not: they only add files and words older builds
-// never read, so files of either build work with the other; see Docs/Format.md §1.2).
+// The cross-process protocol of a storage directory, written once: the glossary and the invariants I1–I16,
+// each a rule in a line or two naming the files that keep it (how: their headers and Docs/Internals.md;
+// byte for byte: Docs/Format.md). Code relying on one cites it (`// I3`).
 
 /// The contract every process that opens a storage directory follows.
 ///

@@ -1,6 +1,6 @@
 // Every tunable constant of the library, with its unit and its reason (times are `Duration`s). Code reads
 // them from here; a literal number elsewhere is a format field (EntryFormat, SharedState) or a syscall
-// argument, not a choice. The remote tier keeps its own settings (Remote/RedisConfiguration).
+// argument, not a choice. The remote backends keep their own (RedisConfiguration, HTTPRemoteConfiguration).
 
 /// Policy constants, each with its unit and its reason.
 enum Policy {

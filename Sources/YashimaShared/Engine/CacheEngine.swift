@@ -1,9 +1,6 @@
-// The engine behind `YCache`: its configuration, its layers (memory, flights, the expectation cache), the
-// one way to get at storage (`storage(for:)`), and the statistics. The lookup pipeline is in Lookup.swift
-// (memory → storage → flight), a flight's body in Production.swift (key lock → tiers → generate →
-// publish), writing in Store.swift, the lifecycle operations in Lifecycle.swift. The engine does no I/O of
-// its own beyond calling Storage and Coordination, and never blocks the cooperative pool: scans, trims and
-// large writes go through BlockingWork, lock waits through LockWait.
+// The engine behind `YCache`: configuration, the tiers in the order a lookup walks them (Tier.swift), the
+// one way to storage (`storage(for:)`), statistics. No I/O of its own beyond Storage and Coordination;
+// never blocks the cooperative pool (BlockingWork, LockWait).
 
 import Foundation
 import Synchronization

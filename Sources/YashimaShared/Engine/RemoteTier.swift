@@ -1,12 +1,6 @@
-// The remote tier as a generation tier (GenerationTier.swift): with this process holding the key's local
-// lock (I5), look the value up remotely (a verified hit is published locally as it is: `source ==
-// .remote`; large HTTP values stream into the entry file they become, RemoteStaging.swift); on a miss take
-// the key's remote lease, or wait for another host's holder (woken by its release, taking over when its
-// lease expires, I16), then generate, publish locally, and store remotely while releasing the lease (a
-// large HTTP value streamed from the published entry file). Every remote call is guarded and never throws (RemoteGuard): a remote
-// failure only makes this tier step aside, and the production goes on as without it. Also here: the
-// backends a `YCache.Remote` describes (`RemoteBackend`) and the stores built from them, removals, and the
-// remote counters for `CacheStatistics`.
+// The remote tier (I16), an `.underKeyLock` tier: holding the key's local lock (I5), a verified remote hit is
+// published locally; on a miss the key's remote lease is taken or another host's holder waited for, then
+// the value generated and stored remotely. Every remote call is guarded and never throws (RemoteGuard).
 
 import Foundation
 

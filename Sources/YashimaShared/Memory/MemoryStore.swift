@@ -1,8 +1,6 @@
-// The per-process in-memory layer (L1): a cost- and count-bounded LRU of decoded values. Each item
-// remembers the removal epochs it was stored under (I10) and its expiry; a lookup that finds it expired
-// drops it, and one that finds its epochs moved either drops it (a value kept only in memory) or hands it
-// back unconfirmed, for the engine to check against storage (a value that names a stored entry). No I/O
-// here. Synchronous and short: safe to call from any task.
+// The per-process memory layer (L1): a cost- and count-bounded LRU of decoded values, each with the removal
+// epochs it was stored under (I10) and its expiry; an item whose epochs moved is dropped or handed back
+// unconfirmed for the engine to check against storage. No I/O.
 
 import Synchronization
 

@@ -1,14 +1,6 @@
-// RemoteSocket.swift: the remote tier's only Swift file calling the C layer (CFileLockSocket.h) for
-// socket I/O. TCP (IPv4 and IPv6, resolved with getaddrinfo, each address tried in turn) and Unix
-// sockets; every socket is non-blocking, close-on-exec, TCP_NODELAY; connect, send and receive wait
-// with poll(2) until a deadline; send passes MSG_NOSIGNAL, so a dead server gives EPIPE, never
-// SIGPIPE. Errors are typed (`RemoteError`), errno captured in C.
-//
-// Blocking, by design: the client is synchronous with deadlines and runs on threads that are not the
-// cooperative pool's (`RemoteIO`). Why not async over an event loop: a request is a few microseconds
-// of syscalls, a reply usually arrives within one poll, and a synchronous client is easy to bound
-// (every call has a deadline) and to test against real servers; the one hop onto an I/O thread is
-// measured against a round trip in RemoteMeasurementTests.
+// RemoteSocket.swift: the remote tier's only Swift file calling the C layer for sockets: TCP and Unix,
+// non-blocking, close-on-exec, connect, send and receive bounded by a deadline with poll(2), MSG_NOSIGNAL.
+// Blocking by design, on RemoteIO threads (why: Docs/Internals.md).
 
 import CFileLock
 

@@ -1,9 +1,6 @@
-// RemoteValueStore.swift: what the engine sees of any remote backend (RedisRemoteStore,
-// HTTPRemoteStore): look a value up, store it, remove it; async, never throwing, payloads in memory or
-// streamed through files. The rules every backend shares are written here once: the value's own expiry
-// after verification, when a store is skipped (read-only, over the cap, about to expire), and what each
-// outcome counts. Timeouts, breakers and read-only mode are RemoteGuard's. Leases are a capability of
-// their own (RemoteLeaseStore), which only Redis has: HTTP alone coordinates generation per host only.
+// RemoteValueStore.swift: what the engine sees of any remote backend: look up, store, remove; async, never
+// throwing, payloads in memory or streamed through files; and the rules every backend shares (expiry after
+// verification, when a store is skipped, what each outcome counts).
 
 import Foundation
 

@@ -1,12 +1,6 @@
-// The one owner of flock(2) in the library (I7): every lock a process takes on a file is a `FileLock` —
-// per-key lock files (Coordination/KeyLock), `trim.lock` (Coordination/TrimLock), the state file's repair
-// lock on the root (Storage/SharedState), removal markers and `signals/` (Observation). Locks are flock
-// only, never fcntl or lockf, whose locks any close of the file drops. A lock is released with LOCK_UN
-// before its descriptor is closed, so a child that inherited the open file description for a moment
-// (between a fork and its exec) cannot keep it locked; and a forked child never unlocks a description it
-// inherited, which would release its parent's lock. `FileLock` is noncopyable: the compiler sees each
-// lock released exactly once, and one dropped unreleased is released by its deinit. Blocking waits are
-// marked Blocking and run only on threads of their own, never on the cooperative pool.
+// The one owner of flock(2) (I7): every file lock is a noncopyable `FileLock`, flock only (never fcntl),
+// LOCK_UN before close, and never unlocked by a forked child that inherited it. Blocking waits run on
+// threads of their own.
 
 import CFileLock
 

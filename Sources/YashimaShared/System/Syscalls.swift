@@ -1,8 +1,6 @@
-// Typed wrappers over CFileLock's one-call shims: opening, status, reading and writing, mapping, renaming,
-// linking, folders, modes, times, listing. Each returns `Result<_, SystemCallError>`; errno is captured by
-// the C shim right after the call (never read here from the global) and EINTR is retried in C. With
-// FileLock.swift (file locks), Observation/InotifySyscalls.swift (inotify) and Remote/RemoteSocket.swift
-// (sockets), the only Swift code calling the C layer for I/O. Nothing here waits for another process.
+// Typed wrappers over CFileLock's one-call shims (files, mappings, renames, links, folders, modes, times,
+// listing), each a `Result<_, SystemCallError>` naming the call and its path; errno captured and EINTR
+// retried in C. Nothing here waits for another process.
 
 import CFileLock
 import Glibc

@@ -1,9 +1,6 @@
-// RemoteEnvelope.swift: the one definition of a remote value's bytes (format version 1), shared by
-// every remote backend (Redis and HTTP store these same bytes). Pure functions: no I/O. Verification
-// is RemoteEnvelopeReader's (streamed or at once).
-// A value written by another client, truncated, meant for another key, or (with a secret) unsigned or
-// wrongly signed is rejected with a typed reason, never returned: the tier treats it as a miss and
-// overwrites it.
+// RemoteEnvelope.swift: the one definition of a remote value's bytes (format 1), the same for every backend.
+// A value of another client, truncated, another key's, or wrongly signed is rejected with a typed reason,
+// never returned. Pure functions.
 
 import Foundation
 

@@ -1,9 +1,6 @@
-// RemoteEnvelopeReader.swift: verifies a remote value (RemoteEnvelope's layout) as its bytes arrive, in
-// chunks of any size, and hands the payload on: into memory, or for payloads at or above a threshold
-// into a staging file the caller gave, so a large value is never held in memory whole. The header is
-// checked as soon as its 80 bytes are in (foreign, version, flags, the cap, the identity, a missing
-// signature), so a transfer that cannot be a hit stops early; the checksum and the signature are
-// checked at the end. RemoteEnvelope.open is this reader over bytes at hand: one verifier.
+// RemoteEnvelopeReader.swift: the one verifier of remote values, as their bytes arrive: the header checked
+// as soon as it is in, the payload into memory or a staging file, checksum and signature at the end.
+// RemoteEnvelope.open is this reader over bytes at hand.
 
 import Foundation
 

@@ -1,15 +1,6 @@
-// HTTPEndpoint.swift: the HTTP cache server's address, path prefix and credentials, parsed from a URL
-// and the environment, and the URL of each entry's value. Owns redaction: no description, debug
-// description, mirror or error of these types contains a password, a token or a user name (tests
-// check every textual form).
-//
-//     http://[user:password@]host[:port][/prefix]     https://... (where the system's libcurl has TLS)
-//
-// Values live at `<prefix>/<xx>/<entry identity hex>`, `xx` the first two hex digits (the local
-// storage's fan-out). User and password are percent-decoded. Without credentials in the URL the
-// environment supplies them: `YASHIMA_HTTP_TOKEN` (sent as `Authorization: Bearer <token>`), or
-// `YASHIMA_HTTP_USER` and `YASHIMA_HTTP_PASSWORD` (basic); setting both kinds is an error. A user in the
-// URL without a password takes `YASHIMA_HTTP_PASSWORD`.
+// HTTPEndpoint.swift: the HTTP server's address, path prefix and credentials, parsed from
+// `http[s]://[user:password@]host[:port][/prefix]` and the environment (YASHIMA_HTTP_TOKEN, _USER, _PASSWORD),
+// and each value's URL `<prefix>/<xx>/<identity hex>`. Never prints a credential (Docs/Internals.md).
 
 import Foundation
 

@@ -1,9 +1,6 @@
-// HTTPEnvelopeStream.swift: the request body of a streamed store, as the InputStream URLSession pulls
-// from (libcurl asks for a buffer at a time on URLSession's work queue, so a stalled server stalls
-// the reads: nothing piles up in memory). It yields the envelope header (built from the payload's own
-// CRC32C), the payload read from the caller's file with pread (or from memory) one buffer at a time,
-// and the HMAC-SHA256 tag computed along the way. The caller's file is read only while the exchange is
-// live (HTTPExchange.whileLive), so a store that timed out never reads a descriptor its caller closed.
+// HTTPEnvelopeStream.swift: a streamed store's request body, pulled by URLSession a buffer at a time: the
+// envelope header, the payload (pread from the caller's file, or memory), the HMAC tag. The caller's file
+// is read only while the exchange is live.
 
 import Foundation
 

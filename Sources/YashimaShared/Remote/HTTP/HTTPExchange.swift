@@ -1,11 +1,6 @@
-// HTTPExchange.swift: one HTTP request in flight on URLSession, from `resume` to its single outcome.
-// Owns the request's deadlines (URLSession's own timeouts on Linux have whole-second resolution and
-// are idle timeouts only, so they are a backstop): a watchdog timer cancels the task once the first
-// response byte is later than the operation deadline, once no byte moved either way for the stall
-// bound, or once the whole transfer takes longer than its limit. Owns the rule that makes caller files
-// safe: the response sink and the request body stream touch the caller's descriptors only while the
-// exchange is live, under its lock, so once the outcome is delivered (completed, timed out, cancelled)
-// no callback can read or write them again, even if URLSession reports the end later.
+// HTTPExchange.swift: one HTTP request in flight on URLSession, to its single outcome: the watchdog that
+// enforces its deadlines (first byte, stall, whole transfer), and the rule that the caller's files are
+// touched only while the exchange is live. Docs/Internals.md.
 
 import Foundation
 

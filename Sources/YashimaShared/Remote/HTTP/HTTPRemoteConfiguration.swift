@@ -1,9 +1,6 @@
-// HTTPRemoteConfiguration.swift: the settings of the HTTP remote backend and their validation: the
-// server (HTTPEndpoint), the policy shared with every backend (timeouts, cap, read-only, breaker), the
-// longest whole transfer, the payload size from which values stream through files, the download
-// window (the most a lookup lets a server send ahead of the disk), custom headers
-// (their values are never printed: they may hold an API key), and the shared secret
-// (`YASHIMA_REMOTE_SECRET` when none is given in code).
+// HTTPRemoteConfiguration.swift: the HTTP backend's settings and their validation: server, shared policy,
+// transfer limit, streaming threshold, download window, custom headers (never printed) and the shared
+// secret (YASHIMA_REMOTE_SECRET when none is given).
 
 import Foundation
 

@@ -1,9 +1,6 @@
-// HTTPTransport.swift: the HTTP backend's requests on Foundation's URLSession (FoundationNetworking,
-// the system's libcurl): one session per store, no caches, cookies, credential storage or redirects;
-// the credentials and custom headers set on every request. Requests are async: the calling task
-// suspends while libcurl works on URLSession's own threads, and the session's delegate (a serial
-// operation queue, never the cooperative pool) routes each task's callbacks to its HTTPExchange.
-// Bodies go out from memory (with Content-Length) or from an HTTPEnvelopeStream (chunked).
+// HTTPTransport.swift: the HTTP backend's requests on URLSession: one session per store (no caches, cookies
+// or redirects), credentials and custom headers on every request, callbacks routed to each HTTPExchange
+// on a serial queue (never the pool); bodies from memory or an HTTPEnvelopeStream.
 
 import Foundation
 import Synchronization

@@ -1,8 +1,5 @@
-// HTTPValueSink.swift: the response side of an HTTP lookup, across the windows of one value (`Range`
-// requests): it checks that each 206 continues where the last ended (same total, same ETag through
-// `If-Range`), feeds the bytes to one RemoteEnvelopeReader, discards the small body of a non-2xx
-// answer (so the connection is kept), and says what the answer amounts to: a verified hit, a miss with
-// its reason, the next window, or a failure for the breaker (5xx, 429).
+// HTTPValueSink.swift: the response side of an HTTP lookup across its windows (`Range`, `If-Range`): bytes
+// to one RemoteEnvelopeReader, and what each answer amounts to (a hit, a miss, the next window, a failure).
 
 import Foundation
 

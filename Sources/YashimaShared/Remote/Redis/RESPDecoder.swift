@@ -1,9 +1,6 @@
-// RESPDecoder.swift: the incremental RESP2 reply decoder. Bytes arrive in any split; `next()` returns
-// a complete reply or nil ("need more"), never a partial one, and throws a typed error for bytes that
-// are not RESP2 or exceed the limits (bulk length, array length, nesting, line length). Nothing the
-// server sends can make it crash, loop or grow without bound: the limits bound memory, and each call
-// either consumes a reply, asks for more bytes, or throws. Pure: no I/O (the connection reads straight
-// into the decoder's buffer through `withWritableSpace`).
+// RESPDecoder.swift: the incremental RESP2 reply decoder: a complete reply or "need more", never a partial
+// one, and a typed error for bytes that are not RESP2 or exceed the limits, so nothing a server sends makes
+// it crash, loop or grow without bound. No I/O.
 
 /// Bounds on what a reply may be. A reply beyond them is a protocol error and drops the connection.
 struct RESPLimits: Hashable, Sendable {

@@ -1,9 +1,6 @@
-// RedisClusterRouter.swift: runs one entry's pipeline on the Redis Cluster node owning its slot. Keeps
-// the slot map (`CLUSTER SLOTS`, loaded on first use from any seed or known node), follows `MOVED`
-// (records the slot's new node, then reloads the whole map at most once a second) and `ASK` (sends
-// `ASKING` before each redirected command, on the target, once per redirect), and gives up after
-// `maximumRedirects` rounds. Only the commands that were redirected are sent again, so a command
-// that already ran is never run twice. Blocking calls, off the cooperative pool.
+// RedisClusterRouter.swift: one entry's pipeline on the Cluster node owning its slot: the slot map, MOVED
+// (map reloaded at most once a second), ASK (ASKING first), at most `maximumRedirects` rounds; only
+// redirected commands are resent. Blocking, off the cooperative pool.
 
 import Synchronization
 

@@ -1,9 +1,6 @@
-// RedisConnection.swift: one connection to one Redis server: connect, the handshake (`AUTH` with a
-// password or an ACL user and password, `SELECT` of the database, pipelined in one round trip), and
-// pipelined commands (send N, read N replies). Any failure — an I/O error, a deadline miss, bytes that
-// are not RESP2 — closes the connection for good, so a stream with a half-read reply is never reused.
-// Error replies (`-ERR ...`) are results, not failures: the stream is intact. Every call is blocking
-// with a deadline (see RemoteSocket.swift for why), made from threads outside the cooperative pool.
+// RedisConnection.swift: one connection to one Redis server: connect, the handshake (AUTH, SELECT, one round
+// trip), pipelined commands. Any failure closes it for good (a half-read reply is never reused); error
+// replies are results. Blocking with a deadline, off the cooperative pool.
 
 import Synchronization
 

@@ -1,8 +1,5 @@
-// RedisConnectionPool.swift: the small process-wide pool of idle connections per server. A checkout
-// takes the most recently used idle connection that is still healthy (nothing pending from the
-// server, no end of stream, same process) or opens a new one; a checkin keeps the connection only if
-// it is reusable and the pool holds fewer than `maximumIdle`. Any connection that failed is dropped,
-// never pooled (RedisConnection closes itself on failure). Blocking calls, off the cooperative pool.
+// RedisConnectionPool.swift: the process-wide pool of idle connections per server: the most recently used
+// healthy one, or a new one; only reusable connections go back, at most `maximumIdle`. Blocking.
 
 import Synchronization
 

@@ -1,8 +1,6 @@
-// RedisLeaseWait.swift: step 5 of the lease protocol (see RedisRemoteStore): waiting for another
-// host's lease. Subscribe to the entry's release channel first (confirmed by the server), then check
-// value and lease in one round trip, then wait for a release message or the re-check timer, and check
-// again. The wait blocks a thread of its own (BlockingWork), never the cooperative pool; cancelling the
-// calling task wakes it at once.
+// RedisLeaseWait.swift: waiting for another host's lease (I16): subscribe (confirmed), check value and lease
+// in one round trip, wait for the release message or the re-check timer, check again; on a thread of its
+// own, woken at once by cancellation.
 
 import Foundation
 

@@ -1,11 +1,6 @@
-// RedisSubscriber.swift: the process's one `SUBSCRIBE` connection per server, shared by every waiter,
-// with a reader thread of its own. `subscribe` returns only once the server confirmed the subscription,
-// so a waiter that re-checks the lease after it cannot miss a release published after that re-check.
-// Per channel, the commands sent (SUBSCRIBE/UNSUBSCRIBE) and the confirmations received are counted;
-// a waiter is subscribed once the confirmation of the SUBSCRIBE it relies on has arrived, so a channel
-// unsubscribed and subscribed again in quick succession never confirms a waiter early. A lost
-// connection wakes every waiter (`.lost`): it re-checks and subscribes again. With no channels left
-// for `lingerNanoseconds`, the reader closes the connection and ends.
+// RedisSubscriber.swift: the process's one SUBSCRIBE connection per server, shared by every lease waiter,
+// with a reader thread: `subscribe` returns once the server confirmed it; a lost connection wakes every
+// waiter to re-check. Details: Docs/Internals.md.
 
 import Foundation
 import Synchronization

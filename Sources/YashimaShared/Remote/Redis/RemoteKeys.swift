@@ -1,12 +1,6 @@
-// RemoteKeys.swift: the Redis key names of one entry. Value, lease and release channel share a hash
-// tag, the entry identity in hex, so in a cluster they live in one slot (one node; the lease scripts
-// touch the value's slot only), and among shards they route by the same bytes (one server).
-//
-//     <prefix>:{<entry identity hex>}:value      the envelope (RemoteEnvelope), SET with PX
-//     <prefix>:{<entry identity hex>}:lease      the generator's lease token, SET NX PX
-//     <prefix>:{<entry identity hex>}:released   the channel the holder PUBLISHes to on release
-//
-// No key text appears in Redis: the identity is a SHA-256 of the key and codec.
+// RemoteKeys.swift: an entry's Redis names, `<prefix>:{<identity hex>}:value`, `:lease` and `:released`
+// (its release channel), sharing one hash tag: one slot in a cluster, one server among shards. No key
+// text reaches Redis.
 
 /// The Redis names of one entry's value, lease and release channel.
 struct RemoteKeys: Equatable, Sendable {

@@ -1,10 +1,5 @@
-// The shared counters in the `state` file: hits, misses and generations of every process using the
-// directory, since the last zeroing, plus the operator's words (the budget `yashima` records). They live in
-// the region from byte 41,024 to the end of the file, which older builds leave zero. Every word is touched
-// only through the C atomics, like the rest of the state file. A count is the one write a lookup makes;
-// it goes to the root the lookup read from, which lookups re-check at most once per rootCheckInterval
-// (I13), so hits in the second after the root was moved away may be counted there. Misses are counted
-// once a producer has verified the root.
+// The shared counters in the `state` file (every process's hits, misses, generations since the last
+// zeroing) and the operator's words, past byte 41,024 (zero in older builds); C atomics only.
 
 import CFileLock
 

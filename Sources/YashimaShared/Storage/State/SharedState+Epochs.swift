@@ -1,14 +1,6 @@
-// The removal epochs of the state file (I10): a global epoch, one per namespace slot and one per key slot.
-// `remove`, `removeAll(in:)` and `removeAll()` bump theirs before unlinking and again after (a reader that
-// took its epochs between the first bump and the unlink may have read the entry); a write that replaces a
-// value bumps the key's after publishing. Every memory hit compares the epochs its item was stamped with to
-// the current ones, so no process's memory serves a removed entry on its next lookup. Slots are shared by
-// many keys, so an item of a stored entry whose epochs moved is checked against the entry file instead of
-// dropped (Engine/MemoryTier.swift tells why that keeps I10). A flight's result carries the epochs it was
-// read or made under, and a caller that joined the flight takes it only while they are current
-// (Engine/Lookup.swift); a replacing writer stamps its own copy from just before its publish, unless
-// someone else bumped in between (`bumpKey(_:expecting:)`). A stamp also carries the file's instance id
-// (I14), so no stamp taken from a replaced file ever matches again.
+// The removal epochs of the state file (I10): global, per namespace slot, per key slot; bumped around every
+// removal and after a replacing publish, compared by every memory hit. Stamps carry the file's instance id
+// (I14). How a slot shared by many keys still keeps I10: Docs/Internals.md.
 
 /// The removal epochs (I10) a value was read or generated under. A memory item carries them, and so does
 /// a flight's result: a caller that joined someone else's flight accepts the value only while they are

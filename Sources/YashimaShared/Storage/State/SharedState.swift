@@ -1,16 +1,6 @@
-// The `state` file every process maps shared, and keeping one usable (I14): this object switches to the
-// file the path names whenever the one in use is dead, and repairs a damaged one. Its words (usage, I9;
-// last publish, I11; epochs, I10; shared counters) are in SharedState+Usage, +Epochs and +Counters, its
-// mapping in StateMapping.swift. Created once (staging file + linkat, first creator wins) and never
-// truncated by the cache. Everything in it can be rebuilt, so a damaged one (not a regular file with one
-// link, not 65,536 bytes, wrong magic or version; later, the magic gone) is replaced by the first process
-// that notices: under a lock on the root it looks again (another repairer may have finished), marks the
-// damaged inode dead with a `pwrite` of a non-magic word 0 (never a store through a mapping, never a
-// truncation), and renames a complete new file from `tmp/` over it, with a new random instance id and
-// usage to be recounted by the next trim. Every access checks word 0 first; a mapping of a file truncated
-// under it reads zeros (CFileLock's SIGBUS guard), seen as dead, so every process switches to the new
-// file. Stamps in memory carry the instance id, so none taken from the old file ever matches again (this
-// costs each process its memory layer once); bumps re-check word 0 after landing.
+// The `state` file every process maps shared (I14): switching to the live one, creating it (first creator
+// wins) and repairing a damaged one under a lock on the root. Its words are in the other files of this
+// folder; the repair, step by step: Docs/Internals.md.
 
 import CFileLock
 import Glibc
