@@ -69,10 +69,6 @@ enum Policy {
     /// ctime equals it. Nanoseconds.
     static let touchMark: (modulus: Int64, remainder: Int64) = (1000, 777)
 
-    /// Keys whose entry file's last use a cache remembers for the touch rule of memory hits (I11),
-    /// cleared when full: a forgotten one costs one extra touch.
-    static let touchRecordCapacity = 100_000
-
     // MARK: Trim (I9)
 
     /// Trim stops at this fraction of the budget, so a full directory is not trimmed on every write.

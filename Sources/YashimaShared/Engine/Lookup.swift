@@ -35,23 +35,23 @@ extension CacheEngine {
         _ key: CacheKey, codec: Codec, options: YCache.Options, optional: Bool,
         generate: @escaping @Sendable () async throws -> Codec.Value?
     ) async throws -> YCache.Resolved<Codec.Value>? {
-        let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
         if options.lookupPolicy == .refresh {
+            let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
             return try await refresh(request(memoryKey, codec: codec, options: options, generate: generate))
         }
-        var lookup = TierLookup(memoryKey, codec: codec, options: options, in: self)
+        // The memory key lives in the lookup only: a hit copies it nowhere else.
+        var lookup = TierLookup(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options, in: self)
         if let hit = try walk(&lookup) { return hit }
         if options.lookupPolicy == .cacheOnly { return nil }
         return try await flightTier(
-            request(memoryKey, codec: codec, options: options, generate: generate), optional: optional)
+            request(lookup.memoryKey, codec: codec, options: options, generate: generate), optional: optional)
     }
 
     /// A lookup that never generates (`valueIfCached`): the `.beforeFlight` tiers.
     func cachedValue<Codec: CacheCodec>(_ key: CacheKey, codec: Codec, options: YCache.Options) throws
         -> YCache.Resolved<Codec.Value>?
     {
-        let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
-        var lookup = TierLookup(memoryKey, codec: codec, options: options, in: self)
+        var lookup = TierLookup(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options, in: self)
         return try walk(&lookup)
     }
 
@@ -65,10 +65,14 @@ extension CacheEngine {
 
     /// Asks the `.beforeFlight` tiers in order; the first hit is the lookup's.
     private func walk<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>) throws -> YCache.Resolved<Codec.Value>? {
-        for tier in lookupTiers {
-            if let hit = try tier.lookup(&lookup, engine: self) { return hit }
+        // Through the buffer: no retain of the array, no copy of a tier (a few nanoseconds a hit).
+        try lookupTiers.withUnsafeBufferPointer { tiers in
+            for index in tiers.indices {
+                let hit = try tiers[index].lookup(&lookup, engine: self)
+                if case .some = hit { return hit }  // returned as it came: no copy of the value
+            }
+            return nil
         }
-        return nil
     }
 
     // MARK: Flights

@@ -34,8 +34,7 @@ extension CacheEngine {
             // A value served from memory is still in use: keep its file from looking cold to trim, by the
             // touch rule of I11 (nothing is written unless something was published since its last use, or
             // that use is a minute old).
-            let lastUse = memory.lastUse(memoryKey) ?? 0
-            if let touched = storage.files.touchIfStale(path, lastUse: lastUse, now: now) {
+            if let touched = storage.files.touchIfStale(path, lastUse: item.lastUse ?? 0, now: now) {
                 memory.noteUse(memoryKey, at: touched)
             }
         }
@@ -82,8 +81,6 @@ extension CacheEngine {
     /// Puts a value in memory with the epochs it was read or made under (I10), and records when its entry
     /// file was last used, when it has one (I11).
     func remember(_ item: MemoryItem, for memoryKey: MemoryKey, lastUse: Int64?) {
-        if memory.insert(item, for: memoryKey), let lastUse {
-            memory.noteUse(memoryKey, at: lastUse)
-        }
+        memory.insert(item, for: memoryKey, lastUse: lastUse)
     }
 }
