@@ -40,7 +40,8 @@ extension CacheEngine {
             return try await refresh(request(memoryKey, codec: codec, options: options, generate: generate))
         }
         // The memory key lives in the lookup only: a hit copies it nowhere else.
-        var lookup = TierLookup(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options, in: self)
+        var lookup = TierLookup(
+            MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options, in: self)
         if let hit = try walk(&lookup) { return hit }
         if options.lookupPolicy == .cacheOnly { return nil }
         return try await flightTier(
@@ -51,7 +52,8 @@ extension CacheEngine {
     func cachedValue<Codec: CacheCodec>(_ key: CacheKey, codec: Codec, options: YCache.Options) throws
         -> YCache.Resolved<Codec.Value>?
     {
-        var lookup = TierLookup(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options, in: self)
+        var lookup = TierLookup(
+            MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options, in: self)
         return try walk(&lookup)
     }
 
