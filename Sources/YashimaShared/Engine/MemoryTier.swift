@@ -6,9 +6,17 @@
 struct MemoryTier: CacheTier {
     var place: TierPlace { .beforeFlight }
 
+    /// Pre-specialised; the body is `hit`, so the generic entry only dispatches (no generic metadata made).
     @_specialize(where Codec == DataCodec)
     @_specialize(where Codec == StringCodec)
     func lookup<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>, engine: CacheEngine) throws
+        -> YCache.Resolved<Codec.Value>?
+    {
+        try Self.hit(lookup, engine: engine)
+    }
+
+    @inline(never)
+    private static func hit<Codec: CacheCodec>(_ lookup: TierLookup<Codec>, engine: CacheEngine) throws
         -> YCache.Resolved<Codec.Value>?
     {
         try engine.memoryHit(

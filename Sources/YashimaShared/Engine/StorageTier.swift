@@ -7,10 +7,18 @@
 struct StorageTier: CacheTier {
     var place: TierPlace { .beforeFlight }
 
-    /// A miss when storage cannot be opened, unless `.throwError`.
+    /// A miss when storage cannot be opened, unless `.throwError`. (Pre-specialised: the generic entry only
+    /// dispatches to the specialisation; the body is `hit`, so no generic metadata is made on the way.)
     @_specialize(where Codec == DataCodec)
     @_specialize(where Codec == StringCodec)
     func lookup<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>, engine: CacheEngine) throws
+        -> YCache.Resolved<Codec.Value>?
+    {
+        try Self.hit(lookup, engine: engine)
+    }
+
+    @inline(never)
+    private static func hit<Codec: CacheCodec>(_ lookup: TierLookup<Codec>, engine: CacheEngine) throws
         -> YCache.Resolved<Codec.Value>?
     {
         let request = engine.request(lookup.memoryKey, codec: lookup.codec, options: lookup.options) { nil }
