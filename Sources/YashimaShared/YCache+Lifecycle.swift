@@ -138,11 +138,7 @@ extension YCache {
     ///   memory copy is removed anyway), or `.ioFailure` when the entry file cannot be unlinked.
     @discardableResult
     public func remove<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Bool {
-        var removedRemotely = false
-        if let remote = engine.remote {
-            removedRemotely = await remote.remove(EntryIdentity(key: key, codecIdentifier: codec.identifier))
-        }
-        return try engine.remove(key: key, codecIdentifier: codec.identifier) || removedRemotely
+        try await engine.remove(key: key, codecIdentifier: codec.identifier)
     }
 
     /// Removes every entry of `namespace`, in memory and storage. Every process's next lookup misses.

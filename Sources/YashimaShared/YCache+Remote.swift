@@ -1,7 +1,7 @@
 // `YCache.Remote`: the public description of the optional remote tier behind the local storage directory
 // (Redis; an HTTP cache server; HTTP values with Redis leases), its options and its configuration error.
 // Plain data: the factories parse and validate (URLs, credentials and the shared secret from the
-// environment are read once, here); Engine/RemoteTier.swift builds the backend's stores per cache.
+// environment are read once, here); Remote/RemoteBackend.swift builds the backend's stores per cache.
 
 import Foundation
 
@@ -208,11 +208,11 @@ extension YCache {
         public var customMirror: Mirror { Mirror(self, children: ["remote": description]) }
 
         private static func redisConfiguration(_ urls: [String], cluster: Bool, options: Options)
-            throws(ConfigurationError) -> RemoteConfiguration
+            throws(ConfigurationError) -> RedisConfiguration
         {
-            var configuration: RemoteConfiguration
-            do throws(RemoteConfigurationError) {
-                configuration = try RemoteConfiguration(urls: urls, cluster: cluster)
+            var configuration: RedisConfiguration
+            do throws(RedisConfigurationError) {
+                configuration = try RedisConfiguration(urls: urls, cluster: cluster)
             } catch {
                 throw ConfigurationError(description: error.description)
             }
@@ -222,7 +222,7 @@ extension YCache {
             configuration.leaseTimeToLive = options.leaseTimeToLive
             configuration.waitRecheckInterval = options.leaseRecheckInterval
             if let text = options.secret { configuration.secret = try secret(text) }
-            do throws(RemoteConfigurationError) {
+            do throws(RedisConfigurationError) {
                 try configuration.validate()
             } catch {
                 throw ConfigurationError(description: error.description)

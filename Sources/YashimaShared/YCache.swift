@@ -48,7 +48,7 @@ public final class YCache: Sendable {
                 payloadBytes: configuration.storageMaximumByteCount.map { Int64($0) },
                 allocatedBytes: configuration.storageMaximumAllocatedByteCount.map { Int64($0) }),
             sharing: configuration.sharing, allowNetworkFilesystem: configuration.allowNetworkFilesystem,
-            remote: configuration.remote.flatMap { RemoteTier($0.backend) })
+            remote: configuration.remote.flatMap { $0.backend.makeStores() })
     }
 
     /// Creates a cache over `storageDirectory`; the same as `init(configuration:)` with these fields.
@@ -166,6 +166,7 @@ public final class YCache: Sendable {
     ///   `YCache.Error.storageFull`, `.ioFailure` or a storage-open error when the value cannot be stored.
     @_specialize(exported:true,where Codec == DataCodec)
     @_specialize(exported:true,where Codec == StringCodec)
+    @inline(__always)
     public func value<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value
@@ -187,6 +188,7 @@ public final class YCache: Sendable {
     /// - Throws: The same errors as `value(for:codec:options:_:)`.
     @_specialize(exported:true,where Codec == DataCodec)
     @_specialize(exported:true,where Codec == StringCodec)
+    @inline(__always)
     public func resolve<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value
@@ -288,6 +290,6 @@ public final class YCache: Sendable {
     /// - Throws: `YCache.Error.valueTypeMismatch` when memory holds the key and codec identifier with a
     ///   value of another type.
     public func peek<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Codec.Value? {
-        try engine.memoryTier(MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec)?.value
+        try engine.peek(key, codec: codec)
     }
 }

@@ -13,8 +13,7 @@ struct YCacheExpiryTests {
 
     @Test("after: metadata reports the expiry; the entry is served until then, from memory and storage")
     func after() async throws {
-        let dir = TemporaryDirectory("expiry-after")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("expiry-after")
         let key = CacheKey("hour")
         let before = Date()
         let resolution = try await cache.resolve(
@@ -35,8 +34,7 @@ struct YCacheExpiryTests {
 
     @Test("at: a future date is reported as is")
     func atFuture() async throws {
-        let dir = TemporaryDirectory("expiry-at")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("expiry-at")
         let date = Date(timeIntervalSince1970: 4_000_000_000)
         let key = CacheKey("dated")
         _ = try await cache.value(for: key, codec: Self.codec, options: .init(expiry: .at(date))) { "v" }
@@ -54,8 +52,7 @@ struct YCacheExpiryTests {
             .after(.seconds(-5)),
         ])
     func alreadyExpired(_ expiry: CacheExpiry) async throws {
-        let dir = TemporaryDirectory("expiry-past")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("expiry-past")
         let key = CacheKey("past")
         let options = YCache.Options(expiry: expiry)
         let calls = Counter()
@@ -66,7 +63,7 @@ struct YCacheExpiryTests {
         #expect(try await cache.contains(for: key, codec: Self.codec) == false)
         #expect(try await cache.metadata(for: key, codec: Self.codec) == nil)
         #expect(try await cache.value(for: key, codec: Self.codec, options: options, generate) == "v2")
-        #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == nil)
+        #expect(try await stored(in: dir, key, Self.codec) == nil)
         #expect(try await cache.entries().isEmpty)
     }
 
@@ -94,13 +91,12 @@ struct YCacheExpiryTests {
         #expect(
             try await YCache(storageDirectory: dir.url).value(for: key, codec: Self.codec) { "regenerated" }
                 == "regenerated")
-        #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == "regenerated")
+        #expect(try await stored(in: dir, key, Self.codec) == "regenerated")
     }
 
     @Test("an expired memory item is a miss and is dropped")
     func expiredInMemory() async throws {
-        let dir = TemporaryDirectory("expiry-memory")
-        let cache = YCache(storageDirectory: dir.url)
+        let (_, cache) = makeCache("expiry-memory")
         let key = CacheKey("memory")
         try await cache.putInMemory("old", for: key, codec: Self.codec, expiry: .at(Date(timeIntervalSinceNow: -1)))
         #expect(try await cache.peek(for: key, codec: Self.codec) == nil)
@@ -111,8 +107,7 @@ struct YCacheExpiryTests {
 
     @Test("removeExpired removes and counts only expired entries")
     func removeExpired() async throws {
-        let dir = TemporaryDirectory("expiry-remove")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("expiry-remove")
         let past = YCache.Options(expiry: .at(Date(timeIntervalSinceNow: -10)))
         let future = YCache.Options(expiry: .after(.seconds(3600)))
         for index in 0..<3 {

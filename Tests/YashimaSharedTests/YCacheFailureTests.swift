@@ -15,13 +15,14 @@ struct YCacheFailureTests {
     /// A cache whose publishes of `key` fail: a non-empty folder sits at the key's entry path, so the
     /// publishing rename fails (EISDIR). (A file at the fan-out folder no longer works: the cache
     /// repairs its own folders, I13.)
-    static func cacheWithBlockedKey(_ dir: TemporaryDirectory, _ key: CacheKey) throws -> YCache {
+    static func cacheWithBlockedKey(_ label: String, _ name: String) throws -> (TemporaryDirectory, CacheKey, YCache) {
+        let (dir, key) = (TemporaryDirectory(label), CacheKey(name))
         let cache = YCache(storageDirectory: dir.url)
         try cache.openStorage()
         let entry = try cache.entryURL(key, codec)
         try FileManager.default.createDirectory(at: entry, withIntermediateDirectories: true)
         try writeFile(Data("in the way".utf8), to: entry.appendingPathComponent("blocker"))
-        return cache
+        return (dir, key, cache)
     }
 
     static func isPublishFailure(_ error: any Error) -> Bool {
@@ -33,9 +34,7 @@ struct YCacheFailureTests {
 
     @Test("writeFailurePolicy .throwError: a failed publish throws and neither layer is written")
     func writeFailureThrows() async throws {
-        let dir = TemporaryDirectory("fail-write")
-        let key = CacheKey("blocked")
-        let cache = try Self.cacheWithBlockedKey(dir, key)
+        let (dir, key, cache) = try Self.cacheWithBlockedKey("fail-write", "blocked")
         let calls = Counter()
         await #expect(
             performing: {
@@ -46,7 +45,7 @@ struct YCacheFailureTests {
             }, throws: Self.isPublishFailure)
         #expect(calls.value == 1)
         #expect(try await cache.peek(for: key, codec: Self.codec) == nil)
-        #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == nil)
+        #expect(try await stored(in: dir, key, Self.codec) == nil)
         #expect(cache.statistics.writeFailures == 1)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.url.appendingPathComponent("tmp").path).isEmpty)
         // Nothing was kept: the next call generates again (and fails again).
@@ -61,9 +60,8 @@ struct YCacheFailureTests {
 
     @Test("writeFailurePolicy .throwError also drops an older value from memory")
     func writeFailureDropsOlderMemory() async throws {
-        let dir = TemporaryDirectory("fail-write-refresh")
-        let key = CacheKey("blocked-refresh")
-        let cache = try Self.cacheWithBlockedKey(dir, key)
+        let (dir, key, cache) = try Self.cacheWithBlockedKey("fail-write-refresh", "blocked-refresh")
+        defer { withExtendedLifetime(dir) {} }  // the folder stays until the test ends
         try await cache.putInMemory("old", for: key, codec: Self.codec)
         await #expect(
             performing: { try await cache.refresh(for: key, codec: Self.codec) { "new" } },
@@ -73,13 +71,11 @@ struct YCacheFailureTests {
 
     @Test("writeFailurePolicy .bestEffort: the value is returned and kept in memory only")
     func writeFailureBestEffort() async throws {
-        let dir = TemporaryDirectory("fail-best")
-        let key = CacheKey("blocked")
-        let cache = try Self.cacheWithBlockedKey(dir, key)
+        let (dir, key, cache) = try Self.cacheWithBlockedKey("fail-best", "blocked")
         #expect(try await cache.value(for: key, codec: Self.codec, options: Self.bestEffort) { "kept" } == "kept")
         #expect(try await cache.peek(for: key, codec: Self.codec) == "kept")
         #expect(try await cache.resolve(for: key, codec: Self.codec) { "other" }.source == .memory)
-        #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == nil)
+        #expect(try await stored(in: dir, key, Self.codec) == nil)
         #expect(cache.statistics.writeFailures == 1)
         try await cache.store("stored", for: key, codec: Self.codec, options: Self.bestEffort)
         #expect(try await cache.peek(for: key, codec: Self.codec) == "stored")
@@ -87,8 +83,7 @@ struct YCacheFailureTests {
 
     @Test("an encode that throws gives the codec's own error under every policy; nothing is stored anywhere")
     func encodingFailure() async throws {
-        let dir = TemporaryDirectory("fail-encode")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("fail-encode")
         let codec = UnencodableCodec()
         let key = CacheKey("unencodable")
         await #expect(throws: CodecFailure()) { try await cache.value(for: key, codec: codec) { "v" } }

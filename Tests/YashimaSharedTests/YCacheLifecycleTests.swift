@@ -15,10 +15,9 @@ struct YCacheLifecycleTests {
 
     @Test("metadata and contains never decode, and report nothing for a missing entry")
     func metadataWithoutDecoding() async throws {
-        let dir = TemporaryDirectory("life-meta")
-        let codec = CountingCodec()
-        let key = CacheKey("counted")
-        #expect(try await YCache(storageDirectory: dir.url).value(for: key, codec: codec) { "payload" } == "payload")
+        let (dir, writer) = makeCache("life-meta")
+        let (codec, key) = (CountingCodec(), CacheKey("counted"))
+        #expect(try await writer.value(for: key, codec: codec) { "payload" } == "payload")
         #expect(codec.calls.encodes.value == 1)
 
         let fresh = YCache(storageDirectory: dir.url)
@@ -40,8 +39,7 @@ struct YCacheLifecycleTests {
 
     @Test("metadata and contains see values kept only in memory")
     func metadataFromMemory() async throws {
-        let dir = TemporaryDirectory("life-meta-memory")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("life-meta-memory")
         let key = CacheKey("memory-only")
         _ = try await cache.value(for: key, codec: Self.codec, options: .init(writePolicy: .memoryOnly)) { "m" }
         #expect(try await cache.contains(for: key, codec: Self.codec))
@@ -51,8 +49,7 @@ struct YCacheLifecycleTests {
 
     @Test("entries lists keys equal to the originals, codec identifiers and sizes, per namespace")
     func entries() async throws {
-        let dir = TemporaryDirectory("life-entries")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("life-entries")
         let thumb = CacheKey(namespace: "thumbnail", identity: "video-42").variant("size", "320x180").version("r", 3)
         let other = CacheKey(namespace: "thumbnail", identity: "video-43")
         let doc = CacheKey(namespace: "docs", identity: "readme")
@@ -81,8 +78,7 @@ struct YCacheLifecycleTests {
 
     @Test("store then value returns the stored value without generating; store replaces")
     func storeThenValue() async throws {
-        let dir = TemporaryDirectory("life-store")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("life-store")
         let key = CacheKey("stored")
         let calls = Counter()
         try await cache.store("first", for: key, codec: Self.codec)
@@ -135,8 +131,7 @@ struct YCacheLifecycleTests {
 
     @Test("remove drops one key's entry for one codec, in memory and storage")
     func remove() async throws {
-        let dir = TemporaryDirectory("life-remove")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("life-remove")
         let key = CacheKey("r")
         _ = try await cache.string(for: key) { "s" }
         _ = try await cache.data(for: key) { Data([1]) }
@@ -152,8 +147,7 @@ struct YCacheLifecycleTests {
 
     @Test("removeAll(in:) drops one namespace everywhere and keeps the others")
     func removeAllInNamespace() async throws {
-        let dir = TemporaryDirectory("life-remove-ns")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("life-remove-ns")
         let gone = [CacheKey("a", namespace: "gone"), CacheKey("b", namespace: "gone").variant("v", 1)]
         let kept = [CacheKey("a", namespace: "kept"), CacheKey("a")]
         for key in gone + kept { _ = try await cache.string(for: key) { key.identity } }
@@ -165,15 +159,14 @@ struct YCacheLifecycleTests {
         for key in kept {
             #expect(try await cache.peek(for: key, codec: Self.codec) == key.identity)
             #expect(
-                try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == key.identity)
+                try await stored(in: dir, key, Self.codec) == key.identity)
         }
         #expect(try await cache.storageUsage().entryCount == 2)
     }
 
     @Test("removeAll drops everything, in memory and storage")
     func removeAll() async throws {
-        let dir = TemporaryDirectory("life-remove-all")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("life-remove-all")
         for index in 0..<5 { _ = try await cache.string(for: CacheKey("\(index)", namespace: "n\(index % 2)")) { "v" } }
         try await cache.removeAll()
         #expect(entryFiles(in: dir.url).isEmpty)
@@ -251,8 +244,7 @@ struct YCacheLifecycleTests {
 
     @Test("statistics count memory hits, storage hits, generations and write failures")
     func statistics() async throws {
-        let dir = TemporaryDirectory("life-stats")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("life-stats")
         #expect(cache.statistics == CacheStatistics())
         _ = try await cache.string(for: CacheKey("a")) { "a" }
         _ = try await cache.string(for: CacheKey("a")) { "x" }

@@ -19,8 +19,7 @@ struct YCacheTests {
 
     @Test("memory, then storage, then generate; the metadata describes the stored value")
     func sources() async throws {
-        let dir = TemporaryDirectory("ycache-sources")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("ycache-sources")
         let key = CacheKey(namespace: "n", identity: "i").variant("w", 1)
         let before = Date()
         let generated = try await cache.resolve(for: key, codec: Self.codec) { "value" }
@@ -44,8 +43,7 @@ struct YCacheTests {
 
     @Test("the same key under two codecs is two entries")
     func codecIsPartOfIdentity() async throws {
-        let dir = TemporaryDirectory("ycache-codecs")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("ycache-codecs")
         let key = CacheKey("shared-key")
         #expect(try await cache.string(for: key) { "text" } == "text")
         #expect(try await cache.data(for: key) { Data([1, 2]) } == Data([1, 2]))
@@ -59,8 +57,7 @@ struct YCacheTests {
 
     @Test("cacheOnly never generates: a miss throws cacheMiss, a hit is returned")
     func cacheOnly() async throws {
-        let dir = TemporaryDirectory("ycache-cacheonly")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("ycache-cacheonly")
         let key = CacheKey("k")
         let options = YCache.Options(lookupPolicy: .cacheOnly)
         let calls = Counter()
@@ -80,8 +77,7 @@ struct YCacheTests {
 
     @Test("refresh regenerates although a value is cached, and the new value replaces it everywhere")
     func refresh() async throws {
-        let dir = TemporaryDirectory("ycache-refresh")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("ycache-refresh")
         let other = YCache(storageDirectory: dir.url)
         let key = CacheKey("r")
         _ = try await cache.value(for: key, codec: Self.codec) { "old" }
@@ -93,17 +89,16 @@ struct YCacheTests {
             "newer"
         }
         #expect(viaOption.source == .generated)
-        #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == "newer")
+        #expect(try await stored(in: dir, key, Self.codec) == "newer")
     }
 
     @Test("writePolicy memoryOnly keeps the value in this process; disabled keeps it nowhere")
     func writePolicies() async throws {
-        let dir = TemporaryDirectory("ycache-write")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("ycache-write")
         let memoryOnly = CacheKey("memory-only")
         _ = try await cache.value(for: memoryOnly, codec: Self.codec, options: .init(writePolicy: .memoryOnly)) { "m" }
         #expect(try await cache.peek(for: memoryOnly, codec: Self.codec) == "m")
-        #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: memoryOnly, codec: Self.codec) == nil)
+        #expect(try await stored(in: dir, memoryOnly, Self.codec) == nil)
 
         let disabled = CacheKey("disabled")
         let calls = Counter()
@@ -141,8 +136,7 @@ struct YCacheTests {
 
     @Test("the Typed view forwards every call with its codec")
     func typed() async throws {
-        let dir = TemporaryDirectory("ycache-typed")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("ycache-typed")
         let points = cache.using(CodableCodec(Point.self))
         let key = CacheKey("p")
         let point = Point(x: 3, label: "three")
@@ -167,8 +161,7 @@ struct YCacheTests {
 
     @Test("data, string and codable conveniences store with their standard codecs")
     func conveniences() async throws {
-        let dir = TemporaryDirectory("ycache-conv")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("ycache-conv")
         let bytes = Data((0..<100_000).map { UInt8(truncatingIfNeeded: $0) })
         #expect(try await cache.data(for: CacheKey("d")) { bytes } == bytes)
         #expect(try await cache.string(for: CacheKey("s")) { "héllo\0wörld" } == "héllo\0wörld")
@@ -209,8 +202,7 @@ struct YCacheTests {
 
     @Test("odd and huge key text is just data: stored, found, listed, never a path", arguments: oddKeyCases)
     func oddKeys(_ key: CacheKey) async throws {
-        let dir = TemporaryDirectory("ycache-oddkey")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("ycache-oddkey")
         #expect(try await cache.value(for: key, codec: Self.codec) { "odd" } == "odd")
         let fresh = YCache(storageDirectory: dir.url)
         #expect(try await fresh.resolve(for: key, codec: Self.codec) { "regenerated" }.source == .storage)
@@ -225,7 +217,7 @@ struct YCacheTests {
         #expect(
             entry.lastPathComponent == EntryIdentity(key: key, codecIdentifier: Self.codec.identifier).hex + ".entry")
         try await fresh.remove(for: key, codec: Self.codec)
-        #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == nil)
+        #expect(try await stored(in: dir, key, Self.codec) == nil)
     }
 
     // MARK: Budgets
@@ -237,7 +229,7 @@ struct YCacheTests {
         #expect(try await cache.value(for: CacheKey("k"), codec: Self.codec) { "v" } == "v")
         #expect(try await cache.peek(for: CacheKey("k"), codec: Self.codec) == "v")
         #expect(entryFiles(in: dir.url).isEmpty)
-        #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: CacheKey("k"), codec: Self.codec) == nil)
+        #expect(try await stored(in: dir, CacheKey("k"), Self.codec) == nil)
         try await cache.trimStorageIfNeeded()
         #expect(
             try await cache.storageUsage() == YCache.StorageUsage(byteCount: 0, entryCount: 0, maximumByteCount: 0))

@@ -1,19 +1,6 @@
-// The per-key lock across processes (I5–I8), end to end. A `KeyLock` is created here, only by `acquire`:
-// it locks the key's lock file exclusively without waiting; when another process holds it, it waits for
-// that holder off the cooperative pool with a shared lock (LockWait), so every waiter wakes at once, then
-// looks in storage before competing again; once locked, it checks that the path still names the inode it
-// locked (fstat against fstatat, a link count above zero; I6), and, holding it, looks in storage once more
-// before the caller generates. Past the caller's `crossProcessWaitTimeout` a waiter generates without the
-// lock (I8): a duplicate generation at worst, never a wrong value, since values of one key are
-// interchangeable and publishing is atomic. A lock ends in exactly one of two ways, which the compiler
-// enforces (it is noncopyable): `publish` fills the lock file with the entry and renames it into place
-// (the lock file is the generation's staging file: one file created per generation, as a bare
-// write-temp-and-rename would; a lock file per entry, unlinked with it, would make every create pay ext4's
-// scan past recently deleted inodes: measured, it doubled the write path); `abandon` (a failed, cancelled
-// or nil generation, or an entry found) unlinks it while the path still names it, and the next waiter
-// becomes the generator. Either releases the lock (LOCK_UN, then close; I7). So lock files exist only
-// while a key is in flight; those of killed processes are swept (StaleLockFiles). Opening and creating
-// lock files is in LockFileOpening.swift.
+// The per-key lock across processes (I5–I8): acquire (wait off the pool, look in storage after every wake
+// and once locked, check the path still names the locked inode), then exactly one of `publish` (the lock
+// file is the staging file) or `abandon`. Noncopyable: the compiler sees each lock end once.
 
 /// The exclusive lock of one key's lock file: this process is the key's one generator (I5).
 ///
@@ -117,7 +104,7 @@ struct KeyLock: ~Copyable {
         case .createdLocked(let created):
             lock = created
         case .existing(let fd):
-            switch FileLock.attempt(.exclusive, on: fd, ownerProcessID: directory.ownerProcessID) {
+            switch FileLock.attempt(.exclusive, on: fd, path: path.relative, ownerProcessID: directory.ownerProcessID) {
             case .locked(let locked):
                 lock = locked
             case .busy:

@@ -1,11 +1,5 @@
-// Opening a key's lock file for `KeyLock`, creating it when missing, never through a symlink (I13). In the
-// group-shared mode a new lock file appears only with its final mode and already locked (I6): one made
-// in place with O_CREAT has its creator's umasked mode (0640 under the usual umask 022) until its fchmod,
-// and another user opening it in that moment gets EACCES and generates without the lock (measured before
-// this: two users missing the same 2,000 keys together generated 40–70% of them twice). So the file is
-// made in `tmp/`, given its mode, locked and linked into place; `linkat` fails on an existing name, and
-// then that file is opened. In the private mode every process is the owner, whom no usual umask shuts
-// out, and the file is created in place.
+// Opening a key's lock file, creating it when missing, never through a symlink (I13); in the group-shared
+// mode a new one appears only with its final mode and already locked, made in `tmp/` and linked (I6).
 
 /// Opening lock files (see the file's header).
 enum LockFileOpening {
@@ -82,13 +76,13 @@ enum LockFileOpening {
                 return .failed(error)
             }
             let lock: FileLock
-            switch FileLock.attempt(.exclusive, on: fd, ownerProcessID: directory.ownerProcessID) {
+            switch FileLock.attempt(.exclusive, on: fd, path: staging, ownerProcessID: directory.ownerProcessID) {
             case .locked(let locked):
                 lock = locked
             case .busy:  // nobody else can know this new file: only a failure of the call itself
                 _ = Syscall.unlink(staging, in: root)
                 Syscall.close(fd)
-                return .failed(SystemCallError(call: "flock", errno: .wouldBlock))
+                return .failed(SystemCallError(operation: "flock", path: staging, errno: .wouldBlock))
             case .failed(let error):
                 _ = Syscall.unlink(staging, in: root)
                 Syscall.close(fd)
@@ -101,6 +95,6 @@ enum LockFileOpening {
             if case .failure(let error) = linked, error.errno != .fileExists { return .failed(error) }
             // Someone else linked theirs first: open that one.
         }
-        return .failed(SystemCallError(call: "linkat", errno: .fileExists))
+        return .failed(SystemCallError(operation: "linkat", path: relative, errno: .fileExists))
     }
 }

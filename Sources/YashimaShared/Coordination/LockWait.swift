@@ -81,7 +81,7 @@ final class LockWait: Sendable {
         case .failure(let error): return .failure(error)
         }
         observer?(path)
-        switch FileLock.wait(for: .shared, on: fd, ownerProcessID: directory.ownerProcessID) {
+        switch FileLock.wait(for: .shared, on: fd, path: path.relative, ownerProcessID: directory.ownerProcessID) {
         case .success(let lock):
             lock.release()  // I7: LOCK_UN before close
             return .success(())

@@ -1,8 +1,5 @@
-// Sweeping lock files nobody holds (I6): a generator unlinks or publishes its lock file, so one that stays
-// belongs to a killed process (or a key whose entry went). One is removed only once nobody has held it for
-// `Policy.stagingDebrisAge` (a fresh one may be in use soon), and only by a process that holds its lock at
-// that moment: the sweep locks it without waiting, checks that the path still names that inode, unlinks,
-// and releases. Run with trim's debris sweep (Maintenance.swift) and by the operator. Blocking.
+// Sweeping lock files nobody holds (I6): one older than stagingDebrisAge is unlinked only by a process that
+// locks it without waiting and checks the path still names it. Run with trim's debris sweep. Blocking.
 
 enum StaleLockFiles {
     /// Removes up to `limit` lock files nobody holds that are older than `Policy.stagingDebrisAge`.
@@ -33,7 +30,7 @@ enum StaleLockFiles {
         guard case .success(let fd) = Syscall.open(path.relative, in: root, flags: [.readWrite]) else {
             return  // no lock file: nothing to do
         }
-        switch FileLock.attempt(.exclusive, on: fd, ownerProcessID: directory.ownerProcessID) {
+        switch FileLock.attempt(.exclusive, on: fd, path: path.relative, ownerProcessID: directory.ownerProcessID) {
         case .locked(let lock):
             if case .success(let mine) = Syscall.status(of: lock.descriptor), mine.linkCount > 0,
                 case .success(let current) = Syscall.status(of: path.relative, in: root), current.isSameFile(as: mine)

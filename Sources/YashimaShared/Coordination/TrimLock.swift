@@ -1,9 +1,5 @@
-// `trim.lock`: the file trimmers lock exclusively so that one process trims a directory at a time (I9).
-// Its contents mean nothing (it is only locked), so damaged contents need no repair; whatever cannot serve
-// as a lock file is replaced (I14, counted as a repair): a symlink (never followed), a folder (moved into
-// `tmp/`, never removed), a FIFO, socket or device, a file this user may not open. A trimmer checks after
-// locking that the path still names the file it locked: a repair may have replaced it meanwhile, and two
-// trimmers holding locks on two files would both trim. Created like a key's lock file (LockFileOpening).
+// `trim.lock`, locked exclusively by the directory's one trimmer (I9); whatever cannot serve as a lock file
+// is replaced (I14), and a trimmer checks after locking that the path still names what it locked.
 
 /// The exclusive lock of `trim.lock`: this process is the directory's one trimmer.
 struct TrimLock: ~Copyable {
@@ -20,7 +16,9 @@ struct TrimLock: ~Copyable {
             case .createdLocked(let created):
                 lock = created
             case .existing(let fd):
-                switch FileLock.wait(for: .exclusive, on: fd, ownerProcessID: directory.ownerProcessID) {
+                switch FileLock.wait(
+                    for: .exclusive, on: fd, path: Directory.trimLockFile, ownerProcessID: directory.ownerProcessID)
+                {
                 case .success(let locked): lock = locked
                 case .failure(let error):
                     Syscall.close(fd)
@@ -35,7 +33,7 @@ struct TrimLock: ~Copyable {
             }
             lock.release()  // a repair replaced it while we waited: lock the new one
         }
-        return .failure(SystemCallError(call: "flock", errno: .staleHandle))
+        return .failure(SystemCallError(operation: "flock", path: Directory.trimLockFile, errno: .staleHandle))
     }
 
     /// Ends this trimmer's turn (LOCK_UN, then close; I7).
@@ -95,8 +93,10 @@ struct TrimLock: ~Copyable {
                 Directory.trimLockFile, in: root, bytes: [], mode: directory.fileMode,
                 folderMode: directory.directoryMode, rootPath: directory.path)
         } catch {
-            if case .storageFull = error { return .failure(SystemCallError(call: "write", errno: .noSpace)) }
-            return .failure(SystemCallError(call: "renameat", errno: .ioError))
+            if case .storageFull = error {
+                return .failure(SystemCallError(operation: "write", path: Directory.trimLockFile, errno: .noSpace))
+            }
+            return .failure(SystemCallError(operation: "renameat", path: Directory.trimLockFile, errno: .ioError))
         }
         directory.onRepair()
         return .success(())

@@ -1,9 +1,6 @@
-// The engine behind `YCache`: its configuration, its layers (memory, flights, the expectation cache), the
-// one way to get at storage (`storage(for:)`), and the statistics. The lookup pipeline is in Lookup.swift
-// (memory → storage → flight), a flight's body in Production.swift (key lock → tiers → generate →
-// publish), writing in Store.swift, the lifecycle operations in Lifecycle.swift. The engine does no I/O of
-// its own beyond calling Storage and Coordination, and never blocks the cooperative pool: scans, trims and
-// large writes go through BlockingWork, lock waits through LockWait.
+// The engine behind `YCache`: configuration, the tiers in the order a lookup walks them (Tier.swift), the
+// one way to storage (`storage(for:)`), statistics. No I/O of its own beyond Storage and Coordination;
+// never blocks the cooperative pool (BlockingWork, LockWait).
 
 import Foundation
 import Synchronization
@@ -26,11 +23,12 @@ final class CacheEngine: Sendable {
     let flights = FlightTable()
     let statistics = Mutex(CacheStatistics())
     let expectations = ExpectationCache()
-    /// The tiers a production asks before it runs the generator, outermost first (GenerationTier.swift):
-    /// the remote tier when there is one.
-    let generationTiers: [any GenerationTier]
-    /// The remote tier, if any (also in `generationTiers`): removals and counters go to it too.
-    let remote: RemoteTier?
+    /// The tiers, in the order a lookup walks them (Tier.swift).
+    let tiers: [any CacheTier]
+    /// The `.beforeFlight` tiers (memory, storage), which every lookup asks.
+    let lookupTiers: [any CacheTier]
+    /// The `.underKeyLock` tiers (remote, the generator), which a production asks, outermost first.
+    let productionTiers: [any CacheTier]
 
     private enum Opening {
         case notYet
@@ -42,15 +40,19 @@ final class CacheEngine: Sendable {
 
     init(
         storagePath: String, memoryMaximumCost: Int?, memoryMaximumEntryCount: Int?, budget: StorageBudget,
-        sharing: StorageSharingMode, allowNetworkFilesystem: Bool, remote: RemoteTier? = nil
+        sharing: StorageSharingMode, allowNetworkFilesystem: Bool, remote: RemoteStores? = nil
     ) {
         self.storagePath = storagePath
         self.budget = budget
         self.sharing = sharing
         self.allowNetworkFilesystem = allowNetworkFilesystem
         self.memory = MemoryStore(maximumCost: memoryMaximumCost, maximumCount: memoryMaximumEntryCount)
-        self.remote = remote
-        self.generationTiers = remote.map { [$0] } ?? []
+        // Adding a tier is a type and a line here.
+        let tiers: [(any CacheTier)?] = [MemoryTier(), StorageTier(), remote.map(RemoteTier.init), GeneratorTier()]
+        self.tiers = tiers.compactMap { $0 }
+        lookupTiers = self.tiers.filter { $0.place == .beforeFlight }
+        productionTiers = self.tiers.filter { $0.place == .underKeyLock }
+        precondition(self.tiers.map(\.place) == lookupTiers.map(\.place) + productionTiers.map(\.place))
     }
 
     // MARK: Storage
@@ -97,10 +99,10 @@ final class CacheEngine: Sendable {
 
     // MARK: Statistics
 
-    /// This cache's statistics now, with its remote tier's counters.
+    /// This cache's statistics now, with the counters its tiers keep themselves.
     var currentStatistics: CacheStatistics {
         var current = statistics.withLock { $0 }
-        remote?.addCounters(to: &current)
+        for tier in tiers { tier.addCounters(to: &current) }
         return current
     }
 

@@ -37,17 +37,21 @@ extension CacheEngine {
         }
     }
 
-    /// Removes `key`'s entry from memory and storage; true when either held it (as Yashima reports it).
-    func remove(key: CacheKey, codecIdentifier: String) throws(YCache.Error) -> Bool {
-        let removedFromMemory = memory.remove(MemoryKey(key: key, codecIdentifier: codecIdentifier))
-        // The memory copy is gone either way; a storage directory that cannot be opened is reported,
-        // because its entry would come back once the directory is usable again.
-        let context = try storage(for: .write).get()
-        let path = context.directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: codecIdentifier))
-        let headerSize = EntryFormat.fixedHeaderSize + key.canonicalByteCount + codecIdentifier.utf8.count
-        let (_, unlinked) = try unlinkStoredEntry(
-            at: path, headerSize: headerSize, namespace: key.namespace, keyDigest: key.stableDigest, in: context)
-        return removedFromMemory || unlinked
+    /// Removes `key`'s value from every tier, the last first (Tier.swift); true when any held it (as
+    /// Yashima reports it). Every tier is asked; the first error is thrown after that.
+    func remove(key: CacheKey, codecIdentifier: String) async throws(YCache.Error) -> Bool {
+        let key = TierKey(key: key, codecIdentifier: codecIdentifier)
+        var removed = false
+        var failure: YCache.Error?
+        for tier in tiers.reversed() {
+            do throws(YCache.Error) {
+                removed = try await tier.remove(key, engine: self) || removed
+            } catch {
+                failure = failure ?? error
+            }
+        }
+        if let failure { throw failure }
+        return removed
     }
 
     /// Unlinks a key's entry file between two bumps of its epoch (I10), so that no process keeps, or

@@ -1,8 +1,6 @@
-// The lookup pipeline, every public lookup's one path: the memory tier (MemoryTier.swift), then the
-// storage tier (StorageTier.swift), each asked once; on a miss the in-process flight, which joins the
-// production another task of this process runs for the same entry or starts one (Production.swift: the
-// per-key lock across processes, the tiers, the generator, publish). A joiner accepts a flight's value only
-// while the removal epochs it was made under are current (I10). Refreshes always produce.
+// The lookup pipeline, every public lookup's one path: the `.beforeFlight` tiers (memory, storage), each
+// asked once; on a miss the in-process flight, joined or started (Production.swift: the key's lock, the
+// `.underKeyLock` tiers, publish). A joiner takes a flight's value only under current epochs (I10).
 
 /// What a production needs to generate and store one entry.
 struct ProductionRequest<Codec: CacheCodec>: Sendable {
@@ -12,6 +10,7 @@ struct ProductionRequest<Codec: CacheCodec>: Sendable {
     let memoryKey: MemoryKey
     /// The entry's identity and the exact bytes it must hold (two SHA-256s, cached: ExpectationCache).
     let expectation: EntryExpectation
+    /// The caller's generator (GeneratorTier).
     let generate: @Sendable () async throws -> Codec.Value?
     /// The storage a remote tier may stage a large hit's entry file in (set for a lookup that writes
     /// to a local storage directory).
@@ -30,54 +29,52 @@ extension CacheEngine {
             expectation: expectations.expectation(for: memoryKey), generate: generate)
     }
 
-    /// Get-or-generate (`value`, `resolve`, `optionalValue`, `refresh`): memory → storage → flight. Returns
-    /// nil only when an optional generator produced nil, or a cache-only lookup missed.
+    /// Get-or-generate (`value`, `resolve`, `optionalValue`, `refresh`): the `.beforeFlight` tiers, then the
+    /// flight. Returns nil only when an optional generator produced nil, or a cache-only lookup missed.
     func resolve<Codec: CacheCodec>(
         _ key: CacheKey, codec: Codec, options: YCache.Options, optional: Bool,
         generate: @escaping @Sendable () async throws -> Codec.Value?
     ) async throws -> YCache.Resolved<Codec.Value>? {
-        let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
         if options.lookupPolicy == .refresh {
+            let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
             return try await refresh(request(memoryKey, codec: codec, options: options, generate: generate))
         }
-        // One clock read and one storage access for both tiers (a storage hit's fixed cost is small).
-        let now = Syscall.realtimeNanoseconds
-        let opened = storage(for: .read)
-        if let hit = try memoryTier(memoryKey, codec: codec, storage: try? opened.get(), now: now) { return hit }
-        let request = request(memoryKey, codec: codec, options: options, generate: generate)
-        if let hit = try storageTier(request, opened: opened, now: now) { return hit }
+        // The memory key lives in the lookup only: a hit copies it nowhere else.
+        var lookup = TierLookup(
+            MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options, in: self)
+        if let hit = try walk(&lookup) { return hit }
         if options.lookupPolicy == .cacheOnly { return nil }
-        return try await flightTier(request, optional: optional)
+        return try await flightTier(
+            request(lookup.memoryKey, codec: codec, options: options, generate: generate), optional: optional)
     }
 
-    /// A lookup that never generates (`valueIfCached`): memory → storage.
+    /// A lookup that never generates (`valueIfCached`): the `.beforeFlight` tiers.
     func cachedValue<Codec: CacheCodec>(_ key: CacheKey, codec: Codec, options: YCache.Options) throws
         -> YCache.Resolved<Codec.Value>?
     {
-        let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
-        let now = Syscall.realtimeNanoseconds
-        let opened = storage(for: .read)
-        if let hit = try memoryTier(memoryKey, codec: codec, storage: try? opened.get(), now: now) { return hit }
-        return try storageTier(request(memoryKey, codec: codec, options: options) { nil }, opened: opened, now: now)
+        var lookup = TierLookup(
+            MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options, in: self)
+        return try walk(&lookup)
     }
 
-    /// Memory and storage again, for a lookup that is about to join or start another flight.
+    /// The `.beforeFlight` tiers again, for a lookup that is about to join or start another flight.
     private func lookAgain<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) throws
         -> YCache.Resolved<Codec.Value>?
     {
-        if let hit = try memoryTier(request.memoryKey, codec: request.codec) { return hit }
-        return try storageTier(request)
+        var lookup = TierLookup(request.memoryKey, codec: request.codec, options: request.options, in: self)
+        return try walk(&lookup)
     }
 
-    /// The storage tier as a lookup asks it: a miss when storage cannot be opened, unless `.throwError`.
-    /// - Parameters:
-    ///   - opened: What `storage(for: .read)` returned for this lookup (nil: ask it now).
-    ///   - now: The lookup's realtime clock (nil: read it now).
-    private func storageTier<Codec: CacheCodec>(
-        _ request: ProductionRequest<Codec>, opened: Result<StorageContext, YCache.Error>? = nil, now: Int64? = nil
-    ) throws -> YCache.Resolved<Codec.Value>? {
-        let storage = try (opened ?? storage(for: .read)).orMiss(under: request.options.readFailurePolicy)
-        return try storageHit(request, in: storage, shared: false, now: now)?.resolution
+    /// Asks the `.beforeFlight` tiers in order; the first hit is the lookup's.
+    private func walk<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>) throws -> YCache.Resolved<Codec.Value>? {
+        // Through the buffer: no retain of the array, no copy of a tier (a few nanoseconds a hit).
+        try lookupTiers.withUnsafeBufferPointer { tiers in
+            for index in tiers.indices {
+                let hit = try tiers[index].lookup(&lookup, engine: self)
+                if case .some = hit { return hit }  // returned as it came: no copy of the value
+            }
+            return nil
+        }
     }
 
     // MARK: Flights

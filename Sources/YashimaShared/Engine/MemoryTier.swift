@@ -1,21 +1,38 @@
 // The memory tier: a hit in this process's L1 (MemoryStore), valid only under the removal epochs it was
-// stored with (I10). An item whose epochs moved but that names a stored entry is revalidated against the
-// entry file's header instead of dropped. A hit on a stored value touches its file by the rule of I11, so
-// a value used from memory never looks cold to trim.
+// stored with (I10; an item whose epochs moved but that names a stored entry is revalidated against the
+// entry's header); a hit on a stored value touches its file by the rule of I11.
 
-extension CacheEngine {
-    /// A hit in memory, or nil. Throws `valueTypeMismatch` when memory holds the key and codec identifier
-    /// with a value of another type (two codecs sharing one identifier), as Yashima does.
-    func memoryTier<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec) throws(YCache.Error)
+/// This process's memory (L1) as a tier.
+struct MemoryTier: CacheTier {
+    var place: TierPlace { .beforeFlight }
+
+    /// Pre-specialised; the body is `hit`, so the generic entry only dispatches (no generic metadata made).
+    @_specialize(where Codec == DataCodec)
+    @_specialize(where Codec == StringCodec)
+    func lookup<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>, engine: CacheEngine) throws
         -> YCache.Resolved<Codec.Value>?
     {
-        try memoryTier(
-            memoryKey, codec: codec, storage: try? storage(for: .read).get(), now: Syscall.realtimeNanoseconds)
+        try Self.hit(lookup, engine: engine)
     }
 
-    /// `memoryTier(_:codec:)` with the storage (nil when it cannot be opened) and the realtime clock the
-    /// lookup already has, so a lookup that goes on to storage asks for neither twice.
-    func memoryTier<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec, storage: StorageContext?, now: Int64)
+    @inline(never)
+    private static func hit<Codec: CacheCodec>(_ lookup: TierLookup<Codec>, engine: CacheEngine) throws
+        -> YCache.Resolved<Codec.Value>?
+    {
+        try engine.memoryHit(
+            lookup.memoryKey, codec: lookup.codec, storage: try? lookup.opened.get(), now: lookup.now)
+    }
+
+    func remove(_ key: TierKey, engine: CacheEngine) async throws(YCache.Error) -> Bool {
+        engine.memory.remove(key.memoryKey)
+    }
+}
+
+extension CacheEngine {
+    /// A hit in memory, or nil, with the storage (nil when it cannot be opened) and the realtime clock the
+    /// lookup already has. Throws `valueTypeMismatch` when memory holds the key and codec identifier with
+    /// a value of another type (two codecs sharing one identifier), as Yashima does.
+    func memoryHit<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec, storage: StorageContext?, now: Int64)
         throws(YCache.Error) -> YCache.Resolved<Codec.Value>?
     {
         guard let item = liveMemoryItem(memoryKey, now: now, storage: storage) else { return nil }
@@ -25,12 +42,18 @@ extension CacheEngine {
             // A value served from memory is still in use: keep its file from looking cold to trim, by the
             // touch rule of I11 (nothing is written unless something was published since its last use, or
             // that use is a minute old).
-            let lastUse = memory.lastUse(memoryKey) ?? 0
-            if let touched = storage.files.touchIfStale(path, lastUse: lastUse, now: now) {
+            if let touched = storage.files.touchIfStale(path, lastUse: item.lastUse ?? 0, now: now) {
                 memory.noteUse(memoryKey, at: touched)
             }
         }
         return YCache.Resolved(value: value, source: .memory, metadata: item.metadata, wasSharedGeneration: false)
+    }
+
+    /// `peek`: a hit in memory only.
+    func peek<Codec: CacheCodec>(_ key: CacheKey, codec: Codec) throws(YCache.Error) -> Codec.Value? {
+        try memoryHit(
+            MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec,
+            storage: try? storage(for: .read).get(), now: Syscall.realtimeNanoseconds)?.value
     }
 
     /// The memory item of `memoryKey` if it is live (I10). An item whose epochs moved but that names a
@@ -66,8 +89,6 @@ extension CacheEngine {
     /// Puts a value in memory with the epochs it was read or made under (I10), and records when its entry
     /// file was last used, when it has one (I11).
     func remember(_ item: MemoryItem, for memoryKey: MemoryKey, lastUse: Int64?) {
-        if memory.insert(item, for: memoryKey), let lastUse {
-            memory.noteUse(memoryKey, at: lastUse)
-        }
+        memory.insert(item, for: memoryKey, lastUse: lastUse)
     }
 }

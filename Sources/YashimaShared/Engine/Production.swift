@@ -1,18 +1,6 @@
-// One production of a missed entry: the body of an in-process flight, or of a direct call when there is
-// none (single-flight disabled, or a lookup's fallback). `run()` calls its steps in this order:
-//   1. `openStorage`: the storage to write to, its root checked once for every write below (I13);
-//   2. `coordinate`: the one decision whether to coordinate across processes; if so `KeyLock.acquire`
-//      (I5: storage looked at again after every wake and once the lock is held), else storage looked at
-//      once more; a hit ends the production here;
-//   3. the key's epochs, taken before producing (I10);
-//   4. `produceValue`: the generation tiers (GenerationTier.swift: the remote tier), then the
-//      caller's generator;
-//   5. `commitGate`: a flight whose callers all left stores nothing;
-//   6. `publish` (Store.swift): encode, publish through the key's lock file (consuming the lock), bump the
-//      epochs of a replaced value, trim when over budget, remember the value in memory;
-//   7. the tiers' post-publish work (`Produced.afterPublish`); a remote value whose key was removed while
-//      it was fetched is unlinked again (I16).
-// Whatever ends the production early abandons the key lock (KeyLock.abandon: the next waiter generates).
+// One production of a missed entry (a flight's body, or a direct call): storage (I13), the coordination
+// decision and the key lock (I5), epochs (I10), the `.underKeyLock` tiers, the commit gate, publish, the
+// tiers' after-publish work (I16). Whatever ends it early abandons the key lock. Steps: `run()`.
 
 /// What a production is for.
 enum ProductionKind: Sendable {
@@ -60,7 +48,8 @@ struct Production<Codec: CacheCodec>: Sendable {
     let flight: Flight?
     let kind: ProductionKind
 
-    /// Runs the steps of the file's header and hands the result to the flight's callers.
+    /// Runs the steps (storage, coordination, epochs, tiers, commit gate, publish, after-publish; told one
+    /// by one in Docs/Internals.md) and hands the result to the flight's callers.
     func run() async -> FlightResult {
         do {
             let storage = try openStorage()
@@ -188,27 +177,19 @@ struct Production<Codec: CacheCodec>: Sendable {
 
     // MARK: 4. Producing
 
-    /// The generation tiers, outermost first, each able to answer or to ask the ones below it; the
-    /// innermost step is the caller's generator.
+    /// The `.underKeyLock` tiers, outermost first, each able to answer or to ask the ones after it; the
+    /// last is the caller's generator (GeneratorTier).
     private func produceValue(_ storage: StorageContext?) async throws -> Produced<Codec.Value>? {
-        var next: @Sendable () async throws -> Produced<Codec.Value>? = { try await generate() }
+        var next: @Sendable () async throws -> Produced<Codec.Value>? = { nil }  // after the generator: nothing
         var request = request
         if kind == .lookup, request.options.writePolicy == .memoryAndStorage, let storage, storage.isLocalFilesystem {
             request.staging = storage
         }
-        for tier in engine.generationTiers.reversed() {
-            let (below, request) = (next, request)
-            let kind = kind
-            next = { try await tier.produce(request, kind: kind, next: below) }
+        for tier in engine.productionTiers.reversed() {
+            let (below, request, kind, engine) = (next, request, kind, engine)
+            next = { try await tier.produce(request, kind: kind, engine: engine, next: below) }
         }
         return try await next()
-    }
-
-    /// The caller's generator.
-    private func generate() async throws -> Produced<Codec.Value>? {
-        guard let value = try await request.generate() else { return nil }
-        engine.count { $0.generations += 1 }
-        return Produced(value: value, source: .generated)
     }
 
     /// A remote value published while a removal of its key ran (I10, I16): the removal deleted the

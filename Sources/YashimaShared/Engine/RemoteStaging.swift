@@ -1,12 +1,6 @@
-// A large remote hit streamed into the local entry file it becomes: with a backend that streams (HTTP)
-// and a storage directory to write, the lookup gives the backend a new staging file in the storage's
-// `tmp/` with room for the local entry header; the envelope reader writes the payload after it as it
-// arrives and verifies it (checksum, signature) at the end; then the header is written, the value is
-// decoded from a private mapping of the file (as a mapped storage hit is), and the publish step renames
-// the file over the entry path while holding the key's lock (`EntryFile.publishStaged`) and abandons the
-// lock, so waiters wake to find the entry. No whole copy of the payload sits on the heap. A miss, a
-// damaged or truncated body, a payload the codec refuses, or a production that publishes nothing unlinks
-// the file. Payloads below the backend's threshold come in memory, as before.
+// A large remote hit streamed into the local entry file it becomes (I6): a staging file in `tmp/` with room
+// for the header, the payload verified as it arrives, decoded from a private mapping, renamed into place
+// under the key's lock. No whole copy of the payload sits on the heap. Docs/Internals.md.
 
 import Foundation
 

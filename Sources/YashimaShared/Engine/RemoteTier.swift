@@ -1,41 +1,11 @@
-// The remote tier as a generation tier (GenerationTier.swift): with this process holding the key's local
-// lock (I5), look the value up remotely (a verified hit is published locally as it is: `source ==
-// .remote`; large HTTP values stream into the entry file they become, RemoteStaging.swift); on a miss take
-// the key's remote lease, or wait for another host's holder (woken by its release, taking over when its
-// lease expires, I16), then generate, publish locally, and store remotely while releasing the lease (a
-// large HTTP value streamed from the published entry file). Every remote call is guarded and never throws (RemoteGuard): a remote
-// failure only makes this tier step aside, and the production goes on as without it. Also here: the
-// backends a `YCache.Remote` describes (`RemoteBackend`) and the stores built from them, removals, and the
-// remote counters for `CacheStatistics`.
+// The remote tier (I16), an `.underKeyLock` tier: holding the key's local lock (I5), a verified remote hit is
+// published locally; on a miss the key's remote lease is taken or another host's holder waited for, then
+// the value generated and stored remotely. Every remote call is guarded and never throws (RemoteGuard).
 
 import Foundation
 
-/// What a `YCache.Remote` is: the backend and its parsed, validated settings.
-enum RemoteBackend: Sendable, Equatable, CustomStringConvertible {
-    /// Values and leases on Redis.
-    case redis(RemoteConfiguration)
-    /// Values on an HTTP server; leases on Redis when given (otherwise none: exactly-once per host only).
-    case http(HTTPRemoteConfiguration, leases: RemoteConfiguration?)
-
-    var description: String {
-        switch self {
-        case .redis(let configuration): return Self.describe(configuration.topology)
-        case .http(let values, let leases):
-            let base = "http \(values.endpoint)"
-            return leases.map { "\(base), leases on \(Self.describe($0.topology))" } ?? base
-        }
-    }
-
-    private static func describe(_ topology: RedisTopology) -> String {
-        switch topology {
-        case .servers(let endpoints): return "redis " + endpoints.map(\.description).joined(separator: ", ")
-        case .cluster(let seeds): return "redis cluster " + seeds.map(\.description).joined(separator: ", ")
-        }
-    }
-}
-
 /// The remote tier of one cache: its stores and the production step (see the file's header).
-final class RemoteTier: GenerationTier {
+final class RemoteTier: CacheTier {
     /// Test seam: called after a production's first remote lookup missed, before the lease is asked for.
     @TaskLocal static var afterRemoteMiss: (@Sendable () async -> Void)?
 
@@ -47,31 +17,20 @@ final class RemoteTier: GenerationTier {
     /// and the lease released in one round trip.
     let leasesHoldValues: Bool
 
-    /// The stores `backend` describes, made for one cache (connections are made on first use).
-    init?(_ backend: RemoteBackend) {
-        // The configurations were validated by `YCache.Remote`'s factories: the stores cannot refuse them.
-        switch backend {
-        case .redis(let configuration):
-            guard let store = try? RedisRemoteStore(configuration: configuration) else { return nil }
-            values = store
-            leases = configuration.policy.readOnly ? nil : store
-            leasesHoldValues = true
-        case .http(let configuration, let leaseConfiguration):
-            guard let store = try? HTTPRemoteStore(configuration: configuration) else { return nil }
-            values = store
-            leases =
-                configuration.policy.readOnly
-                ? nil : leaseConfiguration.flatMap { try? RedisRemoteStore(configuration: $0) }
-            leasesHoldValues = false
-        }
+    init(_ stores: RemoteStores) {
+        values = stores.values
+        leases = stores.leases
+        leasesHoldValues = stores.leasesHoldValues
     }
+
+    var place: TierPlace { .underKeyLock }
 
     private var isReadOnly: Bool { values.remoteGuard.policy.readOnly }
 
     // MARK: Producing
 
     func produce<Codec: CacheCodec>(
-        _ request: ProductionRequest<Codec>, kind: ProductionKind,
+        _ request: ProductionRequest<Codec>, kind: ProductionKind, engine: CacheEngine,
         next: @Sendable () async throws -> Produced<Codec.Value>?
     ) async throws -> Produced<Codec.Value>? {
         // A refresh always generates, and its value replaces the remote one.
@@ -247,10 +206,11 @@ final class RemoteTier: GenerationTier {
         _ = await Self.store(identity, published, in: values)
     }
 
-    /// Deletes the remote value of `identity`; true when one was deleted.
-    func remove(_ identity: EntryIdentity) async -> Bool {
+    /// Deletes the remote value (unless read-only); true when one was deleted. Never throws: a remote
+    /// failure is counted, not reported.
+    func remove(_ key: TierKey, engine: CacheEngine) async throws(YCache.Error) -> Bool {
         guard !isReadOnly else { return false }
-        return await values.remove(identity)
+        return await values.remove(key.identity)
     }
 
     // MARK: Statistics

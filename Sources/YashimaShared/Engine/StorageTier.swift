@@ -1,7 +1,42 @@
-// The storage tier: reading the key's entry file (I3: no lock, full validation), decoding it, putting the
-// value in memory under the epochs read before the read (I10), and touching the file by the rule of I11.
-// An entry proven corrupt or expired, or one the codec cannot decode, is removed and is a miss (or
-// thrown under `.throwError`). Asked by a lookup, and again by a production after any wait (I5).
+// The storage tier: reading the key's entry file (I3: no lock, full validation), decoding it, remembering
+// it in memory under the epochs read before the read (I10), touching it (I11). A corrupt or expired entry,
+// or one the codec refuses, is removed and a miss (thrown under `.throwError`). Removal: I10's two bumps.
+
+/// The shared storage directory (L2) as a tier. A production looks here again under the key's lock
+/// (KeyLock, I5) through `CacheEngine.storageHit`, the same read.
+struct StorageTier: CacheTier {
+    var place: TierPlace { .beforeFlight }
+
+    /// A miss when storage cannot be opened, unless `.throwError`. (Pre-specialised: the generic entry only
+    /// dispatches to the specialisation; the body is `hit`, so no generic metadata is made on the way.)
+    @_specialize(where Codec == DataCodec)
+    @_specialize(where Codec == StringCodec)
+    func lookup<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>, engine: CacheEngine) throws
+        -> YCache.Resolved<Codec.Value>?
+    {
+        try Self.hit(lookup, engine: engine)
+    }
+
+    @inline(never)
+    private static func hit<Codec: CacheCodec>(_ lookup: TierLookup<Codec>, engine: CacheEngine) throws
+        -> YCache.Resolved<Codec.Value>?
+    {
+        let request = engine.request(lookup.memoryKey, codec: lookup.codec, options: lookup.options) { nil }
+        let storage = try lookup.opened.orMiss(under: request.options.readFailurePolicy)
+        return try engine.storageHit(request, in: storage, shared: false, now: lookup.now)?.resolution
+    }
+
+    /// Unlinks the entry between two bumps of its epochs (I10). A storage directory that cannot be opened
+    /// is reported, because its entry would come back once the directory is usable again.
+    func remove(_ key: TierKey, engine: CacheEngine) async throws(YCache.Error) -> Bool {
+        let context = try engine.storage(for: .write).get()
+        let headerSize = EntryFormat.fixedHeaderSize + key.key.canonicalByteCount + key.codecIdentifier.utf8.count
+        let (_, unlinked) = try engine.unlinkStoredEntry(
+            at: context.directory.entryPath(for: key.identity), headerSize: headerSize, namespace: key.key.namespace,
+            keyDigest: key.key.stableDigest, in: context)
+        return unlinked
+    }
+}
 
 /// A storage hit and the epochs it was read under.
 struct StorageHit<Value: Sendable>: Sendable {

@@ -1,10 +1,6 @@
-// Writing a value, the publish step of every production and of an explicit `store`: encode it (once, for
-// memory and storage alike: its metadata has the byte count), publish it by the write policy through the
-// production's permit (the key lock's file, or a new staging file), bump the key's epochs when the value
-// replaces one other processes may hold (I10), trim when the directory is over budget (I9), and remember
-// the value in memory under the right epochs. A codec that cannot encode throws its own error under every
-// policy and nothing is written, as in Yashima; under `.throwError` a failed storage write leaves neither
-// layer written, under `.bestEffort` memory keeps the value.
+// The publish step of every production and of `store`: encode once, publish through the permit, bump the
+// epochs of a replaced value (I10), trim when over budget (I9), remember in memory. The local tiers' store:
+// storage first (the commit point), then memory under the epochs it left.
 
 import Foundation
 
@@ -30,9 +26,9 @@ extension CacheEngine {
         let production = Production(engine: self, request: request, flight: nil, kind: .store)
         let stored = try await production.publish(
             Produced(value: value, source: .generated), storage: storage, epochs: nil, permit: .uncoordinated)
-        // The value replaces the remote one too (another host's next miss finds it).
-        if let remote, let published = stored.published {
-            await remote.store(request.expectation.identity, published: published, options: options)
+        // The value replaces the other tiers' copies too (another host's next miss finds it).
+        if let published = stored.published {
+            for tier in tiers { await tier.store(request.expectation.identity, published: published, options: options) }
         }
     }
 }

@@ -1,4 +1,5 @@
-// CacheKey+Digest.swift: a stable digest for summarising large inputs in key components.
+// CacheKey+Digest.swift: `CacheKey.digest(of:)`, a stable SHA-256 summary of a large input (a file, a
+// blob) for a key component, the same in every process and on every host.
 
 import Foundation
 

@@ -1,8 +1,6 @@
-// The per-process in-memory layer (L1): a cost- and count-bounded LRU of decoded values. Each item
-// remembers the removal epochs it was stored under (I10) and its expiry; a lookup that finds it expired
-// drops it, and one that finds its epochs moved either drops it (a value kept only in memory) or hands it
-// back unconfirmed, for the engine to check against storage (a value that names a stored entry). No I/O
-// here. Synchronous and short: safe to call from any task.
+// The per-process memory layer (L1): a cost- and count-bounded LRU of decoded values, each with the removal
+// epochs it was stored under (I10) and its expiry; an item whose epochs moved is dropped or handed back
+// unconfirmed for the engine to check against storage. No I/O.
 
 import Synchronization
 
@@ -27,6 +25,9 @@ struct MemoryItem: Sendable {
     let entryVersion: EntryVersion?
     /// Set by `MemoryStore.insert`: tells this item from a later one under the same key.
     fileprivate(set) var serial: UInt64 = 0
+    /// When its entry file was last marked used, as this process set or saw it (its mtime), for the touch
+    /// rule of memory hits (I11); nil when unknown. Kept in the item: a hit reads it with the item.
+    fileprivate(set) var lastUse: Int64?
 
     init(
         value: any Sendable, cost: Int, metadata: YCache.Metadata, slots: SharedState.Slots?,
@@ -56,8 +57,6 @@ enum MemoryLookup {
 /// The L1 of one `YCache`.
 final class MemoryStore: Sendable {
     private let lru: Mutex<CostLRU<MemoryKey, MemoryItem>>
-    /// When each key's entry file was last marked used, as far as this process knows (I11).
-    private let touches = Mutex<[MemoryKey: Int64]>([:])
     /// The next item's serial.
     private let nextSerial = Atomic<UInt64>(1)
     /// The LRU's limits (fixed at creation), readable without its lock.
@@ -129,10 +128,12 @@ final class MemoryStore: Sendable {
         }
     }
 
-    /// Inserts `item`; returns false when it was not kept (its cost alone exceeds the budget).
+    /// Inserts `item`, its entry file last used at `lastUse` (I11); returns false when it was not kept (its
+    /// cost alone exceeds the budget).
     @discardableResult
-    func insert(_ item: MemoryItem, for key: MemoryKey) -> Bool {
+    func insert(_ item: MemoryItem, for key: MemoryKey, lastUse: Int64? = nil) -> Bool {
         var item = item
+        item.lastUse = lastUse
         item.serial = nextSerial.wrappingAdd(1, ordering: .relaxed).oldValue
         return lru.withLock { lru in
             guard mightKeep(cost: item.cost) else { return false }
@@ -153,23 +154,13 @@ final class MemoryStore: Sendable {
 
     func removeAll() {
         lru.withLock { $0.removeAll() }
-        touches.withLock { $0.removeAll() }
     }
 
     var totalCost: Int { lru.withLock { $0.totalCost } }
     var count: Int { lru.withLock { $0.count } }
 
-    /// When the entry file of `key` was last marked used (its mtime as this process set or saw it), for
-    /// the touch rule of memory hits (I11); nil when unknown.
-    func lastUse(_ key: MemoryKey) -> Int64? {
-        touches.withLock { $0[key] }
-    }
-
-    /// Records that the entry file of `key` was marked used at `nanoseconds`.
+    /// Records that the entry file of `key` was marked used at `nanoseconds` (I11), in its item.
     func noteUse(_ key: MemoryKey, at nanoseconds: Int64) {
-        touches.withLock { touches in
-            if touches.count > Policy.touchRecordCapacity { touches.removeAll(keepingCapacity: true) }
-            touches[key] = nanoseconds
-        }
+        lru.withLock { lru in _ = lru.update(key) { $0.lastUse = nanoseconds } }
     }
 }

@@ -1,8 +1,5 @@
-// The observers' side of the removal signal (I15), on the watcher thread: a marker appearing in `signals/`
-// opens a window in which the unlinks of entries it covers are folded into one `.removedAll`, reported when
-// the marker is unlinked; publications in the window are held back and reported after it. A marker whose
-// remover died is found by a probe about once a second while a window is open, and reported as
-// `.missedEvents`. The remover's side is RemovalSignal.swift.
+// The observers' side of the removal signal (I15): a marker in `signals/` opens a window whose unlinks fold
+// into one `.removedAll`; publications in it are held back; a dead remover's marker is `.missedEvents`.
 
 extension DirectoryWatch {
     /// Windows for markers already present when broad observation began (or after an overflow), when

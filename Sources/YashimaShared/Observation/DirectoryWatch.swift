@@ -1,10 +1,6 @@
-// One observed storage directory, on the watcher thread: its observers and its watches (added when an
-// observer needs them, removed when none does). Decoding its events into changes is in
-// DirectoryWatch+Events.swift, removal windows (I15) in DirectoryWatch+Removals.swift, the scans behind
-// `.currentState` and new fan-out folders in DirectoryWatch+Scans.swift. Relies on I1 (an entry appears
-// only by rename: IN_MOVED_TO, or IN_CREATE for a link) and I4 (removal only unlinks: IN_DELETE).
-// Reads entry headers only; never writes, touches or unlinks an entry. Everything here and in those
-// extensions is touched by the watcher thread alone (Watcher).
+// One observed storage directory on the watcher thread: its observers and watches (I1: entries appear by
+// rename; I4: they go by unlink). Events, removal windows (I15) and scans are in its extensions. Reads
+// entry headers only; touched by the watcher thread alone.
 
 /// Watch masks. Children's attribute changes (touch, I11) are not subscribed: hits never wake anyone.
 enum WatchMask {

@@ -41,7 +41,7 @@ enum Inotify {
     static func initialize() -> Result<Int32, SystemCallError> {
         var err: Int32 = 0
         let fd = ysh_inotify_init(&err)
-        if fd == -1 { return .failure(SystemCallError(call: "inotify_init1", errno: Errno(rawValue: err))) }
+        if fd == -1 { return .failure(SystemCallError(operation: "inotify_init1", errno: Errno(rawValue: err))) }
         return .success(fd)
     }
 
@@ -52,7 +52,7 @@ enum Inotify {
     ) -> Result<Int32, SystemCallError> {
         var err: Int32 = 0
         let wd = ysh_inotify_add_watch_at(inotify, directory, relative, mask.rawValue, &err)
-        if wd == -1 { return .failure(SystemCallError(call: "inotify_add_watch", errno: Errno(rawValue: err))) }
+        if wd == -1 { return .failure(SystemCallError(operation: "inotify_add_watch", errno: Errno(rawValue: err))) }
         return .success(wd)
     }
 
@@ -72,7 +72,7 @@ enum Inotify {
         var woken: Int32 = 0
         let timeout = timeoutMilliseconds.map { Int32(clamping: $0) } ?? -1
         if ysh_poll2(inotify, wake, timeout, &events, &woken, &err) == -1 {
-            return .failure(SystemCallError(call: "poll", errno: Errno(rawValue: err)))
+            return .failure(SystemCallError(operation: "poll", errno: Errno(rawValue: err)))
         }
         return .success((events != 0, woken != 0))
     }
@@ -83,7 +83,7 @@ enum Inotify {
         let n = ysh_read_some(inotify, buffer.baseAddress, buffer.count, &err)
         if n >= 0 { return .success(n) }
         if Errno(rawValue: err) == .wouldBlock { return .success(0) }
-        return .failure(SystemCallError(call: "read", errno: Errno(rawValue: err)))
+        return .failure(SystemCallError(operation: "read", errno: Errno(rawValue: err)))
     }
 }
 
@@ -93,7 +93,7 @@ enum WakeSignal {
     static func make() -> Result<Int32, SystemCallError> {
         var err: Int32 = 0
         let fd = ysh_eventfd(&err)
-        if fd == -1 { return .failure(SystemCallError(call: "eventfd", errno: Errno(rawValue: err))) }
+        if fd == -1 { return .failure(SystemCallError(operation: "eventfd", errno: Errno(rawValue: err))) }
         return .success(fd)
     }
 

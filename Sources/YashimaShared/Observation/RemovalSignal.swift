@@ -1,20 +1,6 @@
-// The removal signal (I15): `removeAll(in:)` and `removeAll()` bracket their unlinks with a marker file in
-// `signals/`, so observers in every process report one event for the whole removal instead of one per
-// entry. Observers learn of changes from inotify alone (an entry appears only by `rename`, I1, and goes
-// only by `unlink`, I4), and writes to the mapped `state` file make no inotify event, hence the marker.
-// Every broad observer (of a namespace or of the directory) holds a shared lock on `signals/` while it
-// observes; a remover that cannot lock it exclusively without waiting (someone observes) makes its marker
-// in `tmp/` (file mode, a record naming the namespace, locked exclusively), renames it into `signals/`
-// before its first unlink, unlinks it after its last, and only then releases it. One inotify instance
-// reports one process's changes in order, so an observer sees the marker appear, the unlinks, the
-// marker's unlink. A marker whose remover died stays named but unlocked: observers' probes find it so,
-// and the next remover sweeps it (lock, check still named, rename to `.dead`, unlink). A process that does
-// not do this (an older build) only makes observers see its removal entry by entry, which is why the
-// layout version did not change. This file owns the remover's side (begin, end, sweeping), the marker's
-// name and its small record; the observers' side is in DirectoryWatch+Removals.swift. When nobody observes
-// it costs a removal an open, a lock attempt and a close of `signals/` (one failed open when nobody ever
-// observed the directory), and creates nothing; otherwise a few syscalls on top of the scan. Best effort:
-// a marker that cannot be made only means observers see the removal entry by entry.
+// The removal signal, the remover's side (I15): `removeAll` brackets its unlinks with a locked marker in
+// `signals/` when someone observes, so observers report one `.removedAll`; sweeping markers of dead removers.
+// The observers' side is DirectoryWatch+Removals.swift; the whole protocol: Docs/Internals.md.
 
 /// A removal in progress, announced to observers by a marker file held locked by its remover. Noncopyable:
 /// ended exactly once (`end()`).

@@ -1,8 +1,6 @@
-// The per-process shared watcher: one inotify instance and one thread (`yashima-observe`) for every
-// observation in the process, started with the first and stopped with the last (ObservationHub keeps
-// the count). The thread blocks in poll(2) on the inotify descriptor and an eventfd, never on the
-// cooperative pool; other threads talk to it only through a command inbox and that eventfd. Everything
-// else it owns (the watches, the directories' state) is touched by that thread alone.
+// The per-process watcher: one inotify instance and one thread (`yashima-observe`) for every observation,
+// started with the first and stopped with the last; it blocks in poll(2), never on the cooperative pool,
+// and other threads reach it only through its command inbox and an eventfd.
 
 import Foundation
 import Glibc

@@ -6,18 +6,6 @@
 
 import Foundation
 
-extension YCache {
-    /// An operator's view of this cache's storage directory, opening it if needed.
-    ///
-    /// - Returns: A `StorageOperator` bound to the directory this cache uses.
-    /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
-    ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`).
-    @_spi(Operator)
-    public func storageOperator() throws(YCache.Error) -> StorageOperator {
-        StorageOperator(engine: engine, context: try engine.storage(for: .write).get())
-    }
-}
-
 /// Operations on a whole storage directory for operators and tools: listing with last use, verification,
 /// repair, a census of lock files and debris, and the counters every process shares.
 @_spi(Operator)

@@ -1,12 +1,6 @@
-// LeaseRenewal.swift: keeps a lease alive while its generator runs: renews every interval (a third of
-// the TTL), stops when told (release, cancellation) and reports a lost lease once: when the server says
-// the lease is gone or someone else's, or when no renewal succeeded for a whole TTL (the server has
-// then forgotten it, or will before anyone can tell). Losing the lease does not stop the generator: its
-// value is still right, only exactly-once across hosts is no longer guaranteed for this generation.
-//
-// The loop runs on a thread of its own, not on the cooperative pool: the generator it protects usually
-// runs on the pool, and a CPU-bound generator on both pool threads would otherwise starve its own
-// renewals until the lease expired.
+// LeaseRenewal.swift: keeps a lease alive while its generator runs (I16): renews at a third of the TTL on a
+// thread of its own, stops when told, reports a lost lease once. A lost lease does not stop the generator
+// (its value is right; only exactly-once across hosts is lost).
 
 import Foundation
 

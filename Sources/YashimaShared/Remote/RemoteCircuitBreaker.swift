@@ -1,8 +1,5 @@
-// RemoteCircuitBreaker.swift: the circuit breaker every remote backend shares (Redis and HTTP).
-// Closed: calls go through. One failure (an error or a timeout) opens it: calls are bypassed at once,
-// costing nothing, for a cooldown. After the cooldown it is half-open: exactly one call goes through as
-// a probe while the others are still bypassed; the probe's success closes it, its failure opens it
-// again with the cooldown doubled (up to a maximum), so a dead server costs one probe per cooldown.
+// RemoteCircuitBreaker.swift: closed, open for a cooldown after one failure, half-open with exactly one
+// probe; a failed probe doubles the cooldown (to a maximum), so a dead server costs one probe per cooldown.
 
 import Synchronization
 

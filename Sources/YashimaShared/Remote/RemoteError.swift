@@ -1,8 +1,6 @@
-// RemoteError.swift: the remote tier's deadline and its one error type (Redis and HTTP), with the
-// classification that decides what a failure does (trip the circuit breaker for every operation, for
-// writes only, or count as a miss of one key). Errors never carry credentials, headers, URLs, key bytes
-// or values: only kinds, status codes, errno values and Redis's own error text (which never echoes a
-// password).
+// RemoteError.swift: the remote tier's deadline and its one error type, with the classification of what a
+// failure does (bypass the server, its writes, or miss one key). Never carries credentials, URLs, keys
+// or values.
 
 /// A point on the monotonic clock by which a remote operation must finish.
 ///

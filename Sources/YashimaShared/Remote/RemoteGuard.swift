@@ -1,9 +1,6 @@
-// RemoteGuard.swift: what every remote backend shares (Redis and HTTP), in one place: the timeouts,
-// the circuit breakers, read-only mode, the value size cap, the statistics, and the rule that a remote
-// failure is never thrown to the caller. A backend writes its operations as closures that throw
-// `RemoteError`: blocking ones (Redis sockets; the guard runs them on the RemoteIO threads) or async
-// ones that suspend instead of blocking (URLSession transfers). The guard decides whether to call
-// them, gives them their deadline, classifies what they throw (RemoteError.scope) and returns a value.
+// RemoteGuard.swift: what every remote backend shares: timeouts, circuit breakers, read-only mode, the value
+// cap, statistics, and the rule that a remote failure is never thrown. Backends hand it closures that
+// throw RemoteError (blocking ones run on RemoteIO threads).
 
 /// Settings every remote backend shares.
 struct RemotePolicy: Hashable, Sendable {

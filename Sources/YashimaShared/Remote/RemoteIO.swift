@@ -1,9 +1,6 @@
-// RemoteIO.swift: runs the remote tier's blocking calls on a few long-lived threads of its own, so the
-// cooperative pool (two threads on two cores) never blocks on a socket. A hop is an enqueue and a
-// condition-variable signal to a parked thread, not a thread start (BlockingWork starts a thread per
-// call, which costs more than a Redis round trip; RemoteMeasurementTests compares the three).
-// At most `maximumThreads` calls run at once; more wait in the queue. Each call carries the caller's
-// deadline, computed before the hop, so time spent queued counts against it.
+// RemoteIO.swift: a few long-lived threads for the remote tier's blocking calls, so the cooperative pool
+// never blocks on a socket: a hop is an enqueue and a signal, not a thread start. Each call keeps the
+// caller's deadline, so time queued counts.
 
 import Foundation
 

@@ -1,14 +1,6 @@
-// RemoteSocket.swift: the remote tier's only Swift file calling the C layer (CFileLockSocket.h) for
-// socket I/O. TCP (IPv4 and IPv6, resolved with getaddrinfo, each address tried in turn) and Unix
-// sockets; every socket is non-blocking, close-on-exec, TCP_NODELAY; connect, send and receive wait
-// with poll(2) until a deadline; send passes MSG_NOSIGNAL, so a dead server gives EPIPE, never
-// SIGPIPE. Errors are typed (`RemoteError`), errno captured in C.
-//
-// Blocking, by design: the client is synchronous with deadlines and runs on threads that are not the
-// cooperative pool's (`RemoteIO`). Why not async over an event loop: a request is a few microseconds
-// of syscalls, a reply usually arrives within one poll, and a synchronous client is easy to bound
-// (every call has a deadline) and to test against real servers; the one hop onto an I/O thread is
-// measured against a round trip in RemoteMeasurementTests.
+// RemoteSocket.swift: the remote tier's only Swift file calling the C layer for sockets: TCP and Unix,
+// non-blocking, close-on-exec, connect, send and receive bounded by a deadline with poll(2), MSG_NOSIGNAL.
+// Blocking by design, on RemoteIO threads (why: Docs/Internals.md).
 
 import CFileLock
 
@@ -37,7 +29,7 @@ final class RemoteSocket: @unchecked Sendable {
         case .unix(let path):
             var err: Int32 = 0
             let fd = ysh_socket_open(ysh_AF_UNIX, &err)
-            guard fd >= 0 else { throw .socket(SystemCallError(call: "socket", errno: Errno(rawValue: err))) }
+            guard fd >= 0 else { throw .socket(SystemCallError(operation: "socket", errno: Errno(rawValue: err))) }
             let socket = RemoteSocket(descriptor: fd)
             // A Unix connect completes at once or fails (EAGAIN: the listen backlog is full).
             guard path.withCString({ ysh_socket_connect_unix(fd, $0, &err) }) == 0 else {
@@ -76,7 +68,7 @@ final class RemoteSocket: @unchecked Sendable {
     ) throws(RemoteError) -> RemoteSocket {
         var err: Int32 = 0
         let fd = ysh_socket_open(address.family, &err)
-        guard fd >= 0 else { throw .socket(SystemCallError(call: "socket", errno: Errno(rawValue: err))) }
+        guard fd >= 0 else { throw .socket(SystemCallError(operation: "socket", errno: Errno(rawValue: err))) }
         let socket = RemoteSocket(descriptor: fd)
         var target = address
         if ysh_socket_connect(fd, &target, &err) != 0 {
@@ -87,7 +79,7 @@ final class RemoteSocket: @unchecked Sendable {
             guard ysh_socket_connect_result(fd, &err) == 0 else { throw .connectFailed(Errno(rawValue: err)) }
         }
         guard ysh_socket_set_tcp_options(fd, &err) == 0 else {
-            throw .socket(SystemCallError(call: "setsockopt", errno: Errno(rawValue: err)))
+            throw .socket(SystemCallError(operation: "setsockopt", errno: Errno(rawValue: err)))
         }
         return socket
     }
@@ -164,7 +156,7 @@ final class RemoteSocket: @unchecked Sendable {
             let ready = ysh_socket_poll(descriptor, forWriting ? 1 : 0, milliseconds, &err)
             if ready == 1 { return }
             if ready < 0 && err != Errno.interrupted.rawValue {
-                throw .socket(SystemCallError(call: "poll", errno: Errno(rawValue: err)))
+                throw .socket(SystemCallError(operation: "poll", errno: Errno(rawValue: err)))
             }
         }
     }
@@ -172,6 +164,6 @@ final class RemoteSocket: @unchecked Sendable {
     private static func streamError(_ err: Int32, call: String) -> RemoteError {
         // EPIPE, ECONNRESET, ENOTCONN: the peer is gone.
         if err == 32 || err == 104 || err == 107 { return .connectionClosed }
-        return .socket(SystemCallError(call: call, errno: Errno(rawValue: err)))
+        return .socket(SystemCallError(operation: call, errno: Errno(rawValue: err)))
     }
 }

@@ -1,8 +1,6 @@
-// RemoteStatistics.swift: the remote tier's counters (shared by every backend): hits, misses, stores
-// (and those streamed from a local entry file), rejected values, errors, timeouts, bypassed calls, failed
-// writes, lease waits and takeovers. For
-// observation, never for control. A mutex over an array: an uncontended lock costs about what an atomic does, and
-// `Atomic` cannot be stored in an array.
+// RemoteStatistics.swift: the remote tier's counters, shared by every backend (hits, misses, stores,
+// rejected values, errors, timeouts, bypassed calls, failed writes, lease waits and takeovers); for
+// observation, never control.
 
 import Synchronization
 

@@ -1,9 +1,6 @@
-// RemoteValueStore.swift: what the engine sees of any remote backend (RedisRemoteStore,
-// HTTPRemoteStore): look a value up, store it, remove it; async, never throwing, payloads in memory or
-// streamed through files. The rules every backend shares are written here once: the value's own expiry
-// after verification, when a store is skipped (read-only, over the cap, about to expire), and what each
-// outcome counts. Timeouts, breakers and read-only mode are RemoteGuard's. Leases are a capability of
-// their own (RemoteLeaseStore), which only Redis has: HTTP alone coordinates generation per host only.
+// RemoteValueStore.swift: what the engine sees of any remote backend: look up, store, remove; async, never
+// throwing, payloads in memory or streamed through files; and the rules every backend shares (expiry after
+// verification, when a store is skipped, what each outcome counts).
 
 import Foundation
 
@@ -63,26 +60,6 @@ protocol RemoteValueStore: AnyObject, Sendable {
     /// Deletes `identity`'s value. True when one was deleted.
     @discardableResult
     func remove(_ identity: EntryIdentity) async -> Bool
-}
-
-/// The lease capability of a remote tier (Redis only): exactly-once generation across hosts. See
-/// ``RedisRemoteStore`` for the protocol.
-protocol RemoteLeaseStore: RemoteValueStore {
-    /// Takes the lease, or finds the value, or finds another holder.
-    func acquireLease(_ identity: EntryIdentity) async -> RemoteLeaseAcquisition
-    /// Stores the generated value and releases `lease`.
-    func storeAndRelease(
-        _ identity: EntryIdentity, payload: Data, createdAt: Int64, expiresAt: Int64, lease: RemoteLease
-    ) async -> RemoteStoreOutcome
-    /// Releases `lease` without a value (the generator failed). True when released.
-    @discardableResult
-    func release(_ lease: RemoteLease) async -> Bool
-    /// Waits until another holder's lease is released or the value appears, at most `timeout`.
-    func waitForRelease(
-        _ identity: EntryIdentity, timeout: Duration, onWaiting: (@Sendable () -> Void)?
-    ) async -> RemoteWaitOutcome
-    /// Renews `lease` until stopped; `onLost` is called once if it is lost.
-    func startRenewal(_ lease: RemoteLease, onLost: @escaping @Sendable () -> Void) -> LeaseRenewal
 }
 
 extension RemoteValueStore {

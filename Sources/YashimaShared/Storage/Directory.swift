@@ -1,16 +1,6 @@
-// The open storage root: the handle every Storage operation works relative to, what it was opened with
-// (sharing mode, owner process, the root's identity) and whether it may still be used, by this process
-// (I7: a forked child reopens) and at this path (I13). The root descriptor is opened once; before a write
-// (a production's, a store, a removal, a trim) the engine checks that the root path still names it (`stat`
-// of the path against the descriptor's device and inode), lookups at most once per
-// `Policy.rootCheckInterval`; a deleted or replaced root is reopened (created again when missing), and a
-// path that now names a file is `storageUnavailable`. Below the root no symlink is followed in any
-// component of any call (CFileLock's pathwalk.c); a symlink where the cache's own folder should be is
-// replaced by a real folder (Folders.swift). A hard link planted at an entry path cannot be prevented,
-// but it is never written through: entries only ever appear by `rename` of a new file, readers trust only
-// validated contents, and lock files get `fchmod` only when they have one link and belong to this user.
-// Opening runs Root.swift (path and security checks), Folders.swift, LayoutFile.swift and SharedState;
-// paths inside the root are made in Paths.swift.
+// The open storage root: the descriptor every Storage call works relative to, its identity, and whether it
+// may still be used by this process (I7) and at this path (I13: writes check the path names it, lookups
+// once per rootCheckInterval). Opening: Root, Folders, LayoutFile, SharedState. Docs/Internals.md.
 
 import Synchronization
 

@@ -1,10 +1,6 @@
-// Entry files relative to one storage root, and reading them (I3). A reader takes no lock: it opens the
-// entry (never through a symlink) and accepts it only after checking the header (magic, version, lengths
-// against the file size, header checksum), that the stored key bytes and codec identifier are the ones
-// asked for, expiry, and the payload checksum (skipped for a file this process already verified,
-// VerifiedInodes); anything else is a miss, and a missing file (ENOENT) is a normal one. Small payloads are
-// read, large ones mapped privately. Publishing is in EntryPublish.swift, removal in EntryRemove.swift,
-// touching in Touch.swift, scans in Scan.swift. Every call is a short, local syscall sequence.
+// Entry files of one storage root, and reading them (I3): no lock; accepted only once the header, key,
+// codec, expiry and payload checksum check out (skipped for an inode already verified: VerifiedInodes);
+// anything else is a miss. Small payloads read, large ones mapped privately.
 
 import Foundation
 import Synchronization

@@ -1,8 +1,5 @@
-// Publishing an entry (I1, I2): the whole file is written to a staging file, which is renamed over the
-// entry path, the commit point; no partial file is ever visible. The staging file is a new file in `tmp/`
-// with an unpredictable name, or one the caller holds open (a key's lock file, I6: one file created per
-// generation, as a bare write-temp-and-rename would). A publish raises the state file's usage counters
-// (I9) and last-publish time (I11). Large payloads are written off the cooperative pool.
+// Publishing an entry (I1, I2): the whole file written to a staging file (new in `tmp/`, or the key's lock
+// file, I6) renamed over the entry path, the commit point; usage (I9) and last publish (I11) raised.
 
 import Foundation
 

@@ -45,7 +45,7 @@ extension Directory {
                 return .success(())
             case .success(let status):
                 guard status.isSymbolicLink || replacingFiles else {
-                    return .failure(SystemCallError(call: "fstatat", errno: .notDirectory))
+                    return .failure(SystemCallError(operation: "fstatat", path: relative, errno: .notDirectory))
                 }
                 if case .failure(let error) = Syscall.unlink(relative, in: root), error.errno != .noSuchFile {
                     return .failure(error)
@@ -63,7 +63,7 @@ extension Directory {
                 return .failure(error)
             }
         }
-        return .failure(SystemCallError(call: "mkdirat", errno: .fileExists))
+        return .failure(SystemCallError(operation: "mkdirat", path: relative, errno: .fileExists))
     }
 
     /// Creates folder `relative` with exactly `mode`, whatever the umask, so that no process ever sees it

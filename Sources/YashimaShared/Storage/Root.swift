@@ -1,8 +1,5 @@
-// Opening the user's root path and deciding whether it may be used: created when missing (every folder
-// on the way with its exact mode), refused when it is a file, on a network or virtual filesystem (unless
-// allowed: flock and mmap may not work across machines there), writable by other users, or owned by
-// someone else (in the group-shared mode: by a user of a group this process is not in). Root gets no
-// exemption: a root-run process must not use a directory another user controls.
+// Opening the user's root path: created when missing, refused when it is a file, on a network filesystem
+// (unless allowed), writable by other users or owned by someone else. Root gets no exemption.
 
 extension Directory {
     static func openOrCreateRoot(_ path: String, mode: UInt32, allowNetwork: Bool) throws(YCache.Error) -> Int32 {

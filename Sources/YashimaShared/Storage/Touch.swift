@@ -1,12 +1,6 @@
-// Touching an entry (I11). A publish gives its entry an mtime to the nanosecond and raises the state
-// file's last-publish time to it (EntryPublish.swift). A hit (from storage, or from memory for a stored
-// entry) sets its file's mtime, trim's LRU signal, only when something was published after its last use
-// (its mtime, as this process saw or set it): to now and at least one nanosecond past the last publish, so
-// an entry read after another was written is newer than it in trim's order; otherwise at most once per
-// `Policy.touchInterval`. So a read-only workload writes nothing beyond one touch per entry and process
-// after a publish, and one a minute. In the group-shared mode another user's file only takes the kernel's
-// "now" (explicit times need the owner), exact to within a clock tick. A touch gives the mtime a mark
-// (`Policy.touchMark`) that tells a ctime moved by a touch from one moved by a write (VerifiedInodes).
+// Touching an entry (I11): a hit sets its mtime (trim's LRU signal) only when something was published since
+// its last use, past that publish, otherwise at most once per touchInterval; the touch mark tells a touch's
+// ctime from a write's (VerifiedInodes). Docs/Internals.md.
 
 extension EntryFile {
     /// `nanoseconds`, or the next value after it that carries the touch mark (`Policy.touchMark`).

@@ -8,12 +8,16 @@ enum BlockingWork {
     /// operations leave the pool (a task-local, so tests running in parallel do not see each other's).
     @TaskLocal static var observer: (@Sendable () -> Void)?
 
+    /// The stack of a thread running blocking work (scans, trims, large writes). Here rather than in
+    /// Policy: Support sits below Core.
+    static let threadStackSize = 512 * 1024
+
     /// Runs `body` on a new thread and returns its result. The caller's task is suspended, not blocked.
     static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         observer?()
         return await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
             let thread = Thread { continuation.resume(returning: body()) }
-            thread.stackSize = Policy.blockingWorkThreadStackSize
+            thread.stackSize = Self.threadStackSize
             thread.start()
         }
     }

@@ -1,8 +1,5 @@
-// CRC32C+Combine.swift: the checksum of two concatenated inputs from the checksums of each (zlib's
-// crc32_combine, in its modern form: multiplication modulo the Castagnoli polynomial by x^(8n), from
-// a table of x^(2^k)). A streamed remote upload needs the CRC32C of its envelope header continued
-// over the payload before it sends a payload byte; the local entry already holds the payload's own
-// CRC32C, so combining costs a few hundred bit operations instead of a pass over the payload.
+// CRC32C+Combine.swift: the checksum of two concatenated inputs from each one's (zlib's crc32_combine), so
+// a streamed upload's envelope checksum continues over a payload whose CRC32C the local entry holds.
 
 extension CRC32C {
     /// The reflected Castagnoli polynomial.

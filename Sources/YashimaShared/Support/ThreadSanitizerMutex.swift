@@ -1,9 +1,5 @@
-// Only in ThreadSanitizer builds compiled with `-Xswiftc -DYASHIMA_TSAN`: a `Mutex` that shadows
-// `Synchronization.Mutex` inside this module, built on pthread_mutex, which TSan intercepts.
-// Why: on Linux, Synchronization.Mutex hands a contended lock over in the kernel (FUTEX_LOCK_PI /
-// FUTEX_UNLOCK_PI in its precompiled, uninstrumented slow path), so TSan sees no release/acquire edge
-// and reports every contended critical section as a "Swift access race" (reproduced with a 12-line
-// program of four threads and one Mutex<[Int: Int]>). Normal builds never compile this file's body.
+// Only with `-DYASHIMA_TSAN`: a pthread-based `Mutex` shadowing Synchronization.Mutex in this module, which
+// hands contended locks over in the kernel where TSan cannot see it (false races). Docs/Internals.md.
 
 #if YASHIMA_TSAN
     import Glibc

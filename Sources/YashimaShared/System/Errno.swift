@@ -1,5 +1,5 @@
 // Typed errors of the system-call layer: an errno with names for the codes the cache acts on, and the
-// failed call it came from. Callers above System/ see these, never a raw errno.
+// failed call it came from, with the path it was given. Callers above System/ see these, never a raw errno.
 
 import Glibc
 
@@ -53,9 +53,21 @@ private func strerrorText(_ code: Int32) -> String? {
     return String(cString: pointer)
 }
 
-/// A failed system call: which call, and its errno.
+/// A failed system call: the operation, the path it was given (as Go's `fs.PathError`: relative to the
+/// folder descriptor it was called with; nil for a call on a descriptor alone) and its errno.
 struct SystemCallError: Error, Hashable, Sendable, CustomStringConvertible {
-    let call: String
+    /// The call, as `man 2` names it (`openat`, `flock`, ...).
+    let operation: String
+    /// The path the call was given (`from -> to` for a rename or a link), or nil.
+    let path: String?
     let errno: Errno
-    var description: String { "\(call): \(errno)" }
+
+    init(operation: String, path: String? = nil, errno: Errno) {
+        self.operation = operation
+        self.path = path
+        self.errno = errno
+    }
+
+    /// `operation path: error`, as Go prints a path error (`openat locks/ab/….lock: No such file …`).
+    var description: String { path.map { "\(operation) \($0): \(errno)" } ?? "\(operation): \(errno)" }
 }

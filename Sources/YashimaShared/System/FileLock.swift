@@ -1,17 +1,11 @@
-// The one owner of flock(2) in the library (I7): every lock a process takes on a file is a `FileLock` —
-// per-key lock files (Coordination/KeyLock), `trim.lock` (Coordination/TrimLock), the state file's repair
-// lock on the root (Storage/SharedState), removal markers and `signals/` (Observation). Locks are flock
-// only, never fcntl or lockf, whose locks any close of the file drops. A lock is released with LOCK_UN
-// before its descriptor is closed, so a child that inherited the open file description for a moment
-// (between a fork and its exec) cannot keep it locked; and a forked child never unlocks a description it
-// inherited, which would release its parent's lock. `FileLock` is noncopyable: the compiler sees each
-// lock released exactly once, and one dropped unreleased is released by its deinit. Blocking waits are
-// marked Blocking and run only on threads of their own, never on the cooperative pool.
+// The one owner of flock(2) (I7): every file lock is a noncopyable `FileLock`, flock only (never fcntl),
+// LOCK_UN before close, and never unlocked by a forked child that inherited it. Blocking waits run on
+// threads of their own.
 
 import CFileLock
 
 /// A file lock (`flock(2)`) this process holds on `descriptor`. Owns the descriptor: releasing the lock
-/// closes it (but see `unlockKeepingDescriptor`).
+/// closes it.
 struct FileLock: ~Copyable {
     /// Shared (`LOCK_SH`) or exclusive (`LOCK_EX`).
     enum Kind: Sendable {
@@ -44,25 +38,26 @@ struct FileLock: ~Copyable {
     /// One attempt that never waits (`LOCK_NB`).
     /// - Parameter ownerProcessID: The process the lock belongs to: the one that opened the storage root
     ///   the descriptor was opened in (tests pass another pid to play a forked child, I7).
+    /// - Parameter path: The locked file's path, for the error (as Go's lockedfile names its file).
     static func attempt(
-        _ kind: Kind, on descriptor: Int32, ownerProcessID: Int32 = Syscall.processID
+        _ kind: Kind, on descriptor: Int32, path: String? = nil, ownerProcessID: Int32 = Syscall.processID
     ) -> Attempt {
         var err: Int32 = 0
         if ysh_flock(descriptor, kind.operation | ysh_LOCK_NB, &err) == 0 {
             return .locked(FileLock(descriptor: descriptor, ownerProcessID: ownerProcessID))
         }
         if Errno(rawValue: err) == .wouldBlock { return .busy }
-        return .failed(SystemCallError(call: "flock", errno: Errno(rawValue: err)))
+        return .failed(SystemCallError(operation: "flock", path: path, errno: Errno(rawValue: err)))
     }
 
     /// Waits until the lock is granted. The descriptor stays open (the caller's) when this fails.
     /// Blocking: call only on a thread of its own, never on the cooperative pool.
     static func wait(
-        for kind: Kind, on descriptor: Int32, ownerProcessID: Int32 = Syscall.processID
+        for kind: Kind, on descriptor: Int32, path: String? = nil, ownerProcessID: Int32 = Syscall.processID
     ) -> Result<FileLock, SystemCallError> {
         var err: Int32 = 0
         guard ysh_flock(descriptor, kind.operation, &err) == 0 else {
-            return .failure(SystemCallError(call: "flock", errno: Errno(rawValue: err)))
+            return .failure(SystemCallError(operation: "flock", path: path, errno: Errno(rawValue: err)))
         }
         return .success(FileLock(descriptor: descriptor, ownerProcessID: ownerProcessID))
     }
@@ -89,18 +84,6 @@ struct FileLock: ~Copyable {
         }
         Syscall.close(descriptor)
         discard self
-    }
-
-    /// Gives the lock up (`LOCK_UN`) and hands back the descriptor, still open: for a descriptor that
-    /// outlives its lock (the state file's root descriptor). In a forked child nothing is unlocked.
-    consuming func unlockKeepingDescriptor() -> Int32 {
-        let descriptor = descriptor
-        if isOwnedByThisProcess {
-            var err: Int32 = 0
-            _ = ysh_flock(descriptor, ysh_LOCK_UN, &err)
-        }
-        discard self
-        return descriptor
     }
 
     /// The safety net: a lock dropped without `release()` (only on a path that threw while holding it)

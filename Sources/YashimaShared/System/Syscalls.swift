@@ -1,8 +1,6 @@
-// Typed wrappers over CFileLock's one-call shims: opening, status, reading and writing, mapping, renaming,
-// linking, folders, modes, times, listing. Each returns `Result<_, SystemCallError>`; errno is captured by
-// the C shim right after the call (never read here from the global) and EINTR is retried in C. With
-// FileLock.swift (file locks), Observation/InotifySyscalls.swift (inotify) and Remote/RemoteSocket.swift
-// (sockets), the only Swift code calling the C layer for I/O. Nothing here waits for another process.
+// Typed wrappers over CFileLock's one-call shims (files, mappings, renames, links, folders, modes, times,
+// listing), each a `Result<_, SystemCallError>` naming the call and its path; errno captured and EINTR
+// retried in C. Nothing here waits for another process.
 
 import CFileLock
 import Glibc
@@ -60,8 +58,10 @@ struct OpenFlags: OptionSet, Sendable {
 /// Typed wrappers over the CFileLock shims. Each names its C call in its doc.
 enum Syscall {
     @inline(__always)
-    private static func check(_ rc: Int32, _ err: Int32, _ call: String) -> Result<Void, SystemCallError> {
-        rc == -1 ? .failure(SystemCallError(call: call, errno: Errno(rawValue: err))) : .success(())
+    private static func check(_ rc: Int32, _ err: Int32, _ call: String, path: String? = nil)
+        -> Result<Void, SystemCallError>
+    {
+        rc == -1 ? .failure(SystemCallError(operation: call, path: path, errno: Errno(rawValue: err))) : .success(())
     }
 
     /// `openat(2)` relative to `directory`, never following a symlink, close-on-exec.
@@ -70,7 +70,7 @@ enum Syscall {
     ) -> Result<Int32, SystemCallError> {
         var err: Int32 = 0
         let fd = ysh_openat(directory, path, flags.rawValue, mode, &err)
-        if fd == -1 { return .failure(SystemCallError(call: "openat", errno: Errno(rawValue: err))) }
+        if fd == -1 { return .failure(SystemCallError(operation: "openat", path: path, errno: Errno(rawValue: err))) }
         return .success(fd)
     }
 
@@ -79,7 +79,7 @@ enum Syscall {
     static func openDirectoryPath(_ path: String) -> Result<Int32, SystemCallError> {
         var err: Int32 = 0
         let fd = ysh_open_directory_path(path, &err)
-        if fd == -1 { return .failure(SystemCallError(call: "open", errno: Errno(rawValue: err))) }
+        if fd == -1 { return .failure(SystemCallError(operation: "open", path: path, errno: Errno(rawValue: err))) }
         return .success(fd)
     }
 
@@ -87,7 +87,7 @@ enum Syscall {
     static func openRoot(_ path: String) -> Result<Int32, SystemCallError> {
         var err: Int32 = 0
         let fd = ysh_open_root(path, &err)
-        if fd == -1 { return .failure(SystemCallError(call: "open", errno: Errno(rawValue: err))) }
+        if fd == -1 { return .failure(SystemCallError(operation: "open", path: path, errno: Errno(rawValue: err))) }
         return .success(fd)
     }
 
@@ -103,7 +103,7 @@ enum Syscall {
         var raw = ysh_stat()
         var err: Int32 = 0
         if ysh_fstat(fd, &raw, &err) == -1 {
-            return .failure(SystemCallError(call: "fstat", errno: Errno(rawValue: err)))
+            return .failure(SystemCallError(operation: "fstat", errno: Errno(rawValue: err)))
         }
         return .success(FileStatus(raw))
     }
@@ -113,7 +113,7 @@ enum Syscall {
         var raw = ysh_stat()
         var err: Int32 = 0
         if ysh_fstatat(directory, path, &raw, &err) == -1 {
-            return .failure(SystemCallError(call: "fstatat", errno: Errno(rawValue: err)))
+            return .failure(SystemCallError(operation: "fstatat", path: path, errno: Errno(rawValue: err)))
         }
         return .success(FileStatus(raw))
     }
@@ -123,7 +123,7 @@ enum Syscall {
         var raw = ysh_stat()
         var err: Int32 = 0
         if ysh_stat_path(path, &raw, &err) == -1 {
-            return .failure(SystemCallError(call: "stat", errno: Errno(rawValue: err)))
+            return .failure(SystemCallError(operation: "stat", path: path, errno: Errno(rawValue: err)))
         }
         return .success(FileStatus(raw))
     }
@@ -135,7 +135,7 @@ enum Syscall {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return .success(0) }
         var err: Int32 = 0
         let n = ysh_pread_full(fd, base, buffer.count, offset, &err)
-        if n < 0 { return .failure(SystemCallError(call: "pread", errno: Errno(rawValue: err))) }
+        if n < 0 { return .failure(SystemCallError(operation: "pread", errno: Errno(rawValue: err))) }
         return .success(n)
     }
 
@@ -145,7 +145,7 @@ enum Syscall {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return .success(()) }
         var err: Int32 = 0
         let n = ysh_pwrite_full(fd, base, buffer.count, offset, &err)
-        if n < 0 { return .failure(SystemCallError(call: "pwrite", errno: Errno(rawValue: err))) }
+        if n < 0 { return .failure(SystemCallError(operation: "pwrite", errno: Errno(rawValue: err))) }
         return .success(())
     }
 
@@ -154,7 +154,7 @@ enum Syscall {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return .success(()) }
         var err: Int32 = 0
         let n = ysh_write_full(fd, base, buffer.count, &err)
-        if n < 0 { return .failure(SystemCallError(call: "write", errno: Errno(rawValue: err))) }
+        if n < 0 { return .failure(SystemCallError(operation: "write", errno: Errno(rawValue: err))) }
         return .success(())
     }
 
@@ -164,7 +164,7 @@ enum Syscall {
     {
         var err: Int32 = 0
         let n = ysh_write2_full(fd, first.baseAddress, first.count, second.baseAddress, second.count, &err)
-        if n < 0 { return .failure(SystemCallError(call: "writev", errno: Errno(rawValue: err))) }
+        if n < 0 { return .failure(SystemCallError(operation: "writev", errno: Errno(rawValue: err))) }
         return .success(())
     }
 
@@ -172,7 +172,7 @@ enum Syscall {
     static func mapPrivate(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, SystemCallError> {
         var err: Int32 = 0
         guard let p = ysh_mmap_private(fd, length, &err) else {
-            return .failure(SystemCallError(call: "mmap", errno: Errno(rawValue: err)))
+            return .failure(SystemCallError(operation: "mmap", errno: Errno(rawValue: err)))
         }
         return .success(p)
     }
@@ -181,7 +181,7 @@ enum Syscall {
     static func mapShared(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, SystemCallError> {
         var err: Int32 = 0
         guard let p = ysh_mmap_shared(fd, length, &err) else {
-            return .failure(SystemCallError(call: "mmap", errno: Errno(rawValue: err)))
+            return .failure(SystemCallError(operation: "mmap", errno: Errno(rawValue: err)))
         }
         return .success(p)
     }
@@ -212,7 +212,8 @@ enum Syscall {
         _ from: String, in fromDirectory: Int32, to: String, in toDirectory: Int32
     ) -> Result<Void, SystemCallError> {
         var err: Int32 = 0
-        return check(ysh_renameat(fromDirectory, from, toDirectory, to, &err), err, "renameat")
+        return check(
+            ysh_renameat(fromDirectory, from, toDirectory, to, &err), err, "renameat", path: "\(from) -> \(to)")
     }
 
     /// `renameat2(2)` with `RENAME_NOREPLACE`: moves `from` to `to` only if `to` does not exist (EEXIST
@@ -221,7 +222,9 @@ enum Syscall {
         _ from: String, in fromDirectory: Int32, to: String, in toDirectory: Int32
     ) -> Result<Void, SystemCallError> {
         var err: Int32 = 0
-        return check(ysh_renameat_noreplace(fromDirectory, from, toDirectory, to, &err), err, "renameat2")
+        return check(
+            ysh_renameat_noreplace(fromDirectory, from, toDirectory, to, &err), err, "renameat2",
+            path: "\(from) -> \(to)")
     }
 
     /// `linkat(2)`: creates `to` only if it does not exist (EEXIST otherwise). First writer wins. No symlink
@@ -230,7 +233,7 @@ enum Syscall {
         _ from: String, in fromDirectory: Int32, to: String, in toDirectory: Int32
     ) -> Result<Void, SystemCallError> {
         var err: Int32 = 0
-        return check(ysh_linkat(fromDirectory, from, toDirectory, to, &err), err, "linkat")
+        return check(ysh_linkat(fromDirectory, from, toDirectory, to, &err), err, "linkat", path: "\(from) -> \(to)")
     }
 
     /// `unlinkat(2)`: removes the last component itself (a symlink, never its target); no symlink is
@@ -238,13 +241,14 @@ enum Syscall {
     static func unlink(_ path: String, in directory: Int32, isDirectory: Bool = false) -> Result<Void, SystemCallError>
     {
         var err: Int32 = 0
-        return check(ysh_unlinkat(directory, path, isDirectory ? ysh_AT_REMOVEDIR : 0, &err), err, "unlinkat")
+        return check(
+            ysh_unlinkat(directory, path, isDirectory ? ysh_AT_REMOVEDIR : 0, &err), err, "unlinkat", path: path)
     }
 
     /// `mkdirat(2)`; no symlink is followed in any component of `path`.
     static func makeDirectory(_ path: String, in directory: Int32, mode: UInt32) -> Result<Void, SystemCallError> {
         var err: Int32 = 0
-        return check(ysh_mkdirat(directory, path, mode, &err), err, "mkdirat")
+        return check(ysh_mkdirat(directory, path, mode, &err), err, "mkdirat", path: path)
     }
 
     /// `fchmod(2)`: modes are always set explicitly, never left to the umask.
@@ -264,7 +268,7 @@ enum Syscall {
     /// component of `path`.
     static func touch(_ path: String, in directory: Int32) -> Result<Void, SystemCallError> {
         var err: Int32 = 0
-        return check(ysh_touch_at(directory, path, &err), err, "utimensat")
+        return check(ysh_touch_at(directory, path, &err), err, "utimensat", path: path)
     }
 
     /// `utimensat(2)` with explicit times, AT_SYMLINK_NOFOLLOW: sets the access and modification times to
@@ -272,7 +276,7 @@ enum Syscall {
     /// any component of `path`.
     static func setTimes(_ path: String, in directory: Int32, nanoseconds: Int64) -> Result<Void, SystemCallError> {
         var err: Int32 = 0
-        return check(ysh_set_times_at(directory, path, nanoseconds, &err), err, "utimensat")
+        return check(ysh_set_times_at(directory, path, nanoseconds, &err), err, "utimensat", path: path)
     }
 
     /// `ftruncate(2)`. Only for files nobody else can see yet (staging files).
@@ -286,7 +290,7 @@ enum Syscall {
         var type: Int64 = 0
         var err: Int32 = 0
         if ysh_fstatfs_type(fd, &type, &err) == -1 {
-            return .failure(SystemCallError(call: "fstatfs", errno: Errno(rawValue: err)))
+            return .failure(SystemCallError(operation: "fstatfs", errno: Errno(rawValue: err)))
         }
         return .success(type)
     }
@@ -297,7 +301,7 @@ enum Syscall {
     ) -> Result<[(name: String, isDirectory: Bool?)], SystemCallError> {
         var err: Int32 = 0
         guard let stream = ysh_dir_open(directory, path, &err) else {
-            return .failure(SystemCallError(call: "opendir", errno: Errno(rawValue: err)))
+            return .failure(SystemCallError(operation: "opendir", path: path, errno: Errno(rawValue: err)))
         }
         defer { ysh_dir_close(stream) }
         var names: [(name: String, isDirectory: Bool?)] = []
@@ -315,7 +319,7 @@ enum Syscall {
     ) -> Result<[(name: String, status: FileStatus?)], SystemCallError> {
         var err: Int32 = 0
         guard let stream = ysh_dir_open(directory, path, &err) else {
-            return .failure(SystemCallError(call: "opendir", errno: Errno(rawValue: err)))
+            return .failure(SystemCallError(operation: "opendir", path: path, errno: Errno(rawValue: err)))
         }
         defer { ysh_dir_close(stream) }
         var found: [(name: String, status: FileStatus?)] = []
@@ -351,15 +355,4 @@ enum Syscall {
     static var realtimeNanoseconds: Int64 { ysh_realtime_ns() }
     /// CLOCK_MONOTONIC in nanoseconds.
     static var monotonicNanoseconds: Int64 { ysh_monotonic_ns() }
-}
-
-extension Result where Failure == SystemCallError {
-    /// Treats ENOENT as `nil` (a missing file is normal in a shared directory).
-    func missingAsNil() -> Result<Success?, SystemCallError> {
-        switch self {
-        case .success(let value): return .success(value)
-        case .failure(let error) where error.errno == .noSuchFile: return .success(nil)
-        case .failure(let error): return .failure(error)
-        }
-    }
 }

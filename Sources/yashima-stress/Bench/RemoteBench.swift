@@ -14,19 +14,13 @@ enum RemoteBench {
     static func run(_ context: BenchContext, url given: String?) async throws {
         let report = context.report
         report.section("remote: hit from Redis (not in local storage) vs raw GET, same size, same process")
-        var server: Process?
-        defer {
-            if let server {
-                // SIGKILL: a child of this process may have inherited a blocked SIGTERM.
-                kill(server.processIdentifier, SIGKILL)
-                server.waitUntilExit()
-            }
-        }
+        var server: RedisProcess?  // SIGKILLed when it goes (its deinit): at the end of the section
+        defer { withExtendedLifetime(server) {} }
         let url: String
         if let given {
             url = given
-        } else if let started = startServer(in: context.base) {
-            (server, url) = (started.process, started.url)
+        } else if let started = await startServer(in: context.base) {
+            (server, url) = (started, started.url)
         } else {
             report.add(BenchRow(section: "remote", name: "remote section", note: "skipped: no redis-server found"))
             return
@@ -130,30 +124,11 @@ enum RemoteBench {
                 note: "median process: " + formatNanoseconds(medians.median)))
     }
 
-    /// A redis-server on a Unix socket in `base`, if one is installed.
-    static func startServer(in base: String) -> (process: Process, url: String)? {
-        let candidates = ["/usr/bin/redis-server", "/usr/local/bin/redis-server", "/usr/sbin/redis-server"]
-        guard let path = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-            return nil
-        }
-        let socket = base + "/bench-redis.sock"
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        // Socket mode 777: the hosts scenario's workers may run as other users (`--users`); the server is
-        // this run's own, in its own folder, with nothing in it worth protecting, and killed at the end.
-        process.arguments = [
-            "--port", "0", "--unixsocket", socket, "--unixsocketperm", "777", "--save", "", "--appendonly", "no",
-            "--dir", base,
-        ]
-        process.standardOutput = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return nil }
-        for _ in 0..<500 {
-            if RawRedis(url: "redis+unix://" + socket) != nil { return (process, "redis+unix://" + socket) }
-            usleep(10_000)
-        }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        return nil
+    /// A redis-server on a Unix socket in `base` (the tests' fixture, ChildProcesses), if one is
+    /// installed. Socket mode 777: the hosts scenario's workers may run as other users (`--users`); the
+    /// server is this run's own, with nothing in it worth protecting, and killed at the end.
+    static func startServer(in base: String) async -> RedisProcess? {
+        try? await RedisProcess.start(folder: base, socketMode: "777")
     }
 }
 

@@ -6,6 +6,7 @@
 // and at most once per host (the tier is bypassed; each host's own lock still holds, I5); every worker
 // got the same, correct bytes; no hangs.
 
+import ChildProcesses
 import Foundation
 import Glibc
 import YashimaShared
@@ -40,20 +41,13 @@ enum HostsScenario: Scenario {
     // MARK: Judge
 
     @MainActor static func run(_ run: ScenarioRun) async throws {
-        var server: Process?
-        defer {
-            if let server {
-                kill(server.processIdentifier, SIGCONT)
-                kill(server.processIdentifier, SIGKILL)
-                server.waitUntilExit()
-            }
-        }
+        var server: RedisProcess?  // SIGKILLed when it goes (its deinit)
         if run.plan.remote == nil {
-            guard let started = RemoteBench.startServer(in: run.directory) else {
+            guard let started = await RemoteBench.startServer(in: run.directory) else {
                 run.note("skipped: no --remote and no redis-server installed")
                 return
             }
-            server = started.process
+            server = started
             run.useRemote(started.url)
         }
         let rounds = run.setting("rounds", smoke: 3, standard: 5)
@@ -64,7 +58,7 @@ enum HostsScenario: Scenario {
         let fleet = try run.startPhase("hosts", workers: max(run.workerCount, hosts))
         for round in 1..<rounds {
             fleet.release(deadline: run.deadline)
-            if round == rounds - 1, let pid = server?.processIdentifier {
+            if round == rounds - 1, let pid = server?.processID {
                 // The last round starts with the server hung for three remote timeouts.
                 kill(pid, SIGSTOP)
                 Thread.detachNewThread {

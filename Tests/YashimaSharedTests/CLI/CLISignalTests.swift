@@ -36,12 +36,17 @@ import Testing
         }
     }
 
+    /// `start`, returned once its command started (the marker exists).
+    private func started(_ fixture: CLIFixture) async throws -> ChildProcess {
+        let runner = try start(fixture)
+        #expect(await eventually { access(fixture.path("marker"), F_OK) == 0 }, "the command never started")
+        return runner
+    }
+
     @Test(arguments: [SIGINT, SIGTERM])
     func signalWhileWaitingStopsAtOnce(_ signal: Int32) async throws {
         let fixture = try CLIFixture()
-        let marker = fixture.path("marker")
-        let runner = try start(fixture)
-        #expect(await eventually { access(marker, F_OK) == 0 }, "the command never started")
+        let runner = try await started(fixture)
         let waiter = try start(fixture)
         let waiterPID = waiter.pid
         #expect(await eventually { isWaitingForLock(waiterPID) }, "the second run never waited")
@@ -62,17 +67,14 @@ import Testing
     @Test(arguments: [SIGINT, SIGTERM])
     func signalWhileRunningIsForwardedAndNothingStored(_ signal: Int32) async throws {
         let fixture = try CLIFixture()
-        let marker = fixture.path("marker")
-        let runner = try start(fixture)
-        #expect(await eventually { access(marker, F_OK) == 0 }, "the command never started")
+        let runner = try await started(fixture)
         runner.kill(signal)
         // The shell died of the forwarded signal; what it printed passes through.
         #expect(await runner.output(timeout: 20) == Data("started\n".utf8))
         #expect(await runner.exitStatus(timeout: 20) == 128 + signal)
         // Nothing was stored: the next caller runs the command again, and that run is stored.
-        unlink(marker)
-        let again = try start(fixture)
-        #expect(await eventually { access(marker, F_OK) == 0 })
+        unlink(fixture.path("marker"))
+        let again = try await started(fixture)
         await open(fixture, with: "second")
         #expect(await again.output() == Data("started\nfinished second\n".utf8))
         #expect(await again.exitStatus() == 0)

@@ -14,21 +14,8 @@ import Testing
 
 // MARK: - Fixtures
 
-/// A deterministic generator, so failures reproduce.
-private struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 private func randomData(count: Int, seed: UInt64 = 1) -> Data {
-    var generator = SplitMix64(seed: seed)
+    var generator = SplitMix(seed: seed)
     let words = (0..<(count + 7) / 8).map { _ in generator.next() }
     return words.withUnsafeBytes { Data($0.prefix(count)) }
 }
@@ -39,7 +26,7 @@ private func textLikeData(count: Int, seed: UInt64 = 2) -> Data {
         "cache", "entry", "shared", "process", "mapping", "the", "of", "and", "regenerable",
         "artifact", "lock", "file", "a", "to", "in", "is", "compress", "value", "bytes", "codec",
     ].map { Array($0.utf8) }
-    var generator = SplitMix64(seed: seed)
+    var generator = SplitMix(seed: seed)
     var bytes: [UInt8] = []
     bytes.reserveCapacity(count + 16)
     var column = 0
@@ -206,7 +193,7 @@ struct CodecRoundTripTests {
 
     @Test("StringCodec round-trips 1 MiB of random scalars and of text")
     func largeStrings() throws {
-        var generator = SplitMix64(seed: 7)
+        var generator = SplitMix(seed: 7)
         var scalars = String.UnicodeScalarView()
         var utf8Count = 0
         while utf8Count < oneMiB {
@@ -318,7 +305,7 @@ struct CodecInvalidInputTests {
     @Test("Random bytes are rejected")
     func randomBytes() {
         for seed in UInt64(1)...200 {
-            var generator = SplitMix64(seed: seed)
+            var generator = SplitMix(seed: seed)
             let count = Int(generator.next() % 300)
             expectDecodeFailure(Self.codec, randomData(count: count, seed: seed), .invalidInput)
         }

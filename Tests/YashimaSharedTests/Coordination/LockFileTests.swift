@@ -9,8 +9,7 @@ import Testing
 @Suite struct LockFileTests {
     @Test("a partly written lock file left by a killed holder becomes a valid entry of exactly the right size")
     func leftoverLockFileIsEmptiedBeforeReuse() async throws {
-        let dir = TemporaryDirectory("lock-leftover")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("lock-leftover")
         try cache.openStorage()
         let key = CacheKey(namespace: "locks", identity: "leftover")
         let directory = try cache.engine.storage().get().directory

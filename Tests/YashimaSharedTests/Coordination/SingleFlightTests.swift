@@ -15,6 +15,23 @@ struct SingleFlightTests {
         Task { await release.wait() }
     }
 
+    /// A flight whose producer runs until the returned gate opens.
+    static func flight(cancelsWhenNoWaiters: Bool) -> (Flight, Task<Void, Never>, Gate) {
+        let release = Gate()
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: cancelsWhenNoWaiters)
+        let producer = producer(release)
+        flight.setProducer(producer)
+        return (flight, producer, release)
+    }
+
+    /// A new waiter of `flight`, registered and counted.
+    static func waiter(of flight: Flight, expecting count: Int = 1) async -> (Int, Task<FlightResult, any Error>) {
+        let id = flight.newWaiterID()
+        let waiting = Task { try await register(flight, id) }
+        #expect(await eventually { flight.waiterCount == count })
+        return (id, waiting)
+    }
+
     static func register(_ flight: Flight, _ id: Int) async throws -> FlightResult {
         try await withCheckedThrowingContinuation { continuation in
             if !flight.register(id, continuation) { continuation.resume(returning: .noValue) }
@@ -36,10 +53,7 @@ struct SingleFlightTests {
 
     @Test("cancelWhenNoWaiters: the last registered waiter leaving cancels the producer and closes the commit gate")
     func lastWaiterCancels() async throws {
-        let release = Gate()
-        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: true)
-        let producer = Self.producer(release)
-        flight.setProducer(producer)
+        let (flight, producer, release) = Self.flight(cancelsWhenNoWaiters: true)
         let first = flight.newWaiterID()
         let second = flight.newWaiterID()
         let waiting = [first, second].map { id in Task { try await Self.register(flight, id) } }
@@ -59,10 +73,7 @@ struct SingleFlightTests {
 
     @Test("cancelWhenNoWaiters: a waiter cancelled before it registered also counts as leaving")
     func departBeforeRegistering() async throws {
-        let release = Gate()
-        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: true)
-        let producer = Self.producer(release)
-        flight.setProducer(producer)
+        let (flight, producer, release) = Self.flight(cancelsWhenNoWaiters: true)
         // The caller took a waiter id, then was cancelled before its continuation registered (the
         // cancellation handler runs first when the task is already cancelled).
         let id = flight.newWaiterID()
@@ -77,15 +88,10 @@ struct SingleFlightTests {
 
     @Test("share: waiters leaving never cancel the producer, and it may commit")
     func shareNeverCancels() async throws {
-        let release = Gate()
-        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: false)
-        let producer = Self.producer(release)
-        flight.setProducer(producer)
+        let (flight, producer, release) = Self.flight(cancelsWhenNoWaiters: false)
         let early = flight.newWaiterID()
         #expect(!flight.depart(early))
-        let id = flight.newWaiterID()
-        let waiting = Task { try await Self.register(flight, id) }
-        #expect(await eventually { flight.waiterCount == 1 })
+        let (id, waiting) = await Self.waiter(of: flight)
         #expect(!flight.depart(id))
         #expect(!producer.isCancelled)
         #expect(flight.commit())
@@ -96,13 +102,8 @@ struct SingleFlightTests {
 
     @Test("after the commit gate, leaving no longer cancels the producer")
     func committedIsNotCancelled() async throws {
-        let release = Gate()
-        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: true)
-        let producer = Self.producer(release)
-        flight.setProducer(producer)
-        let id = flight.newWaiterID()
-        let waiting = Task { try await Self.register(flight, id) }
-        #expect(await eventually { flight.waiterCount == 1 })
+        let (flight, producer, release) = Self.flight(cancelsWhenNoWaiters: true)
+        let (id, waiting) = await Self.waiter(of: flight)
         #expect(flight.commit())
         #expect(!flight.depart(id))
         #expect(!producer.isCancelled)
@@ -114,9 +115,7 @@ struct SingleFlightTests {
     func lateProducerCancelled() async {
         let release = Gate()
         let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: true)
-        let id = flight.newWaiterID()
-        let waiting = Task { try await Self.register(flight, id) }
-        #expect(await eventually { flight.waiterCount == 1 })
+        let (id, waiting) = await Self.waiter(of: flight)
         _ = flight.depart(id)
         let producer = Self.producer(release)
         flight.setProducer(producer)

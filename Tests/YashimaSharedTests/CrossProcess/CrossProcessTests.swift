@@ -15,6 +15,13 @@ import Testing
         try ChildProcess(["worker", command, "--directory", dir.path] + extra)
     }
 
+    /// A `worker get --announce` that holds the key's lock: returned once it says GENERATING.
+    private func generating(_ dir: TemporaryDirectory, _ extra: [String]) async throws -> ChildProcess {
+        let child = try worker("get", dir, extra + ["--announce"])
+        #expect(await child.line(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
+        return child
+    }
+
     // MARK: Single-flight across processes (I5)
 
     @Test func eightProcessesMissingOneKeyGenerateOnce() async throws {
@@ -41,8 +48,7 @@ import Testing
         let dir = TemporaryDirectory("takeover")
         let ledger = dir.path + ".ledger"
         defer { unlink(ledger) }
-        let doomed = try worker("get", dir, ["--key", "k", "--generate-ms", "60000", "--announce", "--ledger", ledger])
-        #expect(await doomed.line(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
+        let doomed = try await generating(dir, ["--key", "k", "--generate-ms", "60000", "--ledger", ledger])
         let waiters = try (0..<3).map { _ in
             try worker(
                 "get", dir, ["--key", "k", "--generate-ms", "100", "--ledger", ledger, "--announce", "--announce-wait"])
@@ -64,8 +70,7 @@ import Testing
         let dir = TemporaryDirectory("publish-kill")
         // Large values make the write window wide; kill at varied moments inside it.
         for round in 0..<6 {
-            let child = try worker("get", dir, ["--key", "big-\(round)", "--size", "\(24 << 20)", "--announce"])
-            #expect(await child.line(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
+            let child = try await generating(dir, ["--key", "big-\(round)", "--size", "\(24 << 20)"])
             try await Task.sleep(for: .milliseconds(round * 15))
             child.kill()
             await child.exitStatus()
@@ -81,8 +86,7 @@ import Testing
     }
 
     @Test func removalInOneProcessIsSeenByOthers() async throws {
-        let dir = TemporaryDirectory("invalidate")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("invalidate")
         let key = CacheKey(namespace: "stress", identity: "shared")
         let other = CacheKey(namespace: "stress", identity: "other")
         let keep = CacheKey(namespace: "kept", identity: "x")
@@ -105,8 +109,7 @@ import Testing
     }
 
     @Test func replacementTooLargeToStoreIsSeenByOthers() async throws {
-        let dir = TemporaryDirectory("oversized-replace")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("oversized-replace")
         let key = CacheKey(namespace: "mix", identity: "k0")  // the key `worker mix --keys 1` stores
         _ = try await cache.data(for: key) { Data("old".utf8) }
         #expect(try await cache.peek(for: key, codec: DataCodec()) == Data("old".utf8))
@@ -180,8 +183,7 @@ import Testing
 
     @Test func cancelledWaiterReturnsPromptly() async throws {
         let dir = TemporaryDirectory("cancel")
-        let holder = try worker("get", dir, ["--key", "slow", "--generate-ms", "20000", "--announce"])
-        #expect(await holder.line(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
+        let holder = try await generating(dir, ["--key", "slow", "--generate-ms", "20000"])
         let cache = YCache(storageDirectory: dir.url)
         let key = CacheKey(namespace: "stress", identity: "slow")
         let waiting = Gate()
@@ -205,8 +207,7 @@ import Testing
 
     @Test func hungHolderIsBypassedAfterTheWaitTimeout() async throws {
         let dir = TemporaryDirectory("timeout")
-        let holder = try worker("get", dir, ["--key", "hung", "--generate-ms", "60000", "--announce"])
-        #expect(await holder.line(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
+        let holder = try await generating(dir, ["--key", "hung", "--generate-ms", "60000"])
         let cache = YCache(storageDirectory: dir.url)
         let key = CacheKey(namespace: "stress", identity: "hung")
         var options = YCache.Options()

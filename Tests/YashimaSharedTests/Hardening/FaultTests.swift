@@ -15,8 +15,7 @@ extension Hardening {
     struct Faults {
         /// The storage directory, opened (state and layout exist) with one small entry in it.
         static func preparedDirectory() async throws -> (TemporaryDirectory, YCache) {
-            let dir = TemporaryDirectory("faults")
-            let cache = YCache(storageDirectory: dir.url)
+            let (dir, cache) = makeCache("faults")
             _ = try await cache.data(for: CacheKey("warm")) { Data(count: 1000) }
             return (dir, cache)
         }

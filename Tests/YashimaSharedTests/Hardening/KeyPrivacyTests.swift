@@ -50,8 +50,7 @@ extension Hardening {
                 #expect(text.contains(String(key.stableIdentifier.prefix(16))))
             }
             // An error about this key's entry (corrupt, thrown under .throwError) names no key text.
-            let dir = TemporaryDirectory("privacy-error")
-            let cache = YCache(storageDirectory: dir.url)
+            let (dir, cache) = makeCache("privacy-error")
             _ = try await cache.data(for: key) { Data("v".utf8) }
             let files = KeyFiles(root: dir.path, key: key)
             let handle = try #require(FileHandle(forWritingAtPath: files.entry))

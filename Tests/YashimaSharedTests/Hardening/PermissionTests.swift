@@ -95,13 +95,14 @@ extension Hardening {
         /// 40–70% of the keys here were generated twice.
         @Test(
             "two users racing on fresh keys in group-shared mode generate each key once",
-            .enabled(if: TwoUsers.available))
+            .enabled(if: SharedUsers.available))
         func twoUsersShareSingleFlight() async throws {
-            let users = try TwoUsers()
+            let users = try SharedUsers()
             let ledger = users.base + "/ledger"
             #expect(FileManager.default.createFile(atPath: ledger, contents: nil) && chmod(ledger, 0o666) == 0)
             let keyCount = 300
-            let children = try [TwoUsers.first, TwoUsers.second, TwoUsers.first, TwoUsers.second].map { user in
+            let children = try [SharedUsers.first, SharedUsers.second, SharedUsers.first, SharedUsers.second].map {
+                user in
                 try users.worker(
                     as: user,
                     [
@@ -127,15 +128,15 @@ extension Hardening {
         /// Processes of two users open a storage root that does not exist yet, all at once: whoever creates
         /// a folder of the path, the others must be able to create inside it. A folder made in place has its
         /// creator's umasked mode (02750) until its chmod, and another user's mkdir in it fails (EACCES).
-        @Test("two users creating the same storage path at once all open it", .enabled(if: TwoUsers.available))
+        @Test("two users creating the same storage path at once all open it", .enabled(if: SharedUsers.available))
         func twoUsersCreateTheRootTogether() async throws {
-            let users = try TwoUsers()
-            try #require(chown(users.base, 0, TwoUsers.group) == 0 && chmod(users.base, 0o2770) == 0)
+            let users = try SharedUsers()
+            try #require(chown(users.base, 0, SharedUsers.group) == 0 && chmod(users.base, 0o2770) == 0)
             for round in 0..<8 {
                 let root = users.base + "/round-\(round)/a/cache"
                 let children = try (0..<8).map { index in
                     try users.worker(
-                        as: index % 2 == 0 ? TwoUsers.first : TwoUsers.second,
+                        as: index % 2 == 0 ? SharedUsers.first : SharedUsers.second,
                         ["get", "--key", "k\(index)", "--go"], directory: root)
                 }
                 #expect(await startTogether(children))
@@ -154,13 +155,13 @@ extension Hardening {
         /// folder): creating the root there needs only those rights, as `mkdir` does.
         @Test(
             "a storage root is created in a parent the user can write into but not list",
-            .enabled(if: TwoUsers.available))
+            .enabled(if: SharedUsers.available))
         func rootInAnUnlistableParent() async throws {
-            let users = try TwoUsers()
+            let users = try SharedUsers()
             let parent = users.base + "/drop"
-            try #require(mkdir(parent, 0o700) == 0 && chown(parent, 0, TwoUsers.group) == 0)
+            try #require(mkdir(parent, 0o700) == 0 && chown(parent, 0, SharedUsers.group) == 0)
             try #require(chmod(parent, 0o730) == 0)
-            let child = try users.worker(as: TwoUsers.first, ["get", "--key", "k"], directory: parent + "/cache")
+            let child = try users.worker(as: SharedUsers.first, ["get", "--key", "k"], directory: parent + "/cache")
             let result = await child.json()
             #expect(result?["correct"] as? Bool == true, "\(result ?? [:])")
             #expect(await child.exitStatus() == 0)
@@ -170,17 +171,18 @@ extension Hardening {
         /// A generator killed while holding its key's lock leaves its lock file behind; a waiter of the other
         /// user takes over: it cannot use a lock file it does not own (the holder renames its lock file
         /// into place), so it unlinks that name and generates on a lock file of its own, exactly once.
-        @Test("another user's waiter takes over from a killed generator", .enabled(if: TwoUsers.available))
+        @Test("another user's waiter takes over from a killed generator", .enabled(if: SharedUsers.available))
         func anotherUserTakesOverFromAKilledGenerator() async throws {
-            let users = try TwoUsers()
+            let users = try SharedUsers()
             let ledger = users.base + "/ledger"
             #expect(FileManager.default.createFile(atPath: ledger, contents: nil) && chmod(ledger, 0o666) == 0)
             let doomed = try users.worker(
-                as: TwoUsers.first, ["get", "--key", "k", "--generate-ms", "60000", "--announce", "--ledger", ledger])
+                as: SharedUsers.first,
+                ["get", "--key", "k", "--generate-ms", "60000", "--announce", "--ledger", ledger])
             #expect(await doomed.line(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
             let waiters = try (0..<2).map { _ in
                 try users.worker(
-                    as: TwoUsers.second,
+                    as: SharedUsers.second,
                     ["get", "--key", "k", "--generate-ms", "100", "--ledger", ledger, "--announce-wait"])
             }
             // Each waiter says when its lookup starts waiting for the holder's lock; then the holder dies.
@@ -200,9 +202,9 @@ extension Hardening {
         /// One user repairs and removes what the other wrote: a corrupt entry of the first user is a miss
         /// for the second, who regenerates it and renames the new entry over it; the second user's
         /// `removeAll()` unlinks the first user's entries, and the first user's next lookups miss.
-        @Test("another user repairs a corrupt entry and removes everything", .enabled(if: TwoUsers.available))
+        @Test("another user repairs a corrupt entry and removes everything", .enabled(if: SharedUsers.available))
         func anotherUserRepairsAndRemoves() async throws {
-            let users = try TwoUsers()
+            let users = try SharedUsers()
             func get(as user: uid_t) async throws -> [String] {
                 let child = try users.worker(as: user, ["get", "--key", "k", "--count", "5"])
                 var sources: [String] = []
@@ -214,7 +216,7 @@ extension Hardening {
                 #expect(await child.exitStatus() == 0)
                 return sources
             }
-            #expect(try await get(as: TwoUsers.first) == Array(repeating: "generated", count: 5))
+            #expect(try await get(as: SharedUsers.first) == Array(repeating: "generated", count: 5))
             // Damage the first user's entry for k-0: its last payload byte.
             let damaged = KeyFiles(root: users.root, key: CacheKey(namespace: "stress", identity: "k-0")).entry
             let handle = try #require(FileHandle(forUpdatingAtPath: damaged))
@@ -224,23 +226,24 @@ extension Hardening {
             try handle.seek(toOffset: end - 1)
             try handle.write(contentsOf: [last ^ 0xFF])
             try handle.close()
-            #expect(try await get(as: TwoUsers.second) == ["generated"] + Array(repeating: "storage", count: 4))
-            #expect(Hardening.linkStatus(damaged)?.st_uid == TwoUsers.second, "the repaired entry is the second user's")
-            let remover = try users.worker(as: TwoUsers.second, ["remove", "--all"])
+            #expect(try await get(as: SharedUsers.second) == ["generated"] + Array(repeating: "storage", count: 4))
+            #expect(
+                Hardening.linkStatus(damaged)?.st_uid == SharedUsers.second, "the repaired entry is the second user's")
+            let remover = try users.worker(as: SharedUsers.second, ["remove", "--all"])
             #expect(await remover.json()?["removed"] as? Bool == true)
             #expect(await remover.exitStatus() == 0)
             #expect(Hardening.allNames(under: users.root).filter { $0.hasSuffix(".entry") }.isEmpty)
-            #expect(try await get(as: TwoUsers.first) == Array(repeating: "generated", count: 5))
+            #expect(try await get(as: SharedUsers.first) == Array(repeating: "generated", count: 5))
         }
 
         /// A hit marks the entry used (its mtime, the LRU clock, I11) also when another user wrote it. A
         /// touch with any explicit time (`UTIME_OMIT` for the access time included) needs the file's owner,
         /// so before the touch set both times to now, the other user's use never counted and trim took
         /// entries it kept using.
-        @Test("another user's hit marks the entry used", .enabled(if: TwoUsers.available))
+        @Test("another user's hit marks the entry used", .enabled(if: SharedUsers.available))
         func anotherUsersHitTouchesTheEntry() async throws {
-            let users = try TwoUsers()
-            let writer = try users.worker(as: TwoUsers.first, ["get", "--key", "doc"])
+            let users = try SharedUsers()
+            let writer = try users.worker(as: SharedUsers.first, ["get", "--key", "doc"])
             #expect(await writer.json()?["source"] as? String == "generated")
             #expect(await writer.exitStatus() == 0)
             let entries = Hardening.allNames(under: users.root).filter { $0.hasSuffix(".entry") }
@@ -249,23 +252,24 @@ extension Hardening {
             // An hour old: older than the touch interval, so the next hit must touch it.
             var times = [timespec](repeating: timespec(tv_sec: time(nil) - 3600, tv_nsec: 0), count: 2)
             try #require(utimensat(AT_FDCWD, entry, &times, AT_SYMLINK_NOFOLLOW) == 0)
-            let reader = try users.worker(as: TwoUsers.second, ["get", "--key", "doc"])
+            let reader = try users.worker(as: SharedUsers.second, ["get", "--key", "doc"])
             #expect(await reader.json()?["source"] as? String == "storage")
             #expect(await reader.exitStatus() == 0)
             var info = stat()
             try #require(lstat(entry, &info) == 0)
-            #expect(info.st_uid == TwoUsers.first, "the entry is still the first user's")
+            #expect(info.st_uid == SharedUsers.first, "the entry is still the first user's")
             #expect(time(nil) - info.st_mtim.tv_sec < 600, "the second user's hit set the mtime to now")
         }
 
         /// Everything one user does to another user's files in a shared directory: hits (touch), replacing
         /// stores (rename over), removals (unlink), trims (unlink, the shared usage counter), lock files
         /// left behind. Four processes of two users under a budget a quarter of the data.
-        @Test("two users mixing gets, stores and removes under a budget", .enabled(if: TwoUsers.available))
+        @Test("two users mixing gets, stores and removes under a budget", .enabled(if: SharedUsers.available))
         func twoUsersMixUnderABudget() async throws {
-            let users = try TwoUsers()
+            let users = try SharedUsers()
             let budget = 256 * 1024
-            let children = try [TwoUsers.first, TwoUsers.second, TwoUsers.first, TwoUsers.second].map { user in
+            let children = try [SharedUsers.first, SharedUsers.second, SharedUsers.first, SharedUsers.second].map {
+                user in
                 try users.worker(
                     as: user,
                     [
@@ -286,7 +290,7 @@ extension Hardening {
             for name in Hardening.allNames(under: users.root) {
                 var info = stat()
                 try #require(lstat(users.root + "/" + name, &info) == 0)
-                #expect(info.st_gid == TwoUsers.group, "\(name) belongs to the shared group")
+                #expect(info.st_gid == SharedUsers.group, "\(name) belongs to the shared group")
                 let isFolder = info.st_mode & S_IFMT == S_IFDIR
                 #expect(info.st_mode & 0o7777 == (isFolder ? 0o2770 : 0o660), "\(name)")
             }
@@ -361,49 +365,5 @@ extension Hardening {
             }
             try YCache(storageDirectory: dir.url, sharing: .groupShared).openStorage()
         }
-    }
-}
-
-/// A group-shared storage directory used by two real users of one group (uid 40001 and 40002, gid 40000),
-/// each running a copy of the worker under `setpriv` with the usual umask 022. Needs root (as in CI).
-private final class TwoUsers {
-    static let group: gid_t = 40000
-    static let first: uid_t = 40001
-    static let second: uid_t = 40002
-    static var available: Bool {
-        getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
-    }
-
-    /// Under /tmp, so that the other users can reach it (the test's own TMPDIR may be private).
-    let base: String
-    /// The storage root: setgid, of the shared group, as the README's administrator step makes it.
-    let root: String
-    /// A copy of the worker: the build folder may be private to root.
-    private let executable: String
-
-    init() throws {
-        var template = Array("/tmp/yashima-users-XXXXXX".utf8CString)
-        let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) != nil }
-        try #require(created)
-        base = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-        root = base + "/cache"
-        executable = base + "/yashima-stress"
-        chmod(base, 0o755)
-        try FileManager.default.copyItem(
-            atPath: productsDirectory().appendingPathComponent("yashima-stress").path, toPath: executable)
-        try #require(mkdir(root, 0o700) == 0 && chown(root, Self.first, Self.group) == 0)
-        try #require(chmod(root, 0o2770) == 0)
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: base) }
-
-    /// `yashima-stress worker <arguments>` on the shared root (or `directory`) as `user`, in group-shared
-    /// mode.
-    func worker(as user: uid_t, _ arguments: [String], directory: String? = nil) throws -> ChildProcess {
-        let run = "umask 022; exec /usr/bin/setpriv --reuid=\(user) --regid=\(Self.group) --groups=\(Self.group)"
-        return try ChildProcess(
-            executable: URL(fileURLWithPath: "/bin/sh"),
-            ["-c", run + " \"$0\" \"$@\"", executable, "worker"] + arguments
-                + ["--directory", directory ?? root, "--sharing", "group"])
     }
 }

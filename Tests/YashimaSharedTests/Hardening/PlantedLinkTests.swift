@@ -48,6 +48,21 @@ extension Hardening {
             #expect(stored.source == .storage)
         }
 
+        /// The root's folder `name` replaced by a symlink to a new outside folder (after the cache opened its
+        /// storage, the old folder moved aside with `away`; else before it opens): a miss gets the right value,
+        /// nothing is written outside, and `name` is a real folder again.
+        func expectFolderLinkReplaced(_ name: String, away: ((String) -> Int32)? = nil) async throws {
+            let cache = try away.map { _ in try openedCache() } ?? YCache(storageDirectory: dir.url)
+            let target = outside.path + "/\(name)-elsewhere"
+            Hardening.makeOutsideFolder(target)
+            if let away { try #require(away(dir.path + "/" + name) == 0) }
+            try #require(symlink(target, dir.path + "/" + name) == 0)
+            let before = Snapshot(target)
+            try await expectMissThenRightValue(cache)
+            #expect(Snapshot(target) == before)
+            #expect(Hardening.isDirectory(dir.path + "/" + name))
+        }
+
         // MARK: Entries
 
         @Test("an entry path symlinked to an outside file is a miss and is replaced, never followed")
@@ -86,17 +101,7 @@ extension Hardening {
 
         @Test("entries/ itself symlinked to an outside folder is replaced, never written through")
         func entriesFolderSymlink() async throws {
-            let cache = try openedCache()
-            let target = outside.path + "/entries-elsewhere"
-            Hardening.makeOutsideFolder(target)
-            try #require(rename(dir.path + "/entries", dir.path + "/entries.old") == 0)
-            try #require(symlink(target, dir.path + "/entries") == 0)
-            let before = Snapshot(target)
-
-            try await expectMissThenRightValue(cache)
-
-            #expect(Snapshot(target) == before)
-            #expect(Hardening.isDirectory(dir.path + "/entries"))
+            try await expectFolderLinkReplaced("entries") { rename($0, $0 + ".old") }
         }
 
         @Test("a hard link of an outside file at an entry path is a miss and is never written")
@@ -135,30 +140,12 @@ extension Hardening {
 
         @Test("tmp/ symlinked to an outside folder after open: staging goes to a real tmp/")
         func stagingFolderSymlinkAfterOpen() async throws {
-            let cache = try openedCache()
-            let target = outside.path + "/tmp-elsewhere"
-            Hardening.makeOutsideFolder(target)
-            try #require(rmdir(dir.path + "/tmp") == 0)
-            try #require(symlink(target, dir.path + "/tmp") == 0)
-            let before = Snapshot(target)
-
-            try await expectMissThenRightValue(cache)
-
-            #expect(Snapshot(target) == before)
-            #expect(Hardening.isDirectory(dir.path + "/tmp"))
+            try await expectFolderLinkReplaced("tmp") { rmdir($0) }
         }
 
         @Test("tmp/ symlinked to an outside folder before open: open replaces the link")
         func stagingFolderSymlinkBeforeOpen() async throws {
-            let target = outside.path + "/tmp-elsewhere"
-            Hardening.makeOutsideFolder(target)
-            try #require(symlink(target, dir.path + "/tmp") == 0)
-            let before = Snapshot(target)
-
-            try await expectMissThenRightValue(YCache(storageDirectory: dir.url))
-
-            #expect(Snapshot(target) == before)
-            #expect(Hardening.isDirectory(dir.path + "/tmp"))
+            try await expectFolderLinkReplaced("tmp")
         }
 
         // MARK: Lock files

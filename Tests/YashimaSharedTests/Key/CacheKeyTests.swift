@@ -266,7 +266,7 @@ struct CacheKeyTests {
             Self.golden.canonicalBytes,
             CacheKey(namespace: "", identity: "é\0").variant("a", 1).variant("a", 1).version("v", "😀").canonicalBytes,
         ]
-        var generator = CacheKeyFuzzGenerator(seed: 0xC0FFEE)
+        var generator = SplitMix(seed: 0xC0FFEE)
         var accepted = 0
         for iteration in 0..<4000 {
             var bytes = seeds[iteration % seeds.count]
@@ -297,22 +297,5 @@ struct CacheKeyTests {
         }
         // Some mutations (for example a changed text byte) legitimately stay valid.
         #expect(accepted < 4000)
-    }
-}
-
-/// A small deterministic generator so fuzz failures reproduce.
-private struct CacheKeyFuzzGenerator: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

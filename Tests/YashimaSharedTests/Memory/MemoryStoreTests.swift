@@ -206,17 +206,24 @@ struct MemoryStoreTests {
         #expect(store.totalCost == 0)
     }
 
-    @Test("the last use of each key's entry file is remembered for the touch rule")
+    @Test("the last use of each key's entry file is remembered in its item for the touch rule")
     func lastUse() {
         let store = MemoryStore(maximumCost: nil, maximumCount: nil)
-        let key = Self.key("t")
-        #expect(store.lastUse(key) == nil)
-        store.noteUse(key, at: 5)
-        store.noteUse(Self.key("other"), at: 7)
-        #expect(store.lastUse(key) == 5)
+        let (key, other) = (Self.key("t"), Self.key("other"))
+        func lastUse(_ key: MemoryKey) -> Int64? {
+            if case .hit(let item) = store.lookup(key, state: nil, now: 0) { return item.lastUse }
+            return nil
+        }
+        store.noteUse(key, at: 5)  // no item: nothing to remember it in
+        store.insert(Self.item("v", cost: 1), for: key, lastUse: 3)
+        store.insert(Self.item("w", cost: 1), for: other)
+        #expect(lastUse(key) == 3 && lastUse(other) == nil)
         store.noteUse(key, at: 9)
-        #expect(store.lastUse(key) == 9)
+        store.noteUse(other, at: 7)
+        #expect(lastUse(key) == 9 && lastUse(other) == 7)
+        store.insert(Self.item("x", cost: 1), for: key)  // a new item: its own last use
+        #expect(lastUse(key) == nil)
         store.removeAll()
-        #expect(store.lastUse(key) == nil)
+        #expect(lastUse(key) == nil)
     }
 }

@@ -12,6 +12,14 @@ struct RevalidationTests {
     static let codec = StringCodec()
 
     /// Keys of one namespace whose key epochs share one slot of the state file.
+    /// Two instances over a fresh directory (`label`), and `count` keys sharing an epoch slot.
+    static func instances(_ label: String, keys count: Int) -> (TemporaryDirectory, [CacheKey], YCache, YCache) {
+        let dir = TemporaryDirectory(label)
+        return (
+            dir, keysSharingAnEpochSlot(count), YCache(storageDirectory: dir.url), YCache(storageDirectory: dir.url)
+        )
+    }
+
     static func keysSharingAnEpochSlot(_ count: Int) -> [CacheKey] {
         let first = CacheKey("shared-0", namespace: "slots")
         let slot = SharedState.slots(namespace: "slots", keyDigest: first.stableDigest).key
@@ -27,10 +35,8 @@ struct RevalidationTests {
 
     @Test("another instance's removal or replacement of a key in the same epoch slot keeps this key in memory")
     func neighbourChangesKeepTheItem() async throws {
-        let dir = TemporaryDirectory("revalidate-neighbour")
-        let keys = Self.keysSharingAnEpochSlot(3)
-        let mine = YCache(storageDirectory: dir.url)
-        let other = YCache(storageDirectory: dir.url)
+        let (dir, keys, mine, other) = Self.instances("revalidate-neighbour", keys: 3)
+        defer { withExtendedLifetime(dir) {} }  // the folder stays until the test ends
         for key in keys { try await mine.store(key.identity, for: key, codec: Self.codec) }
         try await other.remove(for: keys[1], codec: Self.codec)
         try await other.store("replaced", for: keys[2], codec: Self.codec)
@@ -48,11 +54,9 @@ struct RevalidationTests {
 
     @Test("a storage hit's memory copy is revalidated too, and a changed entry under it is not kept")
     func storageHitCopies() async throws {
-        let dir = TemporaryDirectory("revalidate-hit")
-        let keys = Self.keysSharingAnEpochSlot(2)
-        let writer = YCache(storageDirectory: dir.url)
+        let (dir, keys, writer, reader) = Self.instances("revalidate-hit", keys: 2)
+        defer { withExtendedLifetime(dir) {} }  // the folder stays until the test ends
         for key in keys { try await writer.store(key.identity, for: key, codec: Self.codec) }
-        let reader = YCache(storageDirectory: dir.url)
         for key in keys { #expect(try await reader.valueIfCached(for: key, codec: Self.codec) == key.identity) }
         try await writer.store("new", for: keys[1], codec: Self.codec)
         #expect(try await reader.peek(for: keys[0], codec: Self.codec) == keys[0].identity)
@@ -66,10 +70,8 @@ struct RevalidationTests {
 
     @Test("a value kept only in memory still goes when its epoch slot moves")
     func memoryOnlyValuesGo() async throws {
-        let dir = TemporaryDirectory("revalidate-memory-only")
-        let keys = Self.keysSharingAnEpochSlot(2)
-        let mine = YCache(storageDirectory: dir.url)
-        let other = YCache(storageDirectory: dir.url)
+        let (dir, keys, mine, other) = Self.instances("revalidate-memory-only", keys: 2)
+        defer { withExtendedLifetime(dir) {} }  // the folder stays until the test ends
         try await mine.putInMemory("put", for: keys[0], codec: Self.codec)
         try await other.store("neighbour", for: keys[1], codec: Self.codec)
         try await other.remove(for: keys[1], codec: Self.codec)

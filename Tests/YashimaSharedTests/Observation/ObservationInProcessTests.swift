@@ -97,8 +97,7 @@ extension ObservationTests {
     @Test("observers share one thread and one inotify instance; watches are added and released by need")
     func watchesAreSharedAndCounted() async throws {
         #expect(await Self.watcherThreadsAfterStop() == 0)
-        let dir = TemporaryDirectory("observe-shared")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("observe-shared")
         let keyA = CacheKey(namespace: "a", identity: "one")
         let keyB = CacheKey(namespace: "b", identity: "two")
         for key in [keyA, keyB, CacheKey(namespace: "a", identity: "three")] {
@@ -134,10 +133,7 @@ extension ObservationTests {
     func currentStateIsPaced() async throws {
         let dir = TemporaryDirectory("observe-current")
         let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: nil)
-        for index in 0..<50 {
-            try await cache.store(
-                Data([UInt8(index)]), for: CacheKey(namespace: "n", identity: "e\(index)"), codec: DataCodec())
-        }
+        try await cache.storeEntries(50, namespace: "n", prefix: "e") { Data([UInt8($0)]) }
         try await cache.store(Data(), for: CacheKey(namespace: "other", identity: "x"), codec: DataCodec())
         let changes = try await cache.observe(in: "n", startingWith: .currentState, bufferLimit: 8)
         var iterator = changes.makeAsyncIterator()
@@ -236,8 +232,7 @@ extension ObservationTests {
 
     @Test("observing a directory that is then removed ends with observationUnavailable; observing again works")
     func removedDirectoryEndsObservation() async throws {
-        let dir = TemporaryDirectory("observe-removed")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("observe-removed")
         try cache.openStorage()
         var changes = try await cache.observe(in: "n").makeAsyncIterator()
         try FileManager.default.removeItem(at: dir.url)

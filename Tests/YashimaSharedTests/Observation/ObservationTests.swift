@@ -207,14 +207,8 @@ struct ObservationTests {
     func removeAllIsOneChange() async throws {
         let dir = TemporaryDirectory("observe-remove-all")
         let filler = YCache(storageDirectory: dir.url, storageMaximumByteCount: nil)
-        for index in 0..<30 {
-            try await filler.store(
-                Data(count: 100), for: CacheKey(namespace: "wipe", identity: "w-\(index)"), codec: DataCodec())
-        }
-        for index in 0..<10 {
-            try await filler.store(
-                Data(count: 100), for: CacheKey(namespace: "keep", identity: "k-\(index)"), codec: DataCodec())
-        }
+        try await filler.storeEntries(30, namespace: "wipe", prefix: "w-")
+        try await filler.storeEntries(10, namespace: "keep", prefix: "k-")
         let wipe = try await Self.observer(dir.path, ["--namespace", "wipe"])
         let keep = try await Self.observer(dir.path, ["--namespace", "keep"])
         let everything = try await Self.observer(dir.path, ["--all"])
@@ -261,8 +255,7 @@ struct ObservationTests {
 
     @Test("a removeAll in a directory nobody observes creates no marker (and no signals folder)")
     func unobservedRemovalMakesNothing() async throws {
-        let dir = TemporaryDirectory("observe-none")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("observe-none")
         try await cache.store(Data("x".utf8), for: CacheKey(namespace: "n", identity: "x"), codec: DataCodec())
         let signals = dir.path + "/" + RemovalSignal.folder
         try await cache.removeAll(in: "n")
@@ -376,11 +369,11 @@ struct ObservationTests {
 
     @Test(
         "as a user with every inotify instance taken, observe fails naming max_user_instances (the real limit)",
-        .enabled(if: ObservingUsers.available))
+        .enabled(if: SharedUsers.available))
     func realInstanceLimit() async throws {
-        let users = try ObservingUsers()
+        let users = try SharedUsers()
         let child = try users.worker(
-            as: ObservingUsers.loner, ["observe", "--namespace", "n", "--exhaust-inotify-instances"],
+            as: SharedUsers.loner, ["observe", "--namespace", "n", "--exhaust-inotify-instances"],
             directory: users.base + "/loner", sharing: "private")
         let exhausted = await child.json()
         #expect((exhausted?["exhausted"] as? Int ?? 0) > 0, "\(String(describing: exhausted))")
@@ -394,18 +387,18 @@ struct ObservationTests {
 
     @Test(
         "group-shared: one user observes what another user publishes and removes",
-        .enabled(if: ObservingUsers.available))
+        .enabled(if: SharedUsers.available))
     func twoUsers() async throws {
-        let users = try ObservingUsers()
+        let users = try SharedUsers()
         let observer = try users.worker(
-            as: ObservingUsers.first, ["observe", "--namespace", "shared", "--read", "--seed", "3"])
+            as: SharedUsers.first, ["observe", "--namespace", "shared", "--read", "--seed", "3"])
         #expect(await observer.line(where: { $0 == "READY" }) != nil)
         for arguments in [
             ["get", "--namespace", "shared", "--key", "s", "--count", "3", "--seed", "3"],
             ["remove", "--namespace", "shared"],
             ["get", "--namespace", "shared", "--key", "sentinel", "--seed", "3"],
         ] {
-            let child = try users.worker(as: ObservingUsers.second, arguments)
+            let child = try users.worker(as: SharedUsers.second, arguments)
             _ = await child.output()
             #expect(await child.exitStatus() == 0, "\(arguments)")
         }
@@ -462,51 +455,4 @@ enum ObservationShims {
             return wd;
         }
         """
-}
-
-/// A group-shared storage directory for two real users of one group (uid 40001 and 40002, gid 40000),
-/// each running a copy of the worker under `setpriv` with umask 022; and a third user (40003) of its
-/// own. Needs root (as in CI).
-final class ObservingUsers {
-    static let group: gid_t = 40000
-    static let first: uid_t = 40001
-    static let second: uid_t = 40002
-    static let loner: uid_t = 40003
-    static var available: Bool {
-        getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
-    }
-
-    let base: String
-    let root: String
-    private let executable: String
-
-    init() throws {
-        var template = Array("/tmp/yashima-observe-XXXXXX".utf8CString)
-        let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) != nil }
-        try #require(created)
-        base = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-        root = base + "/cache"
-        executable = base + "/yashima-stress"
-        chmod(base, 0o755)
-        try FileManager.default.copyItem(
-            atPath: productsDirectory().appendingPathComponent("yashima-stress").path, toPath: executable)
-        try #require(mkdir(root, 0o700) == 0 && chown(root, Self.first, Self.group) == 0)
-        try #require(chmod(root, 0o2770) == 0)
-        try #require(mkdir(base + "/loner", 0o700) == 0 && chown(base + "/loner", Self.loner, Self.loner) == 0)
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: base) }
-
-    /// `yashima-stress worker <arguments>` as `user` on the shared root (group-shared mode), or on
-    /// `directory` with `sharing`.
-    func worker(as user: uid_t, _ arguments: [String], directory: String? = nil, sharing: String = "group") throws
-        -> ChildProcess
-    {
-        let group = user == Self.loner ? gid_t(Self.loner) : Self.group
-        let run = "umask 022; exec /usr/bin/setpriv --reuid=\(user) --regid=\(group) --groups=\(group)"
-        return try ChildProcess(
-            executable: URL(fileURLWithPath: "/bin/sh"),
-            ["-c", run + " \"$0\" \"$@\"", executable, "worker"] + arguments
-                + ["--directory", directory ?? root, "--sharing", sharing])
-    }
 }

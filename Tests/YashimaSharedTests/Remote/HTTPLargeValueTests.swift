@@ -21,16 +21,9 @@ struct HTTPLargeValueTests {
         let server = try await NginxServer.start()
         let directory = TemporaryDirectory("http-large")
         try FileManager.default.createDirectory(at: directory.url, withIntermediateDirectories: true)
-        let child = try ChildProcess(
-            executable: URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath(),
-            ["--testing-library", "swift-testing", "--filter", "HTTPLargeValueTests/childRoundTrip"],
-            environment: [Self.childVariable: "\(server.url())|\(directory.path)"])
-        let line = await child.line(timeout: 600) { $0.hasPrefix("LARGE-VALUE ") }
-        _ = await child.exitStatus(timeout: 120)
-        let fields = (line ?? "").split(separator: " ").dropFirst().reduce(into: [String: Int]()) {
-            let pair = $1.split(separator: "=")
-            if pair.count == 2 { $0[String(pair[0])] = Int(pair[1]) }
-        }
+        let (line, fields) = try await childTestReport(
+            filter: "HTTPLargeValueTests/childRoundTrip", Self.childVariable, "\(server.url())|\(directory.path)",
+            prefix: "LARGE-VALUE ")
         print("HTTP 256 MiB round trip (child): \(line ?? "no output")")
         let (baseline, storePeak, lookupPeak) = (
             fields["baseline"] ?? 0, fields["storePeak"] ?? 0, fields["lookupPeak"] ?? 0

@@ -36,14 +36,7 @@ struct HTTPMeasurementTests {
     }
 
     private static func time(_ count: Int, _ body: () async -> Void) async -> [Int64] {
-        for _ in 0..<min(10, count) { await body() }
-        var samples: [Int64] = []
-        for _ in 0..<count {
-            let start = Syscall.monotonicNanoseconds
-            await body()
-            samples.append(Syscall.monotonicNanoseconds - start)
-        }
-        return samples
+        await timedRuns(count, warmUp: min(10, count), body)
     }
 
     /// One curl process fetching `url` `count` times over one kept connection: each transfer's own

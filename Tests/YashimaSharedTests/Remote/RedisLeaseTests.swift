@@ -12,16 +12,24 @@ import Testing
 
 @Suite("Redis leases", .redisServer)
 struct RedisLeaseTests {
+    /// A server; a store holding `name`'s lease; a waiter store that only a release message wakes.
+    static func heldLease(_ name: String) async throws
+        -> (RedisServer, RedisRemoteStore, waiter: RedisRemoteStore, EntryIdentity, RemoteLease)
+    {
+        let server = try await RedisServer.start()
+        let holder = try makeStore(server)
+        let id = entryIdentity(name)
+        let lease = try #require(await holder.acquireLease(id).lease)
+        return (server, holder, try makeStore(server) { $0.waitRecheckInterval = .seconds(600) }, id, lease)
+    }
+
     @Test("acquire, renew, release; a forged token releases nothing")
     func lifecycle() async throws {
         let server = try await RedisServer.start()
         let store = try makeStore(server)
         let other = try makeStore(server)
         let id = entryIdentity("lease-lifecycle")
-        guard case .acquired(let lease) = await store.acquireLease(id) else {
-            Issue.record("not acquired")
-            return
-        }
+        let lease = try #require(await store.acquireLease(id).lease)
         #expect(lease.token.count == 32)
         #expect(try await server.rawGet(lease.keys.lease) == lease.token)
         #expect(await other.acquireLease(id) == .heldElsewhere)
@@ -36,10 +44,7 @@ struct RedisLeaseTests {
         #expect(await store.release(lease))
         #expect(!(try await server.exists(lease.keys.lease)))
         #expect(await store.renew(lease) == .lost)
-        guard case .acquired(let again) = await other.acquireLease(id) else {
-            Issue.record("not acquired again")
-            return
-        }
+        let again = try #require(await other.acquireLease(id).lease)
         #expect(again.token != lease.token)
         #expect(store.statistics.snapshot[.leasesAcquired] == 1)
         #expect(store.statistics.snapshot[.leasesLost] == 1)
@@ -54,10 +59,7 @@ struct RedisLeaseTests {
         }
         try await server.run(["SCRIPT", "FLUSH"])
         let store = try makeStore(server)
-        guard case .acquired(let lease) = await store.acquireLease(entryIdentity("scripts")) else {
-            Issue.record("not acquired")
-            return
-        }
+        let lease = try #require(await store.acquireLease(entryIdentity("scripts")).lease)
         #expect(await store.renew(lease) == .renewed)  // NOSCRIPT, then EVAL
         #expect(try await server.run(["SCRIPT", "EXISTS", RedisScript.renew.sha1]) == .array([.integer(1)]))
         #expect(await store.release(lease))
@@ -86,13 +88,8 @@ struct RedisLeaseTests {
         let waiter = try makeStore(server) { $0.waitRecheckInterval = .seconds(600) }  // only a message wakes it
         for storing in [true, false] {
             let id = entryIdentity("notified-\(storing)")
-            guard case .acquired(let lease) = await holder.acquireLease(id) else {
-                Issue.record("not acquired")
-                return
-            }
-            let gates = CallGates()
-            let waiting = Task { await waiter.waitForRelease(id, timeout: .seconds(60), onWaiting: gates.called) }
-            #expect(await gates.first.wait(within: 30))
+            let lease = try #require(await holder.acquireLease(id).lease)
+            let (waiting, _) = await waiter.waiting(for: id)
             if storing {
                 #expect(
                     await holder.storeAndRelease(id, payload: payload(10), createdAt: 1, expiresAt: 0, lease: lease)
@@ -116,26 +113,15 @@ struct RedisLeaseTests {
         let waiter = try makeStore(server) { $0.waitRecheckInterval = .milliseconds(50) }
         // 1. The lease deleted without a PUBLISH (the message lost): noticed on the timer.
         let lostID = entryIdentity("lost-notification")
-        guard case .acquired(let lease) = await holder.acquireLease(lostID) else {
-            Issue.record("not acquired")
-            return
-        }
-        let gates = CallGates()
-        let waiting = Task { await waiter.waitForRelease(lostID, timeout: .seconds(60), onWaiting: gates.called) }
-        #expect(await gates.first.wait(within: 30))
+        let lease = try #require(await holder.acquireLease(lostID).lease)
+        let (waiting, _) = await waiter.waiting(for: lostID)
         try await server.run(RESPCommand("DEL", lease.keys.lease))
         #expect(await waiting.value == .leaseFree(notified: false))
         // 2. A holder that never renews nor releases (killed): its lease expires, the waiter takes over.
         let deadID = entryIdentity("dead-holder")
-        guard case .acquired = await dyingHolder.acquireLease(deadID) else {
-            Issue.record("not acquired")
-            return
-        }
+        _ = try #require(await dyingHolder.acquireLease(deadID).lease)
         #expect(await waiter.waitForRelease(deadID, timeout: .seconds(30)) == .leaseFree(notified: false))
-        guard case .acquired = await waiter.acquireLease(deadID) else {
-            Issue.record("no takeover")
-            return
-        }
+        _ = try #require(await waiter.acquireLease(deadID).lease)
         // Counted when the waiter saw the lease held and then gone without a message (the second wait
         // may find it already expired on a slow machine).
         #expect((1...2).contains(waiter.statistics.snapshot[.leaseTakeovers]))
@@ -144,18 +130,9 @@ struct RedisLeaseTests {
 
     @Test("a waiter times out while the lease is held; cancelling it wakes it at once")
     func timeoutAndCancellation() async throws {
-        let server = try await RedisServer.start()
-        let holder = try makeStore(server)
-        let waiter = try makeStore(server) { $0.waitRecheckInterval = .seconds(600) }
-        let id = entryIdentity("held")
-        guard case .acquired = await holder.acquireLease(id) else {
-            Issue.record("not acquired")
-            return
-        }
+        let (server, _, waiter, id, _) = try await Self.heldLease("held")
         #expect(await waiter.waitForRelease(id, timeout: .milliseconds(200)) == .timedOut)
-        let gates = CallGates()
-        let waiting = Task { await waiter.waitForRelease(id, timeout: .seconds(600), onWaiting: gates.called) }
-        #expect(await gates.first.wait(within: 30))
+        let (waiting, _) = await waiter.waiting(for: id, timeout: .seconds(600))
         waiting.cancel()
         let outcome = Task<RemoteWaitOutcome, any Error> { await waiting.value }
         let finished = try #require(await result(of: outcome, within: 30))
@@ -165,17 +142,8 @@ struct RedisLeaseTests {
 
     @Test("a killed subscriber connection: the waiter subscribes again and is still notified")
     func subscriberKilled() async throws {
-        let server = try await RedisServer.start()
-        let holder = try makeStore(server)
-        let waiter = try makeStore(server) { $0.waitRecheckInterval = .seconds(600) }
-        let id = entryIdentity("resubscribe")
-        guard case .acquired(let lease) = await holder.acquireLease(id) else {
-            Issue.record("not acquired")
-            return
-        }
-        let gates = CallGates()
-        let waiting = Task { await waiter.waitForRelease(id, timeout: .seconds(60), onWaiting: gates.called) }
-        #expect(await gates.first.wait(within: 30))
+        let (server, holder, waiter, id, lease) = try await Self.heldLease("resubscribe")
+        let (waiting, gates) = await waiter.waiting(for: id)
         #expect(try await server.run(["CLIENT", "KILL", "TYPE", "pubsub"]) == .integer(1))
         #expect(await gates.second.wait(within: 30))  // woke as lost, re-subscribed, checked, waits again
         #expect(await holder.release(lease))
@@ -187,10 +155,7 @@ struct RedisLeaseTests {
     func renewalKeepsAlive() async throws {
         let server = try await RedisServer.start()
         let store = try makeStore(server) { $0.leaseTimeToLive = .seconds(600) }
-        guard case .acquired(let lease) = await store.acquireLease(entryIdentity("kept")) else {
-            Issue.record("not acquired")
-            return
-        }
+        let lease = try #require(await store.acquireLease(entryIdentity("kept")).lease)
         // Shorten the lease on the server: only a renewal brings its TTL back up.
         try await server.run(RESPCommand("PEXPIRE", lease.keys.lease, 300_000))
         let renewal = LeaseRenewal(lease: lease, interval: .milliseconds(20), renew: { store.renewBlocking($0) })
@@ -210,10 +175,7 @@ struct RedisLeaseTests {
         try await server.run(["CONFIG", "SET", "maxmemory", String(used + 2 << 20)])
         try await server.run(["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"])
         let store = try makeStore(server) { $0.leaseTimeToLive = .seconds(60) }
-        guard case .acquired(let lease) = await store.acquireLease(entryIdentity("evicted")) else {
-            Issue.record("not acquired")
-            return
-        }
+        let lease = try #require(await store.acquireLease(entryIdentity("evicted")).lease)
         let filler = [UInt8](repeating: 0x5A, count: 100_000)
         var index = 0
         while try await server.exists(lease.keys.lease), index < 3000 {

@@ -187,28 +187,28 @@ struct RemoteGuardTests {
 
     @Test("configuration validation")
     func configuration() throws {
-        var good = try RemoteConfiguration(urls: ["redis://h:1"], environment: [:])
+        var good = try RedisConfiguration(urls: ["redis://h:1"], environment: [:])
         try good.validate()
         #expect(good.secret == nil)
         #expect(
-            try RemoteConfiguration(urls: ["redis://h"], environment: [RemoteSecret.environmentVariable: "s"]).secret
+            try RedisConfiguration(urls: ["redis://h"], environment: [RemoteSecret.environmentVariable: "s"]).secret
                 != nil)
         #expect(good.renewalInterval == .seconds(10) / 3)
         good.keyPrefix = "a{b"
-        #expect(throws: RemoteConfigurationError.invalidKeyPrefix) { try good.validate() }
-        var ttl = try RemoteConfiguration(urls: ["redis://h"], environment: [:])
+        #expect(throws: RedisConfigurationError.invalidKeyPrefix) { try good.validate() }
+        var ttl = try RedisConfiguration(urls: ["redis://h"], environment: [:])
         ttl.leaseTimeToLive = .milliseconds(10)
-        #expect(throws: RemoteConfigurationError.invalidTimeToLive) { try ttl.validate() }
-        var cap = try RemoteConfiguration(urls: ["redis://h"], environment: [:])
+        #expect(throws: RedisConfigurationError.invalidTimeToLive) { try ttl.validate() }
+        var cap = try RedisConfiguration(urls: ["redis://h"], environment: [:])
         cap.policy.maximumValueBytes = -1
-        #expect(throws: RemoteConfigurationError.invalidValueCap) { try cap.validate() }
-        let cluster = try RemoteConfiguration(urls: ["redis://h/2"], cluster: true, environment: [:])
-        #expect(throws: RemoteConfigurationError.clusterDatabaseNotZero) { try cluster.validate() }
-        #expect(throws: RemoteConfigurationError.invalidURL(.invalidPort)) {
-            try RemoteConfiguration(urls: ["redis://h:0"], environment: [:])
+        #expect(throws: RedisConfigurationError.invalidValueCap) { try cap.validate() }
+        let cluster = try RedisConfiguration(urls: ["redis://h/2"], cluster: true, environment: [:])
+        #expect(throws: RedisConfigurationError.clusterDatabaseNotZero) { try cluster.validate() }
+        #expect(throws: RedisConfigurationError.invalidURL(.invalidPort)) {
+            try RedisConfiguration(urls: ["redis://h:0"], environment: [:])
         }
-        #expect(throws: RemoteConfigurationError.invalidKeyPrefix) {
-            var config = try RemoteConfiguration(urls: ["redis://h"], environment: [:])
+        #expect(throws: RedisConfigurationError.invalidKeyPrefix) {
+            var config = try RedisConfiguration(urls: ["redis://h"], environment: [:])
             config.keyPrefix = ""
             _ = try RedisRemoteStore(configuration: config)
         }

@@ -21,7 +21,7 @@ struct RemoteHTTPFaultTierTests {
 
     /// The HTTP store of `cache`'s remote tier.
     private static func httpStore(_ cache: YCache) throws -> HTTPRemoteStore {
-        try #require(cache.engine.remote?.values as? HTTPRemoteStore)
+        try #require(cache.remoteValues as? HTTPRemoteStore)
     }
 
     /// `payload` sealed as the remote value of `key` (signed as `cache`'s tier signs).

@@ -45,16 +45,9 @@ struct RemoteHTTPStreamingTests {
             _ = try await first.value(for: Self.key, codec: codec) { made }
             #expect(first.statistics.remotePuts == 1)
         }
-        let child = try ChildProcess(
-            executable: URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath(),
-            ["--testing-library", "swift-testing", "--filter", "RemoteHTTPStreamingTests/childHit"],
-            environment: [Self.childVariable: "\(server.url())|\(two.path)"])
-        let line = await child.line(timeout: 600) { $0.hasPrefix("STREAM-HIT ") }
-        _ = await child.exitStatus(timeout: 120)
-        let fields = (line ?? "").split(separator: " ").dropFirst().reduce(into: [String: Int]()) {
-            let pair = $1.split(separator: "=")
-            if pair.count == 2 { $0[String(pair[0])] = Int(pair[1]) }
-        }
+        let (line, fields) = try await childTestReport(
+            filter: "RemoteHTTPStreamingTests/childHit", Self.childVariable, "\(server.url())|\(two.path)",
+            prefix: "STREAM-HIT ")
         print("HTTP 256 MiB remote hit through YCache (child): \(line ?? "no output")")
         let (baseline, peak) = (fields["baseline"] ?? 0, fields["peak"] ?? 0)
         #expect(fields["remote"] == 1 && fields["exact"] == 1 && fields["stored"] == 1, "\(line ?? "no output")")
@@ -102,7 +95,7 @@ struct RemoteHTTPStreamingTests {
             let key = CacheKey(namespace: "stream", identity: "upload-\(size)")
             let value = payload(size, seed: UInt8(index + 21))
             let first = YCache(storageDirectory: one.url, remote: remote)
-            let store = try #require(first.engine.remote?.values as? HTTPRemoteStore)
+            let store = try #require(first.remoteValues as? HTTPRemoteStore)
             #expect(store.fileStreamingThreshold == threshold)
             _ = try await first.value(for: key, codec: codec) { value }
             #expect(first.statistics.remotePuts == 1, "\(size)")

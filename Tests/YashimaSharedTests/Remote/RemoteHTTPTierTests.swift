@@ -11,8 +11,6 @@ import Testing
 
 @Suite("Remote tier through YCache: HTTP", .nginxServer, .serialized)
 struct RemoteHTTPTierTests {
-    private let codec = DataCodec()
-
     @Test("HTTP: a value generated on one host is a .remote hit on another (1.5 MiB); remove deletes it")
     func httpHitAcrossHosts() async throws {
         let server = try await NginxServer.start()
@@ -24,13 +22,13 @@ struct RemoteHTTPTierTests {
         let second = YCache(storageDirectory: two.url, remote: remote)
         let key = CacheKey(namespace: "http", identity: "large")
         let large = payload(1_500_000)
-        _ = try await first.value(for: key, codec: codec) { large }
+        _ = try await first.value(for: key, codec: DataCodec()) { large }
         #expect(first.statistics.remotePuts == 1)
-        let fetched = try await second.resolve(for: key, codec: codec) { Data() }
+        let fetched = try await second.resolve(for: key, codec: DataCodec()) { Data() }
         #expect(fetched.origin == .remote && fetched.value == large)
-        #expect(try await second.remove(for: key, codec: codec))
+        #expect(try await second.remove(for: key, codec: DataCodec()))
         let third = YCache(storageDirectory: three.url, remote: remote)
-        let regenerated = try await third.resolve(for: key, codec: codec) { payload(3) }
+        let regenerated = try await third.resolve(for: key, codec: DataCodec()) { payload(3) }
         #expect(regenerated.origin == .generated && regenerated.value == payload(3))
         await server.stop()
     }

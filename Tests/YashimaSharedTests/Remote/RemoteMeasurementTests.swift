@@ -37,14 +37,7 @@ struct RemoteMeasurementTests {
 
     /// Times `count` runs of async `body` from a task.
     private static func asynchronous(_ count: Int, _ body: @Sendable () async -> Void) async -> [Int64] {
-        for _ in 0..<50 { await body() }
-        var samples: [Int64] = []
-        for _ in 0..<count {
-            let start = Syscall.monotonicNanoseconds
-            await body()
-            samples.append(Syscall.monotonicNanoseconds - start)
-        }
-        return samples
+        await timedRuns(count, warmUp: 50, body)
     }
 
     @Test("round trips against the thread hop")

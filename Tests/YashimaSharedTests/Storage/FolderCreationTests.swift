@@ -73,8 +73,7 @@ struct FolderCreationTests {
 
     @Test("trim removes empty staging folders older than an hour from the root; keeps young or filled ones")
     func staleStagingFoldersAreSwept() async throws {
-        let dir = TemporaryDirectory("folders-debris")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("folders-debris")
         try cache.openStorage()
         let prefix = dir.path + "/" + Directory.folderStagingPrefix
         for name in ["old", "young", "filled"] { #expect(mkdir(prefix + name, 0o700) == 0) }

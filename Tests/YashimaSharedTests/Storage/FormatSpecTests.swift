@@ -150,8 +150,7 @@ struct FormatSpecTests {
 
     @Test("an entry whose expiry has passed is a miss; one expiring in an hour is a hit")
     func expiry() async throws {
-        let directory = TemporaryDirectory("format-spec")
-        let cache = YCache(storageDirectory: directory.url)
+        let (directory, cache) = makeCache("format-spec")
         let expired = CacheKey(namespace: "spec", identity: "expired")
         let fresh = CacheKey(namespace: "spec", identity: "fresh")
         var options = YCache.Options.default

@@ -53,8 +53,7 @@ import Testing
     }
 
     @Test func countersAreWhereTheSpecSaysAndZeroingRecordsTheTime() async throws {
-        let dir = TemporaryDirectory("counters-spec")
-        let cache = YCache(storageDirectory: dir.url)
+        let (dir, cache) = makeCache("counters-spec")
         _ = try await cache.data(for: CacheKey("spec")) { Data("v".utf8) }  // one miss, one generation
         let stateURL = dir.url.appendingPathComponent("state")
         func word(_ offset: Int) throws -> UInt64 {

@@ -12,6 +12,18 @@ import Testing
 @Suite("state and trim.lock repair (I14)")
 struct SharedStateRepairTests {
     static let codec = StringCodec()
+
+    /// Something that is not the cache's file at `path`: an empty folder, a folder with a file, a FIFO.
+    static func plantForeign(_ kind: String, at path: String) throws {
+        switch kind {
+        case "fifo": try #require(mkfifo(path, 0o600) == 0)
+        default:
+            try #require(mkdir(path, 0o700) == 0)
+            if kind == "folder with a file" {
+                try writeFile(Data("mine".utf8), to: URL(fileURLWithPath: path + "/note"))
+            }
+        }
+    }
     static func key(_ name: String) -> CacheKey { CacheKey(namespace: "repair", identity: name) }
 
     func statePath(_ dir: TemporaryDirectory) -> String { dir.path + "/state" }
@@ -121,13 +133,7 @@ struct SharedStateRepairTests {
         let path = statePath(dir)
         try #require(unlink(path) == 0)
         switch kind {
-        case "empty folder":
-            try #require(mkdir(path, 0o700) == 0)
-        case "folder with a file":
-            try #require(mkdir(path, 0o700) == 0)
-            try writeFile(Data("mine".utf8), to: URL(fileURLWithPath: path + "/note"))
-        case "fifo":
-            try #require(mkfifo(path, 0o600) == 0)
+        case "empty folder", "folder with a file", "fifo": try Self.plantForeign(kind, at: path)
         case "garbage":
             try writeFile(Data((0..<100).map { UInt8($0) }), to: URL(fileURLWithPath: path))
         case "version 2":
@@ -203,17 +209,11 @@ struct SharedStateRepairTests {
         try cache.openStorage()
         let path = dir.path + "/trim.lock"
         _ = unlink(path)
-        switch kind {
-        case "empty folder":
-            try #require(mkdir(path, 0o700) == 0)
-        case "folder with a file":
-            try #require(mkdir(path, 0o700) == 0)
-            try writeFile(Data("mine".utf8), to: URL(fileURLWithPath: path + "/note"))
-        case "fifo":
-            try #require(mkfifo(path, 0o600) == 0)
-        default:
+        if kind == "mode 000" {
             try writeFile(Data(), to: URL(fileURLWithPath: path))
             try #require(chmod(path, 0) == 0)
+        } else {
+            try Self.plantForeign(kind, at: path)
         }
         for index in 0..<12 {
             try await cache.store(String(repeating: "z", count: 5000), for: Self.key("t\(index)"), codec: Self.codec)

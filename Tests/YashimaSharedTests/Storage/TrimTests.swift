@@ -116,7 +116,7 @@ struct TrimTests {
         #expect(usage.byteCount == 5)
         #expect(usage.allocatedByteCount == Int64(Self.block))
         #expect(
-            try await YCache(storageDirectory: dir.url).valueIfCached(for: CacheKey("second"), codec: Self.codec)
+            try await stored(in: dir, CacheKey("second"), Self.codec)
                 == "abcde")
     }
 
@@ -138,7 +138,7 @@ struct TrimTests {
         let big = String(repeating: "b", count: 4 * Self.block)  // its file takes five blocks: never stored
         try await cache.store(big, for: CacheKey("big"), codec: Self.codec)
         #expect(
-            try await YCache(storageDirectory: dir.url).valueIfCached(for: CacheKey("big"), codec: Self.codec) == nil)
+            try await stored(in: dir, CacheKey("big"), Self.codec) == nil)
     }
 
     @Test("trimStorageIfNeeded brings a directory filled by others within this budget, oldest first")
@@ -229,7 +229,7 @@ struct TrimTests {
         #expect(try await cache.peek(for: key, codec: Self.codec) == big)
         // Neither another process's memory nor storage may still give the replaced value.
         #expect(try await other.valueIfCached(for: key, codec: Self.codec) == nil)
-        #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: Self.codec) == nil)
+        #expect(try await stored(in: dir, key, Self.codec) == nil)
         #expect(entryFiles(in: dir.url).isEmpty)
     }
 

@@ -25,3 +25,21 @@ extension ChildProcess {
             standardInputFromNullDevice: standardInputFromNullDevice)
     }
 }
+
+/// Runs one test of this test bundle (`filter`) in a child process with `variable` set to `value`, and
+/// returns its line that starts with `prefix` (nil when none came) with its `name=number` fields: for a
+/// measurement a fresh process must make (a peak resident set).
+func childTestReport(filter: String, _ variable: String, _ value: String, prefix: String) async throws -> (
+    line: String?, fields: [String: Int]
+) {
+    let child = try ChildProcess(
+        executable: URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath(),
+        ["--testing-library", "swift-testing", "--filter", filter], environment: [variable: value])
+    let line = await child.line(timeout: 600) { $0.hasPrefix(prefix) }
+    _ = await child.exitStatus(timeout: 120)
+    let fields = (line ?? "").split(separator: " ").dropFirst().reduce(into: [String: Int]()) {
+        let pair = $1.split(separator: "=")
+        if pair.count == 2 { $0[String(pair[0])] = Int(pair[1]) }
+    }
+    return (line, fields)
+}

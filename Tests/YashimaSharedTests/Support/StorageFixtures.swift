@@ -114,3 +114,28 @@ struct UndecodableCodec: CacheCodec {
 struct GeneratorFailure: Error, Equatable {
     var label = "boom"
 }
+
+/// A cache over a fresh directory labelled `label` (removed when `dir` goes).
+func makeCache(_ label: String) -> (dir: TemporaryDirectory, cache: YCache) {
+    let dir = TemporaryDirectory(label)
+    return (dir, YCache(storageDirectory: dir.url))
+}
+
+/// What a new instance over `dir` finds in storage for `key`: another process's view, empty memory.
+func stored<Codec: CacheCodec>(in dir: TemporaryDirectory, _ key: CacheKey, _ codec: Codec) async throws
+    -> Codec.Value?
+{
+    try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: codec)
+}
+
+extension YCache {
+    /// Stores `count` entries of `namespace` (identities `<prefix><index>`), each `payload(index)`.
+    func storeEntries(
+        _ count: Int, namespace: String, prefix: String, _ payload: (Int) -> Data = { _ in Data(count: 100) }
+    ) async throws {
+        for index in 0..<count {
+            try await store(
+                payload(index), for: CacheKey(namespace: namespace, identity: "\(prefix)\(index)"), codec: DataCodec())
+        }
+    }
+}

@@ -15,9 +15,9 @@ func entryIdentity(_ name: String, codec: String = "data-v1") -> EntryIdentity {
 /// A store over `urls` with test settings (short timeouts and cooldown), adjusted by `configure`.
 func makeStore(
     _ urls: [String], cluster: Bool = false, environment: [String: String] = [:], clock: TestClock? = nil,
-    _ configure: (inout RemoteConfiguration) -> Void = { _ in }
+    _ configure: (inout RedisConfiguration) -> Void = { _ in }
 ) throws -> RedisRemoteStore {
-    var configuration = try RemoteConfiguration(urls: urls, cluster: cluster, environment: environment)
+    var configuration = try RedisConfiguration(urls: urls, cluster: cluster, environment: environment)
     // Deadlines far beyond any wait in a test unless the test sets its own: every suite runs at once in
     // one process whose cooperative pool has two threads (two cores), and under that load (worse under
     // ASan) a continuation can wait seconds for a thread. A 2 s operation timeout and the 10 s default
@@ -34,7 +34,7 @@ func makeStore(
 
 /// A store over one server, with its password if it has one.
 func makeStore(
-    _ server: RedisServer, clock: TestClock? = nil, _ configure: (inout RemoteConfiguration) -> Void = { _ in }
+    _ server: RedisServer, clock: TestClock? = nil, _ configure: (inout RedisConfiguration) -> Void = { _ in }
 ) throws -> RedisRemoteStore {
     let environment = server.password.map { [RedisEndpoint.passwordVariable: $0] } ?? [:]
     return try makeStore([server.url], environment: environment, clock: clock, configure)
@@ -136,4 +136,32 @@ func residentMemory() -> (current: Int, peak: Int) {
 /// Resets this process's `VmHWM` to its current resident set (Linux: "5" to /proc/self/clear_refs).
 func resetPeakMemory() {
     try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+}
+
+extension YCache {
+    /// The remote tier's value store, reached by the tests through the engine's tier list.
+    var remoteValues: (any RemoteValueStore)? {
+        engine.tiers.lazy.compactMap { $0 as? RemoteTier }.first?.values
+    }
+}
+
+extension RemoteLeaseAcquisition {
+    /// The lease taken, or nil (for `try #require(await store.acquireLease(id).lease)`).
+    var lease: RemoteLease? {
+        if case .acquired(let lease) = self { return lease }
+        return nil
+    }
+}
+
+extension RedisRemoteStore {
+    /// A wait for another holder's lease on `identity`, in a task, returned once it waits (its first
+    /// `onWaiting`), with the gates its later wake-ups open.
+    func waiting(for identity: EntryIdentity, timeout: Duration = .seconds(60)) async
+        -> (Task<RemoteWaitOutcome, Never>, CallGates)
+    {
+        let gates = CallGates()
+        let waiting = Task { await waitForRelease(identity, timeout: timeout, onWaiting: gates.called) }
+        #expect(await gates.first.wait(within: 30))
+        return (waiting, gates)
+    }
 }

@@ -1,0 +1,172 @@
+// What the real servers of the tests and the benchmarks (redis-server, nginx) share: finding the executable,
+// whether CI requires it, a private folder under /tmp, retrying a start that lost its probed port, loopback
+// ports, and the server's one child: spawned as a ChildProcess, ready once a probe answers, then stopped.
+
+import Foundation
+import Glibc
+import Synchronization
+
+/// Why a server could not be started.
+public struct ServerError: Error, CustomStringConvertible {
+    /// What went wrong.
+    public let description: String
+
+    /// An error saying `description`.
+    public init(_ description: String) { self.description = description }
+}
+
+/// The executable named `name`: the one `variable` names when set (a path that does not exist plays a
+/// machine without it), else the first executable of `candidates`, then of `PATH`'s folders.
+public func serverExecutable(_ name: String, named variable: String, candidates: [String]) -> String? {
+    let environment = ProcessInfo.processInfo.environment
+    if let chosen = environment[variable] {
+        return FileManager.default.isExecutableFile(atPath: chosen) ? chosen : nil
+    }
+    let all = candidates + (environment["PATH"] ?? "").split(separator: ":").map { "\($0)/\(name)" }
+    return all.first { FileManager.default.isExecutableFile(atPath: $0) }
+}
+
+/// True when the environment variable `variable` is `1` (CI: a missing server fails instead of skipping).
+public func serverRequired(by variable: String) -> Bool { ProcessInfo.processInfo.environment[variable] == "1" }
+
+/// A new private folder `<template without XXXXXX><random>` (short, so socket paths fit sun_path).
+public func makeServerFolder(_ template: String) throws -> String {
+    var bytes = Array(template.utf8CString)
+    guard let made = mkdtemp(&bytes) else { throw ServerError("mkdtemp \(template) failed: errno \(errno)") }
+    return String(cString: made)
+}
+
+/// Runs `start` up to five times while it throws and `retrying` holds: another process may take a port
+/// between our probe (`Loopback.freePort`) and the server's bind. The last failure is thrown.
+public func startRetryingTakenPorts<Server>(retrying: Bool = true, _ start: () async throws -> Server) async throws
+    -> Server
+{
+    for attempt in 0..<5 {
+        do {
+            return try await start()
+        } catch  where retrying && attempt < 4 {
+            continue
+        }
+    }
+    throw ServerError("the server did not start")
+}
+
+/// TCP on 127.0.0.1: a port free now, and whether something accepts on one.
+public enum Loopback {
+    /// A port in 20000...29999 free now (and, with `withBus`, port + 10000 too: Redis Cluster's bus).
+    public static func freePort(withBus: Bool = false) -> Int {
+        for _ in 0..<100 {
+            let port = Int.random(in: 20000...29999)
+            if isFree(port) && (!withBus || isFree(port + 10000)) { return port }
+        }
+        return Int.random(in: 20000...29999)
+    }
+
+    /// True when something accepts TCP connections on 127.0.0.1:`port`.
+    public static func accepts(_ port: Int) -> Bool {
+        guard let fd = connected(port) else { return false }
+        close(fd)
+        return true
+    }
+
+    /// A close-on-exec TCP socket connected to 127.0.0.1:`port`, or nil.
+    public static func connected(_ port: Int) -> Int32? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        guard withAddress(port, { connect(fd, $0, $1) }) == 0 else {
+            close(fd)
+            return nil
+        }
+        return fd
+    }
+
+    private static func isFree(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return withAddress(port) { bind(fd, $0, $1) } == 0
+    }
+
+    /// Calls `body` with 127.0.0.1:`port` as a `sockaddr`.
+    private static func withAddress(_ port: Int, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+    }
+}
+
+/// A server's child process: at most one runs at a time (a restart replaces it).
+public final class ServerProcess: Sendable {
+    private let running = Mutex<ChildProcess?>(nil)
+
+    /// A server process not started yet (`launch`).
+    public init() {}
+
+    /// The running process's pid, 0 when none runs.
+    public var processID: Int32 { running.withLock { $0?.pid ?? 0 } }
+
+    /// Starts `executable` with `arguments` (its stderr into `errorFile`, or discarded) and waits until
+    /// `probe` answers (tried every `interval` microseconds, off the pool) for at most 10 s. Throws when
+    /// it exits or never answers, with `log()` in the message.
+    public func launch(
+        _ executable: String, _ arguments: [String], errorFile: String = "/dev/null", every interval: UInt32,
+        until probe: @escaping @Sendable () -> Bool, log: () -> String
+    ) async throws {
+        let child = try ChildProcess(executable, arguments, standardError: .file(errorFile))
+        running.withLock { $0 = child }
+        let ready = await offPool { () -> Bool in
+            let limit = monotonicNanoseconds() + 10_000_000_000
+            while monotonicNanoseconds() < limit && child.isRunning {
+                if probe() { return true }
+                usleep(interval)
+            }
+            return false
+        }
+        guard ready else {
+            let status = child.exit.map { "\($0)" } ?? "running"
+            await terminate()
+            throw ServerError("\(executable) not ready (\(status)): \(log().suffix(500))")
+        }
+    }
+
+    /// SIGKILL, then waits for the exit.
+    public func kill() async {
+        guard let child = running.withLock({ $0 }) else { return }
+        child.kill(SIGKILL)
+        _ = await child.exitAwaited()
+        running.withLock { $0 = nil }
+    }
+
+    /// SIGCONT (a stopped server handles no SIGTERM) and SIGTERM, up to 3 s, then SIGKILL.
+    public func terminate() async {
+        guard let child = running.withLock({ $0 }) else { return }
+        child.kill(SIGCONT)
+        child.kill(SIGTERM)
+        if await offPool({ child.waitForExit(timeout: .seconds(3)) }) == nil {
+            child.kill(SIGKILL)
+            _ = await child.exitAwaited()
+        }
+        running.withLock { $0 = nil }
+    }
+
+    /// SIGKILL and wait, blocking (for a fixture's deinit).
+    public func killNow() {
+        guard let child = running.withLock({ $0 }) else { return }
+        child.kill(SIGKILL)
+        _ = child.waitForExit(timeout: nil)
+        running.withLock { $0 = nil }
+    }
+
+    deinit { killNow() }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds.
+func monotonicNanoseconds() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+}

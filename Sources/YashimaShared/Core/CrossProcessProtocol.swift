@@ -1,0 +1,69 @@
+// The cross-process protocol of a storage directory, written once: the glossary and the invariants I1–I16,
+// each a rule in a line or two naming the files that keep it (how: their headers and Docs/Internals.md;
+// byte for byte: Docs/Format.md). Code relying on one cites it (`// I3`).
+
+/// The contract every process that opens a storage directory follows.
+///
+/// ## Glossary
+/// - **root**: the storage directory given to `YCache(storageDirectory:)`.
+/// - **entry**: one file `entries/<xx>/<entry identity hex>.entry` holding a header, the key's canonical
+///   bytes, the codec identifier and the payload (see `EntryFormat`). `<xx>` is the first byte of the
+///   entry identity: 256 fan-out folders. No path contains key text.
+/// - **staging file**: the key's lock file held by its generator (I6), or `tmp/<random>.staging` when a
+///   write is not coordinated; it becomes an entry by `rename(2)`.
+/// - **publish**: the `rename(2)` of a complete staging file over the entry path: the commit point.
+/// - **lock file**: `locks/<xx>/<key stableIdentifier>.lock`, one per key in flight, locked exclusively
+///   (flock) by the key's one generator.
+/// - **state file**: `state`, a small file every process maps shared: usage counters, last publish time,
+///   removal epochs, shared statistics and the file's instance id.
+/// - **touch**: setting an entry's mtime to mark it recently used (the LRU signal).
+/// - **trim**: unlinking least-recently-used entries until usage is under the budget.
+/// - **removal marker**: `signals/ns-<SHA-256 of the namespace>.<16 hex>.removal` (or `signals/all.<16
+///   hex>.removal` for `removeAll()`), the file by which a removal announces itself to observers.
+/// - **observer**: a process watching the directory with inotify (`YCache.observe`). It only reads
+///   entry headers; it never writes, touches or unlinks an entry.
+///
+/// ## Invariants
+/// - **I1 Published entries are immutable.** Content reaches an entry path only by `rename` of a complete
+///   staging file; nothing opens a published entry for writing, truncates or rewrites it. (EntryPublish)
+/// - **I2 Staging files live under the root**, get their mode set explicitly and end published or
+///   unlinked; a killed process's are swept once `Policy.stagingDebrisAge` old. (EntryPublish, Trim)
+/// - **I3 Readers take no lock**: a reader accepts an entry only once fully validated, anything else is a
+///   miss, and it unlinks only an entry proven corrupt or expired. (EntryFile, StorageTier)
+/// - **I4 Removal only unlinks**, so pages a reader already mapped stay readable and trim may remove
+///   what others are reading. (EntryRemove)
+/// - **I5 One generator per key across processes**: the holder of the key's lock file; waiters look in
+///   storage after every wake and once they hold the lock, and only then generate. (KeyLock)
+/// - **I6 Lock files bind to an inode**: only its holder unlinks or renames one, every locker checks the
+///   path still names what it locked, and a generator's lock file is its staging file (a large remote
+///   hit's is a file in `tmp/`, renamed into place while the lock is held). (KeyLock, RemoteStaging)
+/// - **I7 Locks die with their process**: close-on-exec descriptors, flock only, `LOCK_UN` before
+///   `close`, and a forked child never unlocks a description it inherited. (FileLock)
+/// - **I8 A waiter never waits forever on a live, hung holder** when the caller set
+///   `crossProcessWaitTimeout`: past it, it generates without the lock. (KeyLock)
+/// - **I9 Usage is a hint, reconciled by trim**: publishes and unlinks adjust the state file's counters;
+///   one process at a time trims, from a scan, re-checking each victim. (Trim, Maintenance)
+/// - **I10 Removal is seen everywhere**: removals and replacing writes bump the state file's epochs, and
+///   memory serves a value only under the epochs it was read or made under. (SharedState+Epochs)
+/// - **I11 Touch is debounced, but never behind a publish**: a hit touches its entry when something was
+///   published since its last use, otherwise at most once per `Policy.touchInterval`. (Touch)
+/// - **I12 The layout file is written once**, first creator wins; a process that finds another layout
+///   version refuses the directory. (LayoutFile)
+/// - **I13 Writes go only where the root path points, never through a link**: a write first checks the
+///   root path still names the open root, and no symlink below the root is followed. (Directory, pathwalk.c)
+/// - **I14 Damaged auxiliary files are repaired, never fatal**: the first process to notice replaces a
+///   damaged `state` or `trim.lock` under a lock; `layout` is never repaired. (SharedState, TrimLock)
+/// - **I15 Removals of a namespace or of everything are announced while someone observes**, by a locked
+///   marker in `signals/` that brackets the removal's unlinks. (RemovalSignal, DirectoryWatch+Removals)
+/// - **I16 Across hosts (a remote tier), one generator per key while leases hold**: a host asks the remote
+///   tier only while holding the key's local lock (I5); it uses a remote value only once verified for the
+///   entry's identity (and secret), publishing it locally through that lock; on a miss it generates only
+///   holding the key's remote lease, or once the tier is unavailable, the caller's wait timed out, or the
+///   holder's lease expired. Only the holder releases a lease. A key removal deletes the remote value
+///   before the local one, and a remote value published while a removal of its key ran is unlinked again
+///   (I10). A host paused past the lease TTL may duplicate a generation, never corrupt a value (I8). No
+///   on-disk change. (RemoteTier, Production, RedisRemoteStore, RedisLeaseWait)
+enum CrossProcessProtocol {
+    /// The on-disk layout version written to the `layout` file. Bump when any invariant or path changes.
+    static let layoutVersion = 1
+}

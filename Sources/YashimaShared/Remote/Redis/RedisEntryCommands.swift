@@ -1,0 +1,167 @@
+// RedisEntryCommands.swift: the Redis-level operations on one entry's keys (RemoteKeys): get, put with
+// a TTL, delete, and the lease commands (acquire with SET NX PX and a random token, renew and release
+// by script), each pipelined with what the next step needs so the common paths take one round trip.
+// Blocking calls that throw `RemoteError`; RedisRemoteStore adds the envelope, breaker and statistics.
+
+/// Redis commands on entries, through a router. Blocking.
+struct RedisEntryCommands: Sendable {
+    /// Where commands run.
+    let router: any RedisRouter
+
+    /// `GET value`: the stored bytes or nil. Blocking.
+    ///
+    /// - Throws: `.server(WRONGTYPE)` (scope `.key`) when the key holds another type, or any failure.
+    func get(_ keys: RemoteKeys, deadline: RemoteDeadline) throws(RemoteError) -> [UInt8]? {
+        try Self.bulk(
+            router.execute([RESPCommand("GET", keys.value)], routingKey: keys.routingKey, deadline: deadline)[0])
+    }
+
+    /// `SET value bytes PX ttl` (replaces any type). Blocking.
+    func put(
+        _ keys: RemoteKeys, bytes: [UInt8], timeToLiveMilliseconds: Int64, deadline: RemoteDeadline
+    ) throws(RemoteError) {
+        let reply = try router.execute(
+            [RESPCommand("SET", keys.value, bytes, "PX", max(1, timeToLiveMilliseconds))], routingKey: keys.routingKey,
+            deadline: deadline)[0]
+        try Self.ok(reply)
+    }
+
+    /// `DEL value`: true when a value was deleted. Blocking.
+    func delete(_ keys: RemoteKeys, deadline: RemoteDeadline) throws(RemoteError) -> Bool {
+        try Self.integer(
+            router.execute([RESPCommand("DEL", keys.value)], routingKey: keys.routingKey, deadline: deadline)[0]) > 0
+    }
+
+    /// What acquiring found: the lease (if this call got it) and the value (read in the same pipeline,
+    /// so a value published between the caller's miss and this call is seen without another trip).
+    struct Acquisition: Sendable {
+        /// The lease, when `SET NX` succeeded.
+        let lease: RemoteLease?
+        /// The value key's bytes (nil when absent or of another type).
+        let value: [UInt8]?
+    }
+
+    /// `SET lease token NX PX ttl` and `GET value`, pipelined. Blocking.
+    func acquire(_ keys: RemoteKeys, timeToLiveMilliseconds: Int64, deadline: RemoteDeadline) throws(RemoteError)
+        -> Acquisition
+    {
+        let token = Array(Syscall.randomBytes(16).map { String(format2: $0) }.joined().utf8)
+        let replies = try router.execute(
+            [
+                RESPCommand("SET", keys.lease, token, "NX", "PX", timeToLiveMilliseconds),
+                RESPCommand("GET", keys.value),
+            ],
+            routingKey: keys.routingKey, deadline: deadline)
+        let acquired: Bool
+        switch replies[0] {
+        case .null: acquired = false
+        case .error(let error): throw .server(error)
+        case let reply where reply.isOK: acquired = true
+        case let reply: throw .unexpectedReply(reply.shape)
+        }
+        let value: [UInt8]?
+        if case .error(let error) = replies[1], error.kind == .wrongType {
+            value = nil  // a planted value of another type: a miss; the generator's SET replaces it
+        } else {
+            value = try Self.bulk(replies[1])
+        }
+        let lease =
+            acquired ? RemoteLease(keys: keys, token: token, timeToLiveMilliseconds: timeToLiveMilliseconds) : nil
+        return Acquisition(lease: lease, value: value)
+    }
+
+    /// Extends `lease` by its TTL if this process still holds it (script). Blocking.
+    ///
+    /// - Returns: False when the lease expired, was evicted or belongs to someone else now.
+    func renew(_ lease: RemoteLease, deadline: RemoteDeadline) throws(RemoteError) -> Bool {
+        let command = RedisScript.renew.command(
+            keys: [lease.keys.lease], arguments: [lease.token, lease.timeToLiveMilliseconds.respBytes])
+        let replies = try RedisScript.execute(
+            [command], on: router, routingKey: lease.keys.routingKey, deadline: deadline)
+        return try Self.integer(replies[0]) == 1
+    }
+
+    /// Deletes `lease` if this process still holds it and publishes the release (script). Blocking.
+    ///
+    /// - Returns: False when the lease was already gone or someone else's (nothing deleted).
+    func release(_ lease: RemoteLease, deadline: RemoteDeadline) throws(RemoteError) -> Bool {
+        let replies = try RedisScript.execute(
+            [releaseCommand(lease)], on: router, routingKey: lease.keys.routingKey, deadline: deadline)
+        return try Self.integer(replies[0]) == 1
+    }
+
+    /// `SET value` and the release script, pipelined: the generator's last step in one round trip.
+    /// The lease is released even when the store fails (a full server). Blocking.
+    ///
+    /// - Returns: The store's outcome (a failure as a value) and whether the lease was released.
+    func putAndRelease(
+        _ lease: RemoteLease, bytes: [UInt8], timeToLiveMilliseconds: Int64, deadline: RemoteDeadline
+    ) throws(RemoteError) -> (stored: Result<Void, RemoteError>, released: Bool) {
+        let keys = lease.keys
+        let replies = try RedisScript.execute(
+            [RESPCommand("SET", keys.value, bytes, "PX", max(1, timeToLiveMilliseconds)), releaseCommand(lease)],
+            on: router, routingKey: keys.routingKey, deadline: deadline)
+        let stored = Result { () throws(RemoteError) in try Self.ok(replies[0]) }
+        return (stored, try Self.integer(replies[1]) == 1)
+    }
+
+    /// What a waiter's re-check found.
+    struct Check: Sendable {
+        /// The value key's bytes (nil when absent or of another type).
+        let value: [UInt8]?
+        /// The lease's remaining TTL in milliseconds: -2 when there is no lease, -1 when the key has no
+        /// TTL (not a lease this protocol wrote).
+        let leaseMilliseconds: Int64
+    }
+
+    /// `GET value` and `PTTL lease`, pipelined. Blocking.
+    func check(_ keys: RemoteKeys, deadline: RemoteDeadline) throws(RemoteError) -> Check {
+        let replies = try router.execute(
+            [RESPCommand("GET", keys.value), RESPCommand("PTTL", keys.lease)], routingKey: keys.routingKey,
+            deadline: deadline)
+        let value: [UInt8]?
+        if case .error(let error) = replies[0], error.kind == .wrongType {
+            value = nil
+        } else {
+            value = try Self.bulk(replies[0])
+        }
+        return Check(value: value, leaseMilliseconds: try Self.integer(replies[1]))
+    }
+
+    private func releaseCommand(_ lease: RemoteLease) -> RESPCommand {
+        RedisScript.release.command(keys: [lease.keys.lease], arguments: [lease.token, lease.keys.channel])
+    }
+
+    static func bulk(_ reply: RESPValue) throws(RemoteError) -> [UInt8]? {
+        switch reply {
+        case .bulkString(let bytes): return bytes
+        case .null: return nil
+        case .error(let error): throw .server(error)
+        default: throw .unexpectedReply(reply.shape)
+        }
+    }
+
+    static func integer(_ reply: RESPValue) throws(RemoteError) -> Int64 {
+        switch reply {
+        case .integer(let value): return value
+        case .error(let error): throw .server(error)
+        default: throw .unexpectedReply(reply.shape)
+        }
+    }
+
+    static func ok(_ reply: RESPValue) throws(RemoteError) {
+        switch reply {
+        case let reply where reply.isOK: return
+        case .error(let error): throw .server(error)
+        default: throw .unexpectedReply(reply.shape)
+        }
+    }
+}
+
+extension String {
+    /// Two lowercase hex digits.
+    fileprivate init(format2 byte: UInt8) {
+        let digits = Array("0123456789abcdef")
+        self = String([digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]])
+    }
+}

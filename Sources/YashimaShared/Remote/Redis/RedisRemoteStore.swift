@@ -1,0 +1,237 @@
+// RedisRemoteStore.swift: the Redis remote tier as the engine will call it: lookups, stores, removals
+// (RemoteValueStore) and the lease protocol (RemoteLeaseStore) for one entry identity, every call
+// guarded (RemoteGuard) and never throwing. The design (keys, envelope, lease protocol, failures) is
+// documented on the type below.
+
+import Foundation
+
+/// The remote tier on Redis behind the local storage directory: values shared across hosts, and
+/// exactly-once generation across hosts through Redis leases. Every method is `async`, returns a value
+/// and never throws; a remote failure reads as "unavailable" and the caller carries on as if there were
+/// no remote tier.
+///
+/// ## Keys (RemoteKeys)
+/// `<prefix>:{<identity hex>}:value`, `…:lease`, `…:released` (a channel). The hash tag keeps the three
+/// in one cluster slot and on one shard (rendezvous hashing over the identity hex).
+///
+/// ## Values (RemoteEnvelope)
+/// `SET value <envelope> PX <ttl>`, ttl = min(`valueTimeToLive`, the entry's own expiry). The envelope
+/// carries magic, version, the entry identity, the payload length, created and expiry times, a CRC32C,
+/// and with a secret an HMAC-SHA256 over all of it. A lookup returns a value only after verifying it
+/// for the identity asked for; anything else (foreign bytes, truncated, another entry's, damaged,
+/// unsigned or wrongly signed, another Redis type, longer than the cap, expired) is a miss, and the
+/// caller's next store overwrites it. Values whose envelope exceeds `maximumValueBytes` stay local.
+///
+/// ## Lease protocol
+/// 1. The caller looked locally and remotely and missed.
+/// 2. ``acquireLease(_:)``: `SET lease <random token> NX PX <leaseTTL>` pipelined with `GET value`.
+///    The value arrived meanwhile: `.found` (a lease taken by that call is released). The lease is
+///    someone else's: `.heldElsewhere`, go to 5.
+/// 3. `.acquired`: the caller generates, with ``startRenewal(_:onLost:)`` renewing the lease every third
+///    of its TTL (a script: `PEXPIRE` only if the token is still ours). A lost lease is reported, not
+///    fatal: the value is still right, only exactly-once is no longer guaranteed for it.
+/// 4. ``storeAndRelease(_:payload:createdAt:expiresAt:lease:)``: `SET value` and the release script
+///    (compare the token, `DEL`, `PUBLISH released`) in one round trip. A generator that fails calls
+///    ``release(_:)``. Nobody but the holder deletes a lease: others wait for it to expire.
+/// 5. ``waitForRelease(_:timeout:)``: `SUBSCRIBE released` (confirmed by the server) *before* checking
+///    `GET value` + `PTTL lease`; then wait for the message or the re-check timer
+///    (`waitRecheckInterval`), check again, until the value is there (`.found`) or the lease is gone
+///    (`.leaseFree`: go to 2) or the caller's timeout passes (`.timedOut`: generate locally). A holder
+///    that died leaves its lease to expire (at most the lease TTL); a lost notification costs at most
+///    one re-check interval.
+///
+/// ## Failures
+/// Every call has a deadline of `operationTimeout` (connecting included) and runs on the tier's I/O
+/// threads, never on the cooperative pool. A timeout, a refused or closed connection, a protocol
+/// violation, `NOAUTH`/`WRONGPASS`, `LOADING` or any other server error opens the breaker of that
+/// server for reads and writes: calls are bypassed at no cost for `breakerCooldown`, then one probe
+/// call decides. `OOM`, `READONLY` and `MISCONF` open only the write breaker: lookups go on.
+/// `WRONGTYPE` and oversized replies are misses of that key. In read-only mode nothing is written and
+/// no lease is taken (generation is then coordinated per host only).
+final class RedisRemoteStore: RemoteLeaseStore {
+    /// The settings.
+    let configuration: RedisConfiguration
+    /// The tier's counters.
+    let statistics = RemoteStatistics()
+    /// Timeouts, breakers, read-only mode, cap.
+    let remoteGuard: RemoteGuard
+    /// Signs stored values; only values signed with it are hits.
+    var secret: RemoteSecret? { configuration.secret }
+    /// Where each entry's commands run.
+    let router: any RedisRouter
+    /// Connection settings of every pool and subscriber.
+    let settings: RedisConnectionSettings
+    let commands: RedisEntryCommands
+
+    /// Creates the tier (no connection is made until the first call).
+    ///
+    /// - Parameter now: The breakers' monotonic clock (tests).
+    /// - Throws: ``RedisConfigurationError`` for an invalid configuration.
+    init(
+        configuration: RedisConfiguration, now: @escaping @Sendable () -> Int64 = { Syscall.monotonicNanoseconds }
+    ) throws(RedisConfigurationError) {
+        try configuration.validate()
+        self.configuration = configuration
+        settings = RedisConnectionSettings(
+            limits: .forValues(upTo: configuration.policy.maximumValueBytes),
+            connectTimeout: configuration.policy.connectTimeout)
+        switch configuration.topology {
+        case .servers(let endpoints): router = RedisShardRouter(endpoints: endpoints, settings: settings)
+        case .cluster(let seeds): router = RedisClusterRouter(seeds: seeds, settings: settings)
+        }
+        commands = RedisEntryCommands(router: router)
+        remoteGuard = RemoteGuard(
+            policy: configuration.policy, scopes: router.scopeCount, statistics: statistics, now: now)
+    }
+
+    /// The Redis names of `identity`'s entry.
+    func keys(for identity: EntryIdentity) -> RemoteKeys {
+        RemoteKeys(identity: identity.digest, prefix: configuration.keyPrefix)
+    }
+
+    // MARK: Values
+
+    /// Looks `identity` up. A hit is verified for that identity (and signature, with a secret).
+    func lookup(_ identity: EntryIdentity) async -> RemoteLookup {
+        let keys = keys(for: identity)
+        let (commands, secret) = (commands, configuration.secret)
+        let attempt = await remoteGuard.perform(scope: router.scope(for: keys.routingKey), access: .read) {
+            (deadline) throws(RemoteError) -> RemoteLookup in
+            guard let bytes = try commands.get(keys, deadline: deadline) else { return .miss(.absent) }
+            return Self.verify(bytes, identity: identity, secret: secret)
+        }
+        return finishLookup(attempt)
+    }
+
+    /// Stores `payload` as `identity`'s value (replacing whatever is there, of any type).
+    func store(_ identity: EntryIdentity, payload: Data, createdAt: Int64, expiresAt: Int64) async -> RemoteStoreOutcome
+    {
+        if let skip = skipReason(payloadCount: payload.count, expiresAt: expiresAt) { return .skipped(skip) }
+        let ttl = valueMilliseconds(expiresAt: expiresAt)
+        let keys = keys(for: identity)
+        let (commands, secret) = (commands, configuration.secret)
+        let attempt = await remoteGuard.perform(scope: router.scope(for: keys.routingKey), access: .write) {
+            (deadline) throws(RemoteError) in
+            let bytes = RemoteEnvelope.seal(
+                payload, identity: identity.digest, createdAt: createdAt, expiresAt: expiresAt, secret: secret)
+            try commands.put(keys, bytes: bytes, timeToLiveMilliseconds: ttl, deadline: deadline)
+        }
+        return finishStore(attempt)
+    }
+
+    /// Deletes `identity`'s value. True when one was deleted.
+    @discardableResult
+    func remove(_ identity: EntryIdentity) async -> Bool {
+        let keys = keys(for: identity)
+        let commands = commands
+        let attempt = await remoteGuard.perform(scope: router.scope(for: keys.routingKey), access: .write) {
+            (deadline) throws(RemoteError) -> Bool in
+            try commands.delete(keys, deadline: deadline)
+        }
+        if case .completed(let deleted) = attempt { return deleted }
+        return false
+    }
+
+    // MARK: Leases
+
+    /// Step 2 of the lease protocol: takes the lease, or finds the value, or finds another holder.
+    func acquireLease(_ identity: EntryIdentity) async -> RemoteLeaseAcquisition {
+        let keys = keys(for: identity)
+        let (commands, secret) = (commands, configuration.secret)
+        let ttl = configuration.leaseTimeToLive.remoteMilliseconds
+        let attempt = await remoteGuard.perform(scope: router.scope(for: keys.routingKey), access: .write) {
+            (deadline) throws(RemoteError) -> RemoteLeaseAcquisition in
+            let found = try commands.acquire(keys, timeToLiveMilliseconds: ttl, deadline: deadline)
+            if let bytes = found.value, case .hit(let value) = Self.verify(bytes, identity: identity, secret: secret) {
+                if let lease = found.lease { _ = try? commands.release(lease, deadline: deadline) }
+                return .found(value)
+            }
+            return found.lease.map { .acquired($0) } ?? .heldElsewhere
+        }
+        switch attempt {
+        case .completed(let acquisition):
+            switch acquisition {
+            case .acquired: statistics.add(.leasesAcquired)
+            case .found: statistics.add(.hits)
+            default: break
+            }
+            return acquisition
+        case .keyFailure, .unavailable: return .unavailable
+        }
+    }
+
+    /// Extends `lease` if this process still holds it.
+    func renew(_ lease: RemoteLease) async -> RemoteLeaseRenewal {
+        await RemoteIO.shared.run { self.renewBlocking(lease) }
+    }
+
+    /// Extends `lease` if this process still holds it, on the calling thread (the renewal loop's).
+    /// Blocking.
+    func renewBlocking(_ lease: RemoteLease) -> RemoteLeaseRenewal {
+        let commands = commands
+        let attempt = remoteGuard.performBlocking(scope: router.scope(for: lease.keys.routingKey), access: .write) {
+            (deadline) throws(RemoteError) -> Bool in
+            try commands.renew(lease, deadline: deadline)
+        }
+        switch attempt {
+        case .completed(true): return .renewed
+        case .completed(false), .keyFailure:
+            statistics.add(.leasesLost)
+            return .lost
+        case .unavailable: return .unavailable
+        }
+    }
+
+    /// Releases `lease` (only if this process still holds it) and wakes the waiters. True when released.
+    @discardableResult
+    func release(_ lease: RemoteLease) async -> Bool {
+        let commands = commands
+        let attempt = await remoteGuard.perform(scope: router.scope(for: lease.keys.routingKey), access: .write) {
+            (deadline) throws(RemoteError) -> Bool in
+            try commands.release(lease, deadline: deadline)
+        }
+        if case .completed(let released) = attempt { return released }
+        return false
+    }
+
+    /// Step 4: stores the generated value and releases `lease` in one round trip. A value that may not be
+    /// stored (too large, already expired) is skipped and the lease still released.
+    func storeAndRelease(
+        _ identity: EntryIdentity, payload: Data, createdAt: Int64, expiresAt: Int64, lease: RemoteLease
+    ) async -> RemoteStoreOutcome {
+        if let skip = skipReason(payloadCount: payload.count, expiresAt: expiresAt) {
+            await release(lease)
+            return .skipped(skip)
+        }
+        let ttl = valueMilliseconds(expiresAt: expiresAt)
+        let (commands, secret) = (commands, configuration.secret)
+        let attempt = await remoteGuard.perform(scope: router.scope(for: lease.keys.routingKey), access: .write) {
+            (deadline) throws(RemoteError) in
+            let bytes = RemoteEnvelope.seal(
+                payload, identity: identity.digest, createdAt: createdAt, expiresAt: expiresAt, secret: secret)
+            let outcome = try commands.putAndRelease(
+                lease, bytes: bytes, timeToLiveMilliseconds: ttl, deadline: deadline)
+            try outcome.stored.get()  // a refused SET (OOM) counts against the write breaker; the lease is released
+        }
+        return finishStore(attempt)
+    }
+
+    /// Starts renewing `lease` every third of its TTL, on a thread of its own, until
+    /// ``LeaseRenewal/stop()`` (or until the returned object is dropped).
+    ///
+    /// - Parameter onLost: Called once if the lease is lost (expired, evicted, taken over).
+    func startRenewal(_ lease: RemoteLease, onLost: @escaping @Sendable () -> Void = {}) -> LeaseRenewal {
+        LeaseRenewal(
+            lease: lease, interval: configuration.renewalInterval, renew: { [self] in renewBlocking($0) },
+            onLost: onLost)
+    }
+
+    // MARK: Helpers
+
+    /// The value's PX: the configured TTL, shortened to the entry's own expiry.
+    private func valueMilliseconds(expiresAt: Int64) -> Int64 {
+        let configured = configuration.valueTimeToLive.remoteMilliseconds
+        guard expiresAt > 0 else { return configured }
+        return max(1, min(configured, (expiresAt - Syscall.realtimeNanoseconds) / 1_000_000))
+    }
+}

@@ -1,0 +1,118 @@
+// RedisRouter.swift: where a pipeline of one entry's commands runs. The commands of one call all
+// touch keys with the same hash tag (RemoteKeys), so one server serves the whole pipeline: a shard
+// chosen by rendezvous hashing (this file), or the cluster node that owns the slot
+// (RedisClusterRouter.swift). Blocking calls, off the cooperative pool.
+
+/// Runs one entry's pipelines on the server that holds the entry.
+protocol RedisRouter: Sendable {
+    /// How many independent servers (breaker scopes) there are; ``scope(for:)`` is below it.
+    var scopeCount: Int { get }
+
+    /// The breaker scope of `routingKey`: its shard, or 0 for a cluster (one breaker for the cluster).
+    func scope(for routingKey: [UInt8]) -> Int
+
+    /// Runs `commands` on the server holding `routingKey`, in one round trip when possible (a cluster
+    /// may redirect some commands). Blocking.
+    ///
+    /// - Returns: One reply per command, in order (error replies included, redirections resolved).
+    func execute(
+        _ commands: [RESPCommand], routingKey: [UInt8], deadline: RemoteDeadline
+    ) throws(RemoteError) -> [RESPValue]
+
+    /// The server to subscribe to for `routingKey`'s release channel. Blocking (a cluster may have to
+    /// load its slot map first).
+    func subscriptionEndpoint(for routingKey: [UInt8], deadline: RemoteDeadline) throws(RemoteError) -> RedisEndpoint
+}
+
+/// Connection settings shared by the routers.
+struct RedisConnectionSettings: Hashable, Sendable {
+    /// Reply limits (from the value cap).
+    let limits: RESPLimits
+    /// The most connecting may take.
+    let connectTimeout: Duration
+
+    /// The process's pool for `endpoint`.
+    func pool(for endpoint: RedisEndpoint) -> RedisConnectionPool {
+        RedisConnectionPool.shared(for: endpoint, limits: limits, connectTimeout: connectTimeout)
+    }
+}
+
+/// One server, or several independent servers as shards placed by rendezvous hashing.
+struct RedisShardRouter: RedisRouter {
+    /// The servers, in configuration order.
+    let endpoints: [RedisEndpoint]
+    /// Connection settings.
+    let settings: RedisConnectionSettings
+    private let hashing: RendezvousHashing
+
+    /// A router over `endpoints` (at least one; names must be distinct, as `parseList` ensures).
+    init(endpoints: [RedisEndpoint], settings: RedisConnectionSettings) {
+        precondition(!endpoints.isEmpty)
+        self.endpoints = endpoints
+        self.settings = settings
+        hashing = RendezvousHashing(names: endpoints.map(\.shardName))
+    }
+
+    var scopeCount: Int { endpoints.count }
+
+    func scope(for routingKey: [UInt8]) -> Int { hashing.shard(for: routingKey) }
+
+    func execute(
+        _ commands: [RESPCommand], routingKey: [UInt8], deadline: RemoteDeadline
+    ) throws(RemoteError) -> [RESPValue] {
+        let endpoint = endpoints[scope(for: routingKey)]
+        return try settings.pool(for: endpoint).withConnection(deadline: deadline) {
+            (connection) throws(RemoteError) -> [RESPValue] in
+            try connection.pipeline(commands, deadline: deadline)
+        }
+    }
+
+    func subscriptionEndpoint(for routingKey: [UInt8], deadline: RemoteDeadline) throws(RemoteError) -> RedisEndpoint {
+        endpoints[scope(for: routingKey)]
+    }
+}
+
+/// Chooses a shard for a routing key by rendezvous (highest random weight) hashing: every server scores
+/// SHA-256(label, server name, key) and the highest wins. Stable across hosts (never `Hasher`, seeded per
+/// process), independent of list order; adding or removing a server moves only the keys it wins or won.
+struct RendezvousHashing: Sendable {
+    /// The servers' names (``RedisEndpoint/shardName``), in configuration order.
+    let names: [String]
+
+    /// The label hashed first, so these scores never coincide with other SHA-256 uses.
+    static let label = Array("yashima.remote.shard.v1".utf8)
+
+    init(names: [String]) {
+        self.names = names
+    }
+
+    /// The index in ``names`` of the server that holds `routingKey`.
+    ///
+    /// Ties (a 64-bit score collision) go to the lexicographically smaller name, so the choice never
+    /// depends on list order.
+    func shard(for routingKey: [UInt8]) -> Int {
+        guard names.count > 1 else { return 0 }
+        var best = 0
+        var bestScore: UInt64 = 0
+        for (index, name) in names.enumerated() {
+            let score = Self.score(name: name, routingKey: routingKey)
+            if index == 0 || score > bestScore || (score == bestScore && name < names[best]) {
+                best = index
+                bestScore = score
+            }
+        }
+        return best
+    }
+
+    /// The score of one server for one key: the first 8 bytes of SHA-256(label ‖ 0 ‖ name ‖ 0 ‖ key),
+    /// big-endian.
+    static func score(name: String, routingKey: [UInt8]) -> UInt64 {
+        var hasher = SHA256()
+        hasher.update(label)
+        hasher.update([0])
+        hasher.update(Array(name.utf8))
+        hasher.update([0])
+        hasher.update(routingKey)
+        return hasher.finalize().w0
+    }
+}

@@ -1,0 +1,34 @@
+// RemoteKeys.swift: an entry's Redis names, `<prefix>:{<identity hex>}:value`, `:lease` and `:released`
+// (its release channel), sharing one hash tag: one slot in a cluster, one server among shards. No key
+// text reaches Redis.
+
+/// The Redis names of one entry's value, lease and release channel.
+struct RemoteKeys: Equatable, Sendable {
+    /// The routing bytes: the hash tag's content (the identity in lowercase hex).
+    let routingKey: [UInt8]
+    /// The value key.
+    let value: [UInt8]
+    /// The lease key.
+    let lease: [UInt8]
+    /// The release channel.
+    let channel: [UInt8]
+
+    /// The default key prefix.
+    static let defaultPrefix = "yashima"
+
+    /// The names for `identity` under `prefix` (a valid prefix: see ``isValidPrefix(_:)``).
+    init(identity: SHA256Digest, prefix: String) {
+        let hex = identity.hex
+        routingKey = Array(hex.utf8)
+        value = Array("\(prefix):{\(hex)}:value".utf8)
+        lease = Array("\(prefix):{\(hex)}:lease".utf8)
+        channel = Array("\(prefix):{\(hex)}:released".utf8)
+    }
+
+    /// A prefix is 1–64 printable ASCII characters without spaces or braces (a brace would move the
+    /// hash tag off the identity).
+    static func isValidPrefix(_ prefix: String) -> Bool {
+        !prefix.isEmpty && prefix.utf8.count <= 64
+            && prefix.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "{") && $0 != UInt8(ascii: "}") }
+    }
+}

@@ -1,0 +1,14 @@
+// The facade's door to the operator's surface (`@_spi(Operator)`, Operator/): the `yashima` tool opens a
+// cache, then asks it for its storage directory's `StorageOperator`.
+
+extension YCache {
+    /// An operator's view of this cache's storage directory, opening it if needed.
+    ///
+    /// - Returns: A `StorageOperator` bound to the directory this cache uses.
+    /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
+    ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`).
+    @_spi(Operator)
+    public func storageOperator() throws(YCache.Error) -> StorageOperator {
+        StorageOperator(engine: engine, context: try engine.storage(for: .write).get())
+    }
+}
