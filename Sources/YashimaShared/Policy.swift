@@ -111,12 +111,30 @@ enum Policy {
 
     // MARK: Threads
 
-    /// The stack of a thread waiting for another process's lock (LockWait): it only blocks in one
-    /// syscall, so 128 KiB is plenty, and a stampede of waiters reserves little memory.
-    static let lockWaitThreadStackSize = 128 * 1024
-
     /// The stack of a thread running blocking work (BlockingWork: scans, trims, large writes).
     static let blockingWorkThreadStackSize = 512 * 1024
+
+    // MARK: Lock waits (I5, I8)
+
+    /// Constants of waiting for another process's key lock (Coordination/LockWatch.swift).
+    enum LockWaiting {
+        /// Every wait is probed again at least this often, whatever inotify reported: the bound on a
+        /// release no event reports (a forked child holding the holder's descriptor delays its close).
+        /// A probe costs a few µs (open, flock, close), so 10,000 keys waited on cost about 3% of a core.
+        static let recheckInterval: Duration = .seconds(1)
+        /// After an event whose probe found the lock still held, probe again after these delays: the
+        /// kernel reports a dead holder's close just before it drops its lock (`__fput`), so a probe can
+        /// come in between.
+        static let rechecksAfterEvent: [Duration] = [.milliseconds(1), .milliseconds(10)]
+        /// A wait without a watch (no inotify instance left, a watch refused) is polled: the first and the
+        /// longest interval, doubling.
+        static let pollInterval: (first: Duration, longest: Duration) = (.milliseconds(1), .milliseconds(100))
+        /// Bytes read from the inotify descriptor at once, and reads per wake-up before timers get their turn.
+        static let readBufferSize = 64 * 1024
+        static let readsPerWake = 16
+        /// The stack of the one lock-wait thread (it probes and resumes; no deep recursion).
+        static let threadStackSize = 256 * 1024
+    }
 
     // MARK: Observation (I15)
 

@@ -189,6 +189,8 @@ extern const uint32_t ysh_IN_Q_OVERFLOW;
 extern const uint32_t ysh_IN_UNMOUNT;
 extern const uint32_t ysh_IN_ISDIR;
 extern const uint32_t ysh_IN_ONLYDIR;
+/// A file opened for writing was closed (a lock holder's release or death: Coordination/LockWait).
+extern const uint32_t ysh_IN_CLOSE_WRITE;
 extern const size_t ysh_inotify_event_size;
 /// inotify_init1(IN_NONBLOCK | IN_CLOEXEC).
 int ysh_inotify_init(int *err);

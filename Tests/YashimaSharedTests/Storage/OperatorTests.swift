@@ -102,12 +102,18 @@ import Testing
         #expect(census.lockFiles == 1)
         #expect(census.lockFilesHeld == 1)
         #expect(census.staleLockFiles == 0)
-        // A waiter blocked on the lock (on a thread of its own) shows as one waiting process.
-        let waiter = Thread { _ = LockWait.waitForRelease(path, in: directory) }
-        waiter.start()
-        let seen = await eventually { storage.census().waitingProcesses == 1 }
-        #expect(seen)
+        // A lookup waiting for the lock (this process: its watch on the lock's folder) shows as one waiting
+        // process.
+        let begun = Gate()
+        let waiter = Task {
+            try await LockWait.$observer.withValue({ _ in begun.open() }) {
+                try await LockWait.wait(for: path, in: directory, timeout: nil)
+            }
+        }
+        #expect(await begun.wait(within: 60))
+        #expect(storage.census().waitingProcesses == 1)
         held.abandon()
+        #expect(try await result(of: waiter, within: 60)?.get() == .released)
         #expect(await eventually { storage.census().waitingProcesses == 0 })
         census = storage.census()
         #expect(census.lockFiles == 0 && census.lockFilesHeld == 0)
