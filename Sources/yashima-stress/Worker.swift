@@ -120,6 +120,8 @@ enum WorkerCommand {
         case "inotify-wait": return try ObserveWorker.inotifyWait(&arguments)
         case "serve": return try await ServeWorker.run(&arguments)
         case "sigbus-probe": return try SigbusProbe.run(&arguments)
+        case "hold-many": return try await WaitWorker.holdMany(&arguments)
+        case "wait-many": return try await WaitWorker.waitMany(&arguments)
         default: throw ArgumentError(description: "unknown worker command '\(command)'")
         }
     }
