@@ -44,6 +44,12 @@ enum Policy {
     /// retry needs another process to win again within a few syscalls: four never run out in practice.
     static let nameRaceRetries = 4
 
+    /// How many times a trimmer waiting for `trim.lock` starts over on a new file because the one it
+    /// waited on was replaced (a repair, I14) before it gives up. Each needs another process to replace
+    /// the file within one wait; a soak damaging it every few hundred ms replaced it four times in one
+    /// wait, so the margin is wide.
+    static let trimLockReplacements = 256
+
     /// How many times a read or bump of the state file's words starts over when the file died under it (a
     /// repair marked it dead meanwhile, I14). Each retry needs another repair within those few atomics.
     static let stateSwitchRetries = 4
@@ -80,6 +86,12 @@ enum Policy {
 
     /// The most entries one trim pass unlinks before giving the trim lock back (bounded work per pass).
     static let trimMaximumUnlinksPerPass = 4096
+
+    /// A trim pass lists fan-out folders until it has seen this many entries (or every folder): the
+    /// sample whose oldest share it unlinks. About 2 µs of fstatat and 130 bytes of memory per entry, so
+    /// a pass lists for about 60 ms and holds about 4 MiB, whatever the directory holds; a directory this
+    /// size or smaller is trimmed in exact LRU order.
+    static let trimSampleEntries = 32_768
 
     /// Staging files, staging folders and lock files one sweep may remove (bounded work per pass).
     static let sweepMaximumPerPass = 4096

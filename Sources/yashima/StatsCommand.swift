@@ -81,6 +81,7 @@ enum StatsCommand {
                 "sharedGenerations": counters.sharedGenerations, "corruptEntries": counters.corruptEntries,
                 "writeFailures": counters.writeFailures, "crossProcessTimeouts": counters.crossProcessTimeouts,
                 "crossProcessLockFailures": counters.crossProcessLockFailures,
+                "trimFailures": counters.trimFailures,
                 "savedSeconds": Double(counters.savedNanoseconds) / 1e9,
                 "hitRate": hitRate.map { $0 as Any } ?? NSNull(),
                 "since": counters.zeroedAt.map(Format.iso) ?? NSNull(), "zeroed": arguments.flag("zero"),
@@ -133,7 +134,8 @@ enum StatsCommand {
             "generations",
             "\(counters.generations), waited for another \(counters.sharedGenerations); corrupt entries "
                 + "\(counters.corruptEntries), write failures \(counters.writeFailures), wait timeouts "
-                + "\(counters.crossProcessTimeouts), lock failures \(counters.crossProcessLockFailures)",
+                + "\(counters.crossProcessTimeouts), lock failures \(counters.crossProcessLockFailures)"
+                + (counters.trimFailures > 0 ? ", trim failures \(counters.trimFailures)" : ""),
         ])
         rows.append(["time saved", Format.seconds(Double(counters.savedNanoseconds) / 1e9) + " (by yashima run)"])
         rows.append([

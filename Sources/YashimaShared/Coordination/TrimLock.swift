@@ -1,9 +1,12 @@
 // `trim.lock`: the file trimmers lock exclusively so that one process trims a directory at a time (I9).
 // Its contents mean nothing (it is only locked), so damaged contents need no repair; whatever cannot serve
 // as a lock file is replaced (I14, counted as a repair): a symlink (never followed), a folder (moved into
-// `tmp/`, never removed), a FIFO, socket or device, a file this user may not open. A trimmer checks after
-// locking that the path still names the file it locked: a repair may have replaced it meanwhile, and two
-// trimmers holding locks on two files would both trim. Created like a key's lock file (LockFileOpening).
+// `tmp/`, never removed), a FIFO, socket or device, a file this user may not open; a repairer that finds
+// it already repaired by another leaves the new file alone. A trimmer checks after locking that the path
+// still names the file it locked: a repair may have replaced it meanwhile, and two trimmers holding locks
+// on two files would both trim; then it waits on the new file, however often that happens (issue 24: a
+// soak that damaged trim.lock every few hundred ms made waiters give up after four replacements, with a
+// made-up ESTALE). Created like a key's lock file (LockFileOpening).
 
 /// The exclusive lock of `trim.lock`: this process is the directory's one trimmer.
 struct TrimLock: ~Copyable {
@@ -11,8 +14,12 @@ struct TrimLock: ~Copyable {
 
     /// Opens `trim.lock` and locks it exclusively, waiting for another trimmer, so that a budget bound
     /// holds once the caller's trim returns. Blocking: call off the cooperative pool.
+    ///
+    /// A `trim.lock` replaced while this process waited for it (a repair of a damaged one, I14) is not an
+    /// error: the wait starts over on the new file, as many times as it is replaced, up to
+    /// `Policy.trimLockReplacements` (each needs another process to replace it within one wait).
     static func acquire(in directory: Directory) -> Result<TrimLock, SystemCallError> {
-        for _ in 0..<Policy.nameRaceRetries {
+        for _ in 0..<Policy.trimLockReplacements {
             let lock: FileLock
             switch open(in: directory) {
             case .failed(let error):
@@ -53,16 +60,19 @@ struct TrimLock: ~Copyable {
             result = LockFileOpening.openOrCreate(Directory.trimLockFile, in: directory)
         }
         var replace = false
+        var unusable: FileStatus?
         if let error = result.failure, unusableLockFileErrors.contains(error.errno) {
             replace = true
+            unusable = try? Syscall.status(of: Directory.trimLockFile, in: directory.descriptor).get()
         } else if let fd = result.existingDescriptor, case .success(let status) = Syscall.status(of: fd),
             !status.isRegularFile
         {
             Syscall.close(fd)  // never locked
             replace = true
+            unusable = status
         }
         if replace {
-            if case .failure(let error) = replaceTrimLock(in: directory) { return .failed(error) }
+            if case .failure(let error) = replaceTrimLock(in: directory, unusable: unusable) { return .failed(error) }
             result = LockFileOpening.openOrCreate(Directory.trimLockFile, in: directory)
         }
         // Never trust the umask; but never chmod a file reached through a planted hard link (I13).
@@ -79,10 +89,15 @@ struct TrimLock: ~Copyable {
     private static let unusableLockFileErrors = Errno.foreignFile.subtracting([.symlinkLoop])
 
     /// Replaces whatever sits at `trim.lock` by a new, empty lock file (renamed over it; a folder is
-    /// moved into `tmp/` first). Counted as a repair.
-    private static func replaceTrimLock(in directory: Directory) -> Result<Void, SystemCallError> {
+    /// moved into `tmp/` first). Counted as a repair. Nothing is done when the path no longer names
+    /// `unusable` (what this process could not use) and names a regular file: another process repaired it
+    /// first, and replacing its new file would send every trimmer waiting on it round again.
+    private static func replaceTrimLock(in directory: Directory, unusable: FileStatus?) -> Result<Void, SystemCallError>
+    {
         let root = directory.descriptor
-        if case .success(let status) = Syscall.status(of: Directory.trimLockFile, in: root), status.isDirectory {
+        let now = try? Syscall.status(of: Directory.trimLockFile, in: root).get()
+        if let now, now.isRegularFile, let unusable, !now.isSameFile(as: unusable) { return .success(()) }
+        if let status = now, status.isDirectory {
             let aside = Directory.stagingFolder + "/trim.lock-" + Directory.randomHex(byteCount: 8) + ".damaged"
             if case .failure(let error) = Syscall.rename(Directory.trimLockFile, in: root, to: aside, in: root),
                 error.errno != .noSuchFile

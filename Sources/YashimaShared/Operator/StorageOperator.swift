@@ -51,7 +51,7 @@ public final class StorageOperator: Sendable {
             sharedGenerations: state.total(.sharedGenerations), corruptEntries: state.total(.corruptEntries),
             writeFailures: state.total(.writeFailures), crossProcessTimeouts: state.total(.crossProcessTimeouts),
             crossProcessLockFailures: state.total(.crossProcessLockFailures),
-            savedNanoseconds: state.total(.savedNanoseconds),
+            trimFailures: state.total(.trimFailures), savedNanoseconds: state.total(.savedNanoseconds),
             zeroedAt: state.countersZeroedAt.map { Date(timeIntervalSince1970: Double($0) / 1e9) })
     }
 
@@ -93,7 +93,7 @@ public final class StorageOperator: Sendable {
 }
 
 /// The counters every process using a storage directory adds to (in its `state` file), since they
-/// were last zeroed. The first eight mirror `CacheStatistics`, summed over processes.
+/// were last zeroed. All but `savedNanoseconds` mirror `CacheStatistics`, summed over processes.
 @_spi(Operator)
 public struct SharedCounters: Sendable, Equatable {
     /// Lookups answered from a process's memory.
@@ -114,6 +114,8 @@ public struct SharedCounters: Sendable, Equatable {
     public var crossProcessTimeouts: UInt64
     /// Generations that ran without the key's lock file.
     public var crossProcessLockFailures: UInt64
+    /// Trims after a write that failed (the write itself succeeded).
+    public var trimFailures: UInt64
     /// Generation time saved by hits, in nanoseconds, as `yashima run` reports it.
     public var savedNanoseconds: UInt64
     /// When the counters were last zeroed; nil if never (they count from the directory's creation, or

@@ -20,7 +20,8 @@ import Testing
             storage.counters()
                 == SharedCounters(
                     memoryHits: 0, storageHits: 0, misses: 0, generations: 0, sharedGenerations: 0, corruptEntries: 0,
-                    writeFailures: 0, crossProcessTimeouts: 0, crossProcessLockFailures: 0, savedNanoseconds: 0,
+                    writeFailures: 0, crossProcessTimeouts: 0, crossProcessLockFailures: 0, trimFailures: 0,
+                    savedNanoseconds: 0,
                     zeroedAt: nil))
         #expect(storage.recordedBudget == nil)
 
