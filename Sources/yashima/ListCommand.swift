@@ -1,8 +1,14 @@
 // `yashima ls [--namespace N] [--long] [--json]`: the entries, from their headers (no payload is read):
 // namespace, identity (a `yashima run` entry's identity shown as its command line), variants, versions,
-// codec, size, created, expires and last used.
+// codec, size, created, expires and last used. Streamed in storage order, one fan-out folder at a time:
+// the first line comes at once and memory does not grow with the directory (a million entries list at
+// header-read speed); lines and JSON are written by hand into one buffer (Foundation's formatters and
+// JSONSerialization cost more than reading the header). A progress line goes to a terminal's stderr
+// after a second when the listing itself goes elsewhere. Also the progress line `stats --namespaces` uses.
 
 import Foundation
+import Glibc
+import Synchronization
 @_spi(Operator) import YashimaShared
 
 enum ListCommand {
@@ -12,8 +18,10 @@ enum ListCommand {
         description: """
             One line per entry: namespace, size, last use and identity (a "yashima run" entry shows its
             command line). --long adds the codec, created and expiry times, variants and versions. Entries
-            are sorted by namespace, then identity. Expired entries are listed (marked expired) until a
-            lookup or trim removes them.
+            come in storage order as they are read (pipe to sort for another), so the first line is
+            printed at once whatever the directory holds. Expired entries are listed (marked expired)
+            until a lookup or trim removes them. --json prints one document whose "entries" array is
+            streamed the same way.
             """,
         options: [
             .option("namespace", "NAME", "only entries of this namespace"),
@@ -22,47 +30,76 @@ enum ListCommand {
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         let location = try Location(arguments)
-        var entries: [OperatorEntry] = []
+        let json = arguments.flag("json")
+        let long = arguments.flag("long")
+        let namespace = arguments.string("namespace")
+        let output = StreamWriter(fd: STDOUT_FILENO)
+        if json { output.append("{\"directory\":" + JSONText.string(location.path) + ",\"entries\":[") }
         if location.exists {
             let storage = try location.storageOperator(try location.openCache(budget: nil))
-            let namespace = arguments.string("namespace")
-            entries = await offPool { storage.entries(inNamespace: namespace).entries }
-        }
-        entries.sort {
-            ($0.key.namespace, $0.key.identity, $0.relativePath) < ($1.key.namespace, $1.key.identity, $1.relativePath)
-        }
-        if arguments.flag("json") {
-            Output.json(["directory": location.path, "entries": entries.map(object)])
-            return 0
-        }
-        let long = arguments.flag("long")
-        var rows: [[String]] = []
-        if !entries.isEmpty {
-            rows.append(
-                long
-                    ? ["NAMESPACE", "SIZE", "LAST USED", "CREATED", "EXPIRES", "CODEC", "IDENTITY"]
-                    : ["NAMESPACE", "SIZE", "LAST USED", "IDENTITY"])
-        }
-        for entry in entries {
-            var identity = displayIdentity(entry)
-            if long {
-                let components = components(entry.key)
-                if !components.isEmpty { identity += "  [" + components + "]" }
-                rows.append([
-                    Format.printable(entry.key.namespace), Format.bytes(entry.payloadByteCount),
-                    Format.local(entry.lastUsedAt), Format.local(entry.createdAt),
-                    entry.isExpired ? "expired" : entry.expiresAt.map(Format.local) ?? "never",
-                    Format.printable(entry.codecIdentifier), identity,
-                ])
-            } else {
-                rows.append([
-                    Format.printable(entry.key.namespace), Format.bytes(entry.payloadByteCount),
-                    Format.local(entry.lastUsedAt) + (entry.isExpired ? " (expired)" : ""), identity,
-                ])
+            let progress = ProgressLine(verb: "listed", unit: "entries", enabled: isatty(STDOUT_FILENO) == 0)
+            await offPool {
+                var first = true
+                var headerWritten = false
+                storage.forEachEntry(inNamespace: namespace, progress: progress.show) { entry in
+                    if json {
+                        output.append((first ? "" : ",") + object(entry))
+                    } else {
+                        if !headerWritten {
+                            output.append(
+                                row(
+                                    long
+                                        ? ["NAMESPACE", "SIZE", "LAST USED", "CREATED", "EXPIRES", "CODEC", "IDENTITY"]
+                                        : ["NAMESPACE", "SIZE", "LAST USED", "IDENTITY"]))
+                            headerWritten = true
+                        }
+                        output.append(row(line(entry, long: long)))
+                    }
+                    progress.count()
+                    // The first line at once; then whole buffers.
+                    if first { output.flush() }
+                    first = false
+                    return !output.failed
+                }
+                progress.finish()
             }
         }
-        if !rows.isEmpty { Output.line(Format.table(rows)) }
+        if json { output.append("]}\n") }
+        output.flush()
         return 0
+    }
+
+    /// One table row: fixed-width columns (the listing is streamed, so widths cannot follow the data; a
+    /// longer cell pushes the rest of its line right), separated by two spaces, the last not padded.
+    private static func row(_ cells: [String]) -> String {
+        let widths = cells.count == 4 ? [16, 9, 29] : [16, 9, 19, 19, 19, 14]
+        var text = ""
+        for (index, cell) in cells.enumerated() {
+            text += cell
+            if index < cells.count - 1 {
+                text += String(repeating: " ", count: max(0, widths[index] - cell.count) + 2)
+            }
+        }
+        return text + "\n"
+    }
+
+    private static func line(_ entry: OperatorEntry, long: Bool) -> [String] {
+        var identity = displayIdentity(entry)
+        let lastUsed = LocalTime.text(entry.lastUsedAt)
+        guard long else {
+            return [
+                Format.printable(entry.key.namespace), Format.bytes(entry.payloadByteCount),
+                lastUsed + (entry.isExpired ? " (expired)" : ""), identity,
+            ]
+        }
+        let components = components(entry.key)
+        if !components.isEmpty { identity += "  [" + components + "]" }
+        return [
+            Format.printable(entry.key.namespace), Format.bytes(entry.payloadByteCount), lastUsed,
+            LocalTime.text(entry.createdAt),
+            entry.isExpired ? "expired" : entry.expiresAt.map(LocalTime.text) ?? "never",
+            Format.printable(entry.codecIdentifier), identity,
+        ]
     }
 
     /// A `yashima run` entry's identity is its argv joined with NUL: shown as a command line.
@@ -99,11 +136,165 @@ enum ListCommand {
         return object
     }
 
-    static func object(_ entry: OperatorEntry) -> [String: Any] {
-        keyObject(entry.key, codec: entry.codecIdentifier).merging([
-            "size": entry.payloadByteCount, "allocated": entry.allocatedByteCount,
-            "created": Format.iso(entry.createdAt), "expires": entry.expiresAt.map(Format.iso) ?? NSNull(),
-            "lastUsed": Format.iso(entry.lastUsedAt), "expired": entry.isExpired, "file": entry.relativePath,
-        ]) { $1 }
+    /// One entry as a JSON object, written by hand (the same fields `keyObject` and JSONSerialization
+    /// would give, keys sorted).
+    static func object(_ entry: OperatorEntry) -> String {
+        let key = entry.key
+        func components(_ list: [CacheKeyComponent]) -> String {
+            "["
+                + list.map { "{\"name\":\(JSONText.string($0.name)),\"value\":\(JSONText.string($0.value))}" }
+                .joined(separator: ",") + "]"
+        }
+        var text = "{\"allocated\":\(entry.allocatedByteCount)"
+        if entry.codecIdentifier == RunRecordCodec.identifier {
+            text += ",\"argv\":["
+            text += key.identity.split(separator: "\0", omittingEmptySubsequences: false)
+                .map { JSONText.string(String($0)) }.joined(separator: ",")
+            text += "]"
+        }
+        text += ",\"codec\":" + JSONText.string(entry.codecIdentifier)
+        text += ",\"created\":\"" + UTCTime.iso(entry.createdAt) + "\""
+        text += ",\"expired\":" + (entry.isExpired ? "true" : "false")
+        text += ",\"expires\":" + (entry.expiresAt.map { "\"" + UTCTime.iso($0) + "\"" } ?? "null")
+        text += ",\"file\":" + JSONText.string(entry.relativePath)
+        text += ",\"identity\":" + JSONText.string(key.identity)
+        text += ",\"lastUsed\":\"" + UTCTime.iso(entry.lastUsedAt) + "\""
+        text += ",\"namespace\":" + JSONText.string(key.namespace)
+        text += ",\"size\":\(entry.payloadByteCount)"
+        text += ",\"stableIdentifier\":\"" + entry.stableIdentifier + "\""
+        text += ",\"variants\":" + components(key.variants)
+        text += ",\"versions\":" + components(key.versions) + "}"
+        return text
+    }
+}
+
+/// JSON text written by hand: strings escaped as JSONSerialization escapes them (without escaping `/`).
+enum JSONText {
+    static func string(_ text: String) -> String {
+        var result = "\""
+        result.reserveCapacity(text.utf8.count + 2)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            case "\u{8}": result += "\\b"
+            case "\u{C}": result += "\\f"
+            default:
+                if scalar.value < 0x20 {
+                    result += String(format: "\\u%04x", scalar.value)
+                } else {
+                    result.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return result + "\""
+    }
+}
+
+/// `2026-11-30T12:34:56.789Z` (what `Format.iso` prints) without a formatter per call.
+enum UTCTime {
+    static func iso(_ date: Date) -> String {
+        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())  // as ISO8601DateFormatter rounds
+        var seconds = time_t(milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000)
+        let millis = Int(milliseconds - Int64(seconds) * 1000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        return calendarText(parts, dateSeparator: "T") + "." + padded(millis, 3) + "Z"
+    }
+}
+
+/// `2026-11-30 12:34:56` in local time (what `Format.local` prints) without a formatter per call.
+enum LocalTime {
+    static func text(_ date: Date) -> String {
+        var seconds = time_t(Int64(date.timeIntervalSince1970.rounded(.down)))
+        var parts = tm()
+        localtime_r(&seconds, &parts)
+        return calendarText(parts, dateSeparator: " ")
+    }
+}
+
+private func calendarText(_ parts: tm, dateSeparator: String) -> String {
+    padded(Int(parts.tm_year) + 1900, 4) + "-" + padded(Int(parts.tm_mon) + 1, 2) + "-" + padded(Int(parts.tm_mday), 2)
+        + dateSeparator + padded(Int(parts.tm_hour), 2) + ":" + padded(Int(parts.tm_min), 2) + ":"
+        + padded(Int(parts.tm_sec), 2)
+}
+
+private func padded(_ value: Int, _ width: Int) -> String {
+    let digits = String(value)
+    return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
+}
+
+/// Output gathered into 64 KiB writes; `failed` once the reader went away (EPIPE).
+final class StreamWriter: Sendable {
+    private let state = Mutex<(buffer: [UInt8], failed: Bool)>(([], false))
+    let fd: Int32
+
+    init(fd: Int32) { self.fd = fd }
+
+    var failed: Bool { state.withLock { $0.failed } }
+
+    func append(_ text: String) {
+        let full = state.withLock { state -> Bool in
+            state.buffer.append(contentsOf: text.utf8)
+            return state.buffer.count >= 64 * 1024
+        }
+        if full { flush() }
+    }
+
+    func flush() {
+        state.withLock { state in
+            guard !state.buffer.isEmpty, !state.failed else { return }
+            if !state.buffer.withUnsafeBytes({ Output.write($0, to: fd) }) { state.failed = true }
+            state.buffer.removeAll(keepingCapacity: true)
+        }
+    }
+}
+
+/// A progress line on a terminal's stderr for work that lasts over a second: at most ten updates a
+/// second, cleared at the end. Counts entries as they come and folders as each is done.
+final class ProgressLine: Sendable {
+    private let verb: String
+    private let unit: String
+    private let enabled: Bool
+    private let started = ContinuousClock.now
+    private let state = Mutex<(entries: Int, lastShown: ContinuousClock.Instant?, shown: Bool)>((0, nil, false))
+
+    /// - Parameter enabled: Also false when what it would interleave with goes to the same terminal.
+    init(verb: String, unit: String, enabled: Bool = true) {
+        self.verb = verb
+        self.unit = unit
+        self.enabled = enabled && Output.standardErrorIsTerminal
+    }
+
+    func count() {
+        state.withLock { $0.entries += 1 }
+    }
+
+    func show(_ progress: ListingProgress) {
+        guard enabled else { return }
+        let now = ContinuousClock.now
+        let elapsed = started.duration(to: now)
+        guard elapsed >= .seconds(1) else { return }
+        let line = state.withLock { state -> String? in
+            if let last = state.lastShown, last.duration(to: now) < .milliseconds(100) { return nil }
+            state.lastShown = now
+            state.shown = true
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let entries = max(state.entries, progress.entries)
+            let done = Double(progress.foldersDone) / Double(max(1, progress.folders))
+            var text =
+                "\(verb) \(entries) \(unit), \(Int(done * 100))% of the folders, "
+                + String(format: "%.0f \(unit)/s", Double(entries) / max(seconds, 1e-3))
+            if done > 0 && done < 1 { text += ", ETA " + Format.seconds(seconds / done * (1 - done)) }
+            return text
+        }
+        if let line { Output.error("\r\u{1B}[K" + line, terminator: false) }
+    }
+
+    func finish() {
+        if state.withLock({ $0.shown }) { Output.error("\r\u{1B}[K", terminator: false) }
     }
 }

@@ -44,6 +44,8 @@ extern const int ysh_O_CREAT;
 extern const int ysh_O_EXCL;
 extern const int ysh_O_DIRECTORY;
 extern const int ysh_O_NONBLOCK;
+/// O_NOATIME (GNU): reading does not update the file's access time; only for the file's owner (EPERM).
+extern const int ysh_O_NOATIME;
 extern const int ysh_AT_FDCWD;
 extern const int ysh_AT_REMOVEDIR;
 extern const uint32_t ysh_S_IFMT;

@@ -40,6 +40,20 @@ public final class StorageOperator: Sendable {
     /// reconciles, I9). Read without scanning.
     public var usageCounter: Int64 { directory.state.usage }
 
+    /// The shared payload counter: payload bytes of all entries as last adjusted (what the storage budget
+    /// counts; a hint that trim reconciles, I9). Read without scanning.
+    public var payloadCounter: Int64 { directory.state.payloadBytes }
+
+    /// The path, relative to the storage directory, of the entry file `key` is stored in with the codec
+    /// `codecIdentifier` (whether or not it exists): for tools that read files directly (benchmarks).
+    /// - Parameters:
+    ///   - key: The key.
+    ///   - codecIdentifier: The codec's identifier.
+    /// - Returns: `entries/<xx>/<entry identity>.entry`.
+    public func entryPath(for key: CacheKey, codecIdentifier: String) -> String {
+        directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: codecIdentifier)).relative
+    }
+
     // MARK: Counters
 
     /// The counters every process using the directory adds to, since they were last zeroed.

@@ -55,6 +55,9 @@ struct OpenFlags: OptionSet, Sendable {
     static let directory = OpenFlags(rawValue: ysh_O_DIRECTORY)
     /// For opening a name that may be a FIFO without blocking on it.
     static let nonBlocking = OpenFlags(rawValue: ysh_O_NONBLOCK)
+    /// Reading does not update the access time (which the cache never uses): no inode write on the first
+    /// read after each change. Only the file's owner may (EPERM otherwise).
+    static let noAccessTime = OpenFlags(rawValue: ysh_O_NOATIME)
 }
 
 /// Typed wrappers over the CFileLock shims. Each names its C call in its doc.

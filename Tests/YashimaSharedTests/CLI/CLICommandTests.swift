@@ -142,8 +142,13 @@ import Testing
         let miss = try await yashima(["get", "--identity", "doc-2", "--namespace", "docs"] + dir)
         #expect(miss.status == 1 && miss.output.isEmpty)
 
-        // stats --json: entries, bytes, budget, namespaces, uses, in flight, debris, counters.
-        let stats = try await yashima(["stats", "--json"] + dir).json
+        // stats --json: entries, bytes, budget, in flight, debris, counters; with --namespaces the census of
+        // every header: namespaces, uses.
+        let quick = try await yashima(["stats", "--json"] + dir).json
+        #expect(quick["entries"] as? Int == 4)
+        #expect((quick["bytes"] as? Int ?? 0) >= 4 * 4096)
+        #expect(quick["namespaces"] == nil && quick["oldestUse"] == nil)
+        let stats = try await yashima(["stats", "--namespaces", "--json"] + dir).json
         #expect(stats["entries"] as? Int == 4)
         #expect((stats["bytes"] as? Int ?? 0) >= 4 * 4096)
         #expect(stats["budget"] as? Int == 64 << 20)
@@ -159,13 +164,17 @@ import Testing
         #expect(counters?["storageHits"] as? Int == 3)  // the three gets that hit
         #expect(counters?["generations"] as? Int == 1)  // the run
         #expect(counters?["since"] is NSNull)
-        let text = try await yashima(["stats"] + dir)
+        let text = try await yashima(["stats", "--namespaces"] + dir)
         #expect(text.status == 0)
         #expect(text.text.contains("4 entries"))
         #expect(text.text.contains("docs: 2 entries"))
 
-        // ls --json: identity, variants, versions, codec, size, times; the run entry's argv.
-        let entries = try await yashima(["ls", "--json"] + dir).json["entries"] as? [[String: Any]] ?? []
+        // ls --json: identity, variants, versions, codec, size, times; the run entry's argv. Streamed in
+        // storage order: sorted here by namespace, then identity.
+        let entries = (try await yashima(["ls", "--json"] + dir).json["entries"] as? [[String: Any]] ?? []).sorted {
+            ($0["namespace"] as? String ?? "", $0["identity"] as? String ?? "")
+                < ($1["namespace"] as? String ?? "", $1["identity"] as? String ?? "")
+        }
         #expect(entries.map { $0["namespace"] as? String ?? "" } == ["docs", "docs", "run", "web"])
         let doc2 = entries[1]
         #expect(doc2["identity"] as? String == "doc-2")
