@@ -54,8 +54,9 @@ public struct EntryCensus: Sendable {
     public var entries = 0
     /// Allocated bytes of the readable entries.
     public var bytes: Int64 = 0
-    /// The oldest and newest last use (entry mtimes); nil without entries.
+    /// The oldest last use (entry mtimes); nil without entries.
     public var oldestUse: Date?
+    /// The newest last use (entry mtimes); nil without entries.
     public var newestUse: Date?
     /// Valid entries that have expired.
     public var expiredEntries = 0
