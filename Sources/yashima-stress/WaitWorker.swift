@@ -109,7 +109,7 @@ enum WaitWorker {
     }
 
     /// Raises the soft descriptor limit to the hard one.
-    private static func raiseDescriptorLimit() {
+    static func raiseDescriptorLimit() {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
         limit.rlim_cur = limit.rlim_max
@@ -118,7 +118,7 @@ enum WaitWorker {
 }
 
 /// A counter any task may add to.
-private final class WaitCount: Sendable {
+final class WaitCount: Sendable {
     private let count = Mutex(0)
 
     @discardableResult
@@ -132,7 +132,7 @@ private final class WaitCount: Sendable {
 }
 
 /// Opened once; tasks waiting on it are resumed then.
-private final class LineGate: Sendable {
+final class LineGate: Sendable {
     private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     func open() {
@@ -157,7 +157,7 @@ private final class LineGate: Sendable {
 }
 
 /// Samples this process's thread count and resident memory every 2 ms on a thread of its own (counted).
-private final class ResourceSampler: Sendable {
+final class ResourceSampler: Sendable {
     struct Peak {
         var threads = 0
         var threadsBefore = 0
