@@ -43,7 +43,10 @@ enum ListCommand {
                 var headerWritten = false
                 storage.forEachEntry(inNamespace: namespace, progress: progress.show) { entry in
                     if json {
-                        output.append((first ? "" : ",") + object(entry))
+                        output.append { buffer in
+                            if !first { buffer.append(UInt8(ascii: ",")) }
+                            append(entry, to: &buffer)
+                        }
                     } else {
                         if !headerWritten {
                             output.append(
@@ -136,73 +139,117 @@ enum ListCommand {
         return object
     }
 
-    /// One entry as a JSON object, written by hand (the same fields `keyObject` and JSONSerialization
-    /// would give, keys sorted).
-    static func object(_ entry: OperatorEntry) -> String {
+    /// One entry as a JSON object, written by hand into `out` (the same fields `keyObject` and
+    /// JSONSerialization would give, keys sorted).
+    static func append(_ entry: OperatorEntry, to out: inout [UInt8]) {
         let key = entry.key
-        func components(_ list: [CacheKeyComponent]) -> String {
-            "["
-                + list.map { "{\"name\":\(JSONText.string($0.name)),\"value\":\(JSONText.string($0.value))}" }
-                .joined(separator: ",") + "]"
+        func components(_ list: [CacheKeyComponent]) {
+            out.append(UInt8(ascii: "["))
+            for (index, component) in list.enumerated() {
+                out.append(contentsOf: index == 0 ? #"{"name":"#.utf8 : #",{"name":"#.utf8)
+                JSONText.append(component.name, to: &out)
+                out.append(contentsOf: #","value":"#.utf8)
+                JSONText.append(component.value, to: &out)
+                out.append(UInt8(ascii: "}"))
+            }
+            out.append(UInt8(ascii: "]"))
         }
-        var text = "{\"allocated\":\(entry.allocatedByteCount)"
+        out.append(contentsOf: #"{"allocated":"#.utf8)
+        out.append(contentsOf: String(entry.allocatedByteCount).utf8)
         if entry.codecIdentifier == RunRecordCodec.identifier {
-            text += ",\"argv\":["
-            text += key.identity.split(separator: "\0", omittingEmptySubsequences: false)
-                .map { JSONText.string(String($0)) }.joined(separator: ",")
-            text += "]"
+            out.append(contentsOf: #","argv":["#.utf8)
+            for (index, word) in key.identity.split(separator: "\0", omittingEmptySubsequences: false).enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                JSONText.append(String(word), to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
         }
-        text += ",\"codec\":" + JSONText.string(entry.codecIdentifier)
-        text += ",\"created\":\"" + UTCTime.iso(entry.createdAt) + "\""
-        text += ",\"expired\":" + (entry.isExpired ? "true" : "false")
-        text += ",\"expires\":" + (entry.expiresAt.map { "\"" + UTCTime.iso($0) + "\"" } ?? "null")
-        text += ",\"file\":" + JSONText.string(entry.relativePath)
-        text += ",\"identity\":" + JSONText.string(key.identity)
-        text += ",\"lastUsed\":\"" + UTCTime.iso(entry.lastUsedAt) + "\""
-        text += ",\"namespace\":" + JSONText.string(key.namespace)
-        text += ",\"size\":\(entry.payloadByteCount)"
-        text += ",\"stableIdentifier\":\"" + entry.stableIdentifier + "\""
-        text += ",\"variants\":" + components(key.variants)
-        text += ",\"versions\":" + components(key.versions) + "}"
-        return text
+        out.append(contentsOf: #","codec":"#.utf8)
+        JSONText.append(entry.codecIdentifier, to: &out)
+        out.append(contentsOf: #","created":""#.utf8)
+        UTCTime.append(entry.createdAt, to: &out)
+        out.append(
+            contentsOf: (entry.isExpired ? #"","expired":true,"expires":"# : #"","expired":false,"expires":"#).utf8)
+        if let expires = entry.expiresAt {
+            out.append(UInt8(ascii: "\""))
+            UTCTime.append(expires, to: &out)
+            out.append(UInt8(ascii: "\""))
+        } else {
+            out.append(contentsOf: "null".utf8)
+        }
+        out.append(contentsOf: #","file":"#.utf8)
+        JSONText.append(entry.relativePath, to: &out)
+        out.append(contentsOf: #","identity":"#.utf8)
+        JSONText.append(key.identity, to: &out)
+        out.append(contentsOf: #","lastUsed":""#.utf8)
+        UTCTime.append(entry.lastUsedAt, to: &out)
+        out.append(contentsOf: #"","namespace":"#.utf8)
+        JSONText.append(key.namespace, to: &out)
+        out.append(contentsOf: #","size":"#.utf8)
+        out.append(contentsOf: String(entry.payloadByteCount).utf8)
+        out.append(contentsOf: #","stableIdentifier":""#.utf8)
+        out.append(contentsOf: entry.stableIdentifier.utf8)
+        out.append(contentsOf: #"","variants":"#.utf8)
+        components(key.variants)
+        out.append(contentsOf: #","versions":"#.utf8)
+        components(key.versions)
+        out.append(UInt8(ascii: "}"))
     }
 }
 
 /// JSON text written by hand: strings escaped as JSONSerialization escapes them (without escaping `/`).
 enum JSONText {
     static func string(_ text: String) -> String {
-        var result = "\""
-        result.reserveCapacity(text.utf8.count + 2)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            case "\u{8}": result += "\\b"
-            case "\u{C}": result += "\\f"
-            default:
-                if scalar.value < 0x20 {
-                    result += String(format: "\\u%04x", scalar.value)
-                } else {
-                    result.unicodeScalars.append(scalar)
+        var bytes: [UInt8] = []
+        append(text, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends `text` quoted and escaped; bytes that need no escape (all of most keys) are copied as is.
+    static func append(_ text: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var text = text
+        text.withUTF8 { bytes in
+            for byte in bytes {
+                switch byte {
+                case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
+                case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
+                case 0x0A: out.append(contentsOf: #"\n"#.utf8)
+                case 0x0D: out.append(contentsOf: #"\r"#.utf8)
+                case 0x09: out.append(contentsOf: #"\t"#.utf8)
+                case 0x08: out.append(contentsOf: #"\b"#.utf8)
+                case 0x0C: out.append(contentsOf: #"\f"#.utf8)
+                case 0..<0x20:
+                    let hex = Array("0123456789abcdef".utf8)
+                    out.append(contentsOf: #"\u00"#.utf8)
+                    out.append(hex[Int(byte >> 4)])
+                    out.append(hex[Int(byte & 0xF)])
+                default: out.append(byte)
                 }
             }
         }
-        return result + "\""
+        out.append(UInt8(ascii: "\""))
     }
 }
 
 /// `2026-11-30T12:34:56.789Z` (what `Format.iso` prints) without a formatter per call.
 enum UTCTime {
     static func iso(_ date: Date) -> String {
+        var bytes: [UInt8] = []
+        append(date, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    static func append(_ date: Date, to out: inout [UInt8]) {
         let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())  // as ISO8601DateFormatter rounds
         var seconds = time_t(milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000)
         let millis = Int(milliseconds - Int64(seconds) * 1000)
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        return calendarText(parts, dateSeparator: "T") + "." + padded(millis, 3) + "Z"
+        appendCalendar(parts, dateSeparator: UInt8(ascii: "T"), to: &out)
+        out.append(UInt8(ascii: "."))
+        appendDigits(millis, 3, to: &out)
+        out.append(UInt8(ascii: "Z"))
     }
 }
 
@@ -212,19 +259,31 @@ enum LocalTime {
         var seconds = time_t(Int64(date.timeIntervalSince1970.rounded(.down)))
         var parts = tm()
         localtime_r(&seconds, &parts)
-        return calendarText(parts, dateSeparator: " ")
+        var bytes: [UInt8] = []
+        appendCalendar(parts, dateSeparator: UInt8(ascii: " "), to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
 
-private func calendarText(_ parts: tm, dateSeparator: String) -> String {
-    padded(Int(parts.tm_year) + 1900, 4) + "-" + padded(Int(parts.tm_mon) + 1, 2) + "-" + padded(Int(parts.tm_mday), 2)
-        + dateSeparator + padded(Int(parts.tm_hour), 2) + ":" + padded(Int(parts.tm_min), 2) + ":"
-        + padded(Int(parts.tm_sec), 2)
+private func appendCalendar(_ parts: tm, dateSeparator: UInt8, to out: inout [UInt8]) {
+    appendDigits(Int(parts.tm_year) + 1900, 4, to: &out)
+    out.append(UInt8(ascii: "-"))
+    appendDigits(Int(parts.tm_mon) + 1, 2, to: &out)
+    out.append(UInt8(ascii: "-"))
+    appendDigits(Int(parts.tm_mday), 2, to: &out)
+    out.append(dateSeparator)
+    appendDigits(Int(parts.tm_hour), 2, to: &out)
+    out.append(UInt8(ascii: ":"))
+    appendDigits(Int(parts.tm_min), 2, to: &out)
+    out.append(UInt8(ascii: ":"))
+    appendDigits(Int(parts.tm_sec), 2, to: &out)
 }
 
-private func padded(_ value: Int, _ width: Int) -> String {
-    let digits = String(value)
-    return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
+/// `value` in decimal, zero-padded to `width` digits (more when it has more).
+private func appendDigits(_ value: Int, _ width: Int, to out: inout [UInt8]) {
+    let digits = Array(String(value).utf8)
+    if digits.count < width { out.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: width - digits.count)) }
+    out.append(contentsOf: digits)
 }
 
 /// Output gathered into 64 KiB writes; `failed` once the reader went away (EPIPE).
@@ -237,8 +296,13 @@ final class StreamWriter: Sendable {
     var failed: Bool { state.withLock { $0.failed } }
 
     func append(_ text: String) {
+        append { $0.append(contentsOf: text.utf8) }
+    }
+
+    /// Lets `body` write into the buffer directly.
+    func append(_ body: (inout [UInt8]) -> Void) {
         let full = state.withLock { state -> Bool in
-            state.buffer.append(contentsOf: text.utf8)
+            body(&state.buffer)
             return state.buffer.count >= 64 * 1024
         }
         if full { flush() }

@@ -19,7 +19,9 @@ enum StatsCommand {
             now, processes waiting for them), debris (lock files, staging files and folders left by killed
             processes, swept by trim and verify --repair), and the hit, miss and generation counters that
             every process using the directory adds to, since the last "yashima stats --zero". Reads no
-            entry: fast at any size. --namespaces also reads every entry's header: per-namespace counts and
+            entry: fast at any size (where listing the folders' names takes over half a second, the count
+            is scaled up from those listed and shown as "about"). --namespaces also reads every entry's
+            header, for exact counts: per-namespace counts and
             bytes, the oldest and newest use (entry mtimes, which hits set at most once a minute), expired
             and unreadable entries. A directory that does not exist shows as empty.
             """,
@@ -45,13 +47,19 @@ enum StatsCommand {
         }
         let cache = try location.openCache(budget: nil)
         let storage = try location.storageOperator(cache)
-        let (count, census, entryCensus) = await offPool { () -> (Int, DirectoryCensus, EntryCensus?) in
-            guard withCensus else { return (storage.countEntryFiles(), storage.census(), nil) }
+        let (counted, census, entryCensus) = await offPool {
+            () -> ((count: Int, exact: Bool), DirectoryCensus, EntryCensus?) in
+            // Names only, for at most half a second: past that the count is scaled up from the folders
+            // listed (keys spread evenly over them) and said to be an estimate.
+            guard withCensus else {
+                return (storage.countEntryFiles(within: .milliseconds(500)), storage.census(), nil)
+            }
             let progress = ProgressLine(verb: "read", unit: "headers")
             let entries = storage.entryCensus(progress: progress.show)
             progress.finish()
-            return (entries.entries + entries.unreadableEntries, storage.census(), entries)
+            return ((entries.entries + entries.unreadableEntries, true), storage.census(), entries)
         }
+        let count = counted.count
         let counters = storage.counters()
         if arguments.flag("zero") { storage.zeroCounters() }
         let bytes = entryCensus?.bytes ?? storage.usageCounter
@@ -63,7 +71,8 @@ enum StatsCommand {
 
         if json {
             var object: [String: Any] = [
-                "directory": location.path, "exists": true, "entries": count, "bytes": bytes,
+                "directory": location.path, "exists": true, "entries": count, "entriesExact": counted.exact,
+                "bytes": bytes,
                 "usageCounter": storage.usageCounter, "payloadBytes": storage.payloadCounter,
                 "budget": budget == Int64.max ? NSNull() : budget,
                 "budgetSource": recorded == nil ? "default" : "recorded",
@@ -99,7 +108,9 @@ enum StatsCommand {
         }
 
         var rows: [[String]] = [["directory", location.path]]
-        var holding = "\(Format.count(count, "entry", "entries")), \(Format.bytes(bytes)) on disk"
+        var holding =
+            (counted.exact ? "" : "about ")
+            + "\(Format.count(count, "entry", "entries")), \(Format.bytes(bytes)) on disk"
         if budget == Int64.max {
             holding += "; no budget (unlimited)"
         } else {

@@ -167,18 +167,21 @@ extension StorageOperator {
 
     /// Counts the entry files from the fan-out folders' names alone (no stat, no read): what `stats`
     /// reports without a census. Files another process adds or removes meanwhile may or may not count.
-    public func countEntryFiles() -> Int {
+    /// - Parameter limit: Stop listing folders after this long and scale the count up from the folders
+    ///   listed (keys spread evenly over them); nil lists every folder.
+    /// - Returns: The count, and whether it is exact (every folder listed).
+    public func countEntryFiles(within limit: Duration? = nil) -> (count: Int, exact: Bool) {
+        let folders = files.entryFolders()
+        let deadline = limit.map { ContinuousClock.now.advanced(by: $0) }
         var count = 0
-        for folder in files.entryFolders() {
-            guard
-                case .success(let names) = Syscall.listDirectory(
-                    Directory.entriesFolder + "/" + folder, in: directory.descriptor)
-            else { continue }
-            for name in names where name.isDirectory != true && name.name.hasSuffix(Directory.entrySuffix) {
-                count += 1
+        for (index, folder) in folders.enumerated() {
+            if let deadline, index > 0, ContinuousClock.now >= deadline {
+                return (Int((Double(count) * Double(folders.count) / Double(index)).rounded()), false)
             }
+            let path = Directory.entriesFolder + "/" + folder
+            count += Syscall.countNames(in: path, under: directory.descriptor, suffix: Directory.entrySuffix)
         }
-        return count
+        return (count, true)
     }
 
     /// Reads every entry's header once: entries and allocated bytes per namespace, in all, the oldest and
@@ -298,7 +301,7 @@ extension StorageOperator {
     /// - Returns: What was checked and what failed.
     public func verify(progress: (VerifyProgress) -> Void = { _ in }) -> VerifyReport {
         // Totals for the progress line, without a scan: file names, and the usage counter (a hint, I9).
-        let totalEntries = countEntryFiles()
+        let totalEntries = countEntryFiles().count
         let totalBytes = directory.state.usage
         let now = Syscall.realtimeNanoseconds
         var checked = 0

@@ -294,6 +294,28 @@ enum Syscall {
         return .success(type)
     }
 
+    /// How many names in the directory `path` end in `suffix` and are not directories (as the filesystem
+    /// says), without making a string of each: a count of a fan-out folder's entries. 0 when it cannot be
+    /// listed.
+    static func countNames(in path: String, under directory: Int32, suffix: String) -> Int {
+        var err: Int32 = 0
+        guard let stream = ysh_dir_open(directory, path, &err) else { return 0 }
+        defer { ysh_dir_close(stream) }
+        let tail = Array(suffix.utf8)
+        var count = 0
+        var kind: Int32 = -1
+        while let name = ysh_dir_next(stream, &kind) {
+            guard kind != 1 else { continue }
+            let length = strlen(name)
+            guard length >= tail.count else { continue }
+            let matches = tail.withUnsafeBytes {
+                memcmp(name + (length - tail.count), $0.baseAddress!, tail.count) == 0
+            }
+            if matches { count += 1 }
+        }
+        return count
+    }
+
     /// Names in a directory (not "." or ".."), with whether each is a directory when the filesystem says.
     static func listDirectory(
         _ path: String, in directory: Int32

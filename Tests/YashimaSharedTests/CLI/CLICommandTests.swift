@@ -5,6 +5,7 @@
 import Foundation
 import Glibc
 import Testing
+import YashimaShared
 
 @Suite struct CLICommandTests {
     // MARK: run
@@ -217,6 +218,26 @@ import Testing
         // clear everything.
         #expect(try await yashima(["clear"] + dir).status == 0)
         #expect(try await yashima(["stats", "--json"] + dir).json["entries"] as? Int == 0)
+    }
+
+    @Test("ls --json writes every character a key may hold as JSON would, and the listing parses")
+    func listingEscapesKeyText() async throws {
+        let fixture = try CLIFixture()
+        let cache = YCache(storageDirectory: URL(fileURLWithPath: fixture.storage))
+        let identities = ["quote \" back \\ slash /", "line\nbreak\ttab\r\u{8}\u{C}", "nul\0and\u{1}", "ünï 🗝"]
+        for identity in identities {
+            let key = CacheKey(
+                namespace: "esc\"aped", identity: identity, variants: [CacheKeyComponent(name: "v\n", value: "w\\")])
+            _ = try await cache.data(for: key) { Data(identity.utf8) }
+        }
+        let listing = try await yashima(["ls", "--json"] + fixture.dir)
+        #expect(listing.status == 0)
+        let entries = listing.json["entries"] as? [[String: Any]] ?? []
+        #expect(Set(entries.compactMap { $0["identity"] as? String }) == Set(identities))
+        #expect(entries.allSatisfy { $0["namespace"] as? String == "esc\"aped" })
+        #expect(
+            entries.allSatisfy { ($0["variants"] as? [[String: String]])?.first == ["name": "v\n", "value": "w\\"] })
+        #expect(entries.allSatisfy { ($0["created"] as? String)?.hasSuffix("Z") == true })
     }
 
     @Test func aDirectoryThatDoesNotExistIsEmptyAndNotCreated() async throws {
