@@ -146,6 +146,10 @@ enum Policy {
         /// Bytes read from the inotify descriptor at once, and reads per wake-up before timers get their turn.
         static let readBufferSize = 64 * 1024
         static let readsPerWake = 16
+        /// A folder's watch stays this long after its last wait ended: a wait that ends does not pay
+        /// `inotify_rm_watch` before its task resumes, and the next wait in that folder reuses the watch.
+        /// An idle watch only wakes the thread for other keys' lock files (a few µs each).
+        static let idleWatchLifetime: Duration = .seconds(2)
         /// The stack of the one lock-wait thread (it probes and resumes; no deep recursion).
         static let threadStackSize = 256 * 1024
     }

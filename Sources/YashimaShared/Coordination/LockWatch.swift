@@ -121,7 +121,7 @@ final class LockWatch: Sendable {
     /// How many waits are in progress (tests).
     var waitCount: Int { table.withLock { $0.waiters.count } }
 
-    /// How many folders are watched now (tests).
+    /// How many folders are watched now, idle ones included (tests).
     var watchCount: Int { table.withLock { $0.folders.count } }
 
     // MARK: The thread
@@ -133,8 +133,11 @@ final class LockWatch: Sendable {
             byteCount: Policy.LockWaiting.readBufferSize, alignment: 8)
         defer { buffer.deallocate() }
         let inotify = inotify
+        var idleExpiry: Int64?
         while true {
-            let timeout = table.withLock { $0.plannedTimeout(now: Syscall.monotonicNanoseconds) }
+            let timeout = table.withLock {
+                $0.plannedTimeout(now: Syscall.monotonicNanoseconds, idleExpiry: idleExpiry)
+            }
             let ready: (events: Bool, woken: Bool)
             switch Inotify.wait(inotify, orWake: wake, timeoutMilliseconds: timeout) {
             case .success(let value): ready = value
@@ -158,6 +161,7 @@ final class LockWatch: Sendable {
             }
             for identifier in timedOut { finish(identifier, with: .success(.timedOut)) }
             probe(due, now: now)
+            idleExpiry = table.withLock { $0.removeIdleWatches(now: Syscall.monotonicNanoseconds, inotify: inotify) }
         }
     }
 
@@ -240,6 +244,10 @@ private struct Waiter {
 private struct WatchedFolder {
     var waits: [Substring: [UInt64]] = [:]
     var count = 0
+    /// When its last wait ended (nil while it has waits): an idle watch stays for
+    /// `Policy.LockWaiting.idleWatchLifetime`, so that a wait ending does not pay `inotify_rm_watch`
+    /// before its task resumes, nor the next wait in the folder a new watch.
+    var idleSince: Int64?
 }
 
 /// Everything the watch keeps, behind one mutex: the waits, the watched folders, the timers.
@@ -261,12 +269,17 @@ private struct WaitTable {
     }
 
     mutating func insert(_ identifier: UInt64, _ waiter: Waiter) {
+        if let watch = waiter.watch, folders[watch]?.idleSince != nil { idleWatches -= 1 }
         waiters[identifier] = waiter
-        if let watch = waiter.watch {
-            folders[watch, default: WatchedFolder()].waits[waiter.name, default: []].append(identifier)
-            folders[watch]!.count += 1
-        }
+        if let watch = waiter.watch { attach(identifier, name: waiter.name, to: watch) }
         timers.push(waiter.due, identifier)
+    }
+
+    /// Files a wait under its folder's watch.
+    private mutating func attach(_ identifier: UInt64, name: Substring, to watch: Int32) {
+        folders[watch, default: WatchedFolder()].waits[name, default: []].append(identifier)
+        folders[watch]!.count += 1
+        folders[watch]!.idleSince = nil
     }
 
     /// Takes a wait out (its folder's watch goes with its last wait); nil when it already ended.
@@ -276,7 +289,8 @@ private struct WaitTable {
         return waiter
     }
 
-    /// Takes a wait out of its folder's list; removes the folder's watch when no wait is left in it.
+    /// Takes a wait out of its folder's list; a folder left without waits becomes idle (its watch is
+    /// removed later by `removeIdleWatches`).
     private mutating func detach(_ identifier: UInt64, _ waiter: Waiter, inotify: Int32) {
         guard let watch = waiter.watch, var folder = folders[watch] else { return }
         let name = waiter.name
@@ -285,27 +299,45 @@ private struct WaitTable {
             folder.waits[name] = list.isEmpty ? nil : list
             folder.count -= 1
         }
-        if folder.count <= 0 {
-            folders[watch] = nil
-            Inotify.removeWatch(inotify, watch)
-        } else {
-            folders[watch] = folder
+        if folder.count <= 0 && folder.idleSince == nil {
+            folder.idleSince = Syscall.monotonicNanoseconds
+            idleWatches += 1
         }
+        folders[watch] = folder
+    }
+
+    /// How many watched folders have no wait.
+    private(set) var idleWatches = 0
+
+    /// Removes the watches idle for `Policy.LockWaiting.idleWatchLifetime`; returns when the next one
+    /// will be due (nil: none idle).
+    mutating func removeIdleWatches(now: Int64, inotify: Int32) -> Int64? {
+        guard idleWatches > 0 else { return nil }
+        var next: Int64?
+        for (watch, folder) in folders {
+            guard let idleSince = folder.idleSince else { continue }
+            if now - idleSince >= idleWatchLifetime {
+                folders[watch] = nil
+                idleWatches -= 1
+                Inotify.removeWatch(inotify, watch)
+            } else {
+                next = min(next ?? .max, idleSince + idleWatchLifetime)
+            }
+        }
+        return next
     }
 
     /// The poll(2) timeout until the earliest timer (nil: none), dropping timers of ended or moved waits;
     /// records it as the planned wake-up.
-    mutating func plannedTimeout(now: Int64) -> Int? {
+    mutating func plannedTimeout(now: Int64, idleExpiry: Int64?) -> Int? {
         while let top = timers.top {
             if let waiter = waiters[top.identifier], waiter.due == top.time { break }
             timers.pop()
         }
-        guard let top = timers.top else {
-            plannedWake = .max
-            return nil
-        }
-        plannedWake = top.time
-        let remaining = top.time - now
+        let wake = min(timers.top?.time ?? .max, idleExpiry ?? .max)
+        plannedWake = wake
+        guard wake != .max else { return nil }
+        let remaining = wake - now
         return remaining <= 0 ? 0 : Int((remaining + 999_999) / 1_000_000)
     }
 
@@ -326,6 +358,7 @@ private struct WaitTable {
                     waiters[identifier] = waiter
                     chosen[identifier] = true
                 }
+                if folder.idleSince != nil { idleWatches -= 1 }
                 folders[event.watch] = nil
                 if !event.mask.contains(.ignored) { Inotify.removeWatch(inotify, event.watch) }
                 continue
@@ -360,8 +393,8 @@ private struct WaitTable {
             let watch = addWatch(for: waiter.path, in: waiter.directory, inotify: inotify)
         {
             waiter.watch = watch
-            folders[watch, default: WatchedFolder()].waits[waiter.name, default: []].append(identifier)
-            folders[watch]!.count += 1
+            if folders[watch]?.idleSince != nil { idleWatches -= 1 }
+            attach(identifier, name: waiter.name, to: watch)
         }
         if afterEvent {
             waiter.rechecksAfterEvent = 1
@@ -425,6 +458,7 @@ private let lockEvents: InotifyMask = [
 ]
 
 private let recheckInterval = Policy.LockWaiting.recheckInterval.nanoseconds
+private let idleWatchLifetime = Policy.LockWaiting.idleWatchLifetime.nanoseconds
 private let eventRechecks = Policy.LockWaiting.rechecksAfterEvent.map(\.nanoseconds)
 private let pollFirst = Policy.LockWaiting.pollInterval.first.nanoseconds
 private let pollLongest = Policy.LockWaiting.pollInterval.longest.nanoseconds
