@@ -13,7 +13,8 @@
 // event reports (a forked child still holding the descriptor, which delays the close). Without inotify
 // (no instance left for the user, or a watch refused) a wait is polled, from 1 ms doubling to 100 ms.
 // Deadlines are the thread's timers; cancellation resumes the task from the cancelling thread. Each wait
-// is resumed exactly once: whoever removes it from the table resumes it.
+// is resumed exactly once: whoever removes it from the table resumes it. A folder's watch outlives its
+// last wait by `Policy.LockWaiting.idleWatchLifetime`, so ending a wait costs no syscall before the resume.
 
 import Glibc
 import Synchronization
