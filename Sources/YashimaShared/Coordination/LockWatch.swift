@@ -61,6 +61,15 @@ final class LockWatch: Sendable {
         }
     }
 
+    /// The inotify descriptor of this process's watch if it was started (tests that count the process's
+    /// inotify instances leave it out); nil otherwise. Never starts one.
+    static var startedInotifyDescriptor: Int32? {
+        instance.withLock { existing in
+            guard let existing, existing.ownerProcessID == Syscall.processID, existing.inotify >= 0 else { return nil }
+            return existing.inotify
+        }
+    }
+
     func newIdentifier() -> UInt64 {
         identifiers.wrappingAdd(1, ordering: .relaxed).newValue
     }

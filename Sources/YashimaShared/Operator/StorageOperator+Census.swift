@@ -137,8 +137,17 @@ struct ProcLocks {
 
     /// Parses /proc/locks; nil when it cannot be read.
     static func read() -> ProcLocks? {
-        guard let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return nil }
+        guard let text = procText("/proc/locks") else { return nil }
         return ProcLocks(parsing: text)
+    }
+
+    /// A /proc file's whole text. `String(contentsOfFile:)` stops after the first 4 KiB of a /proc file
+    /// (it reports a size of 0): with a few thousand locks held on the machine, the census missed ours.
+    static func procText(_ path: String) -> String? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard let data = try? handle.readToEnd() else { return nil }
+        return String(decoding: data, as: UTF8.self)
     }
 
     /// Lines look like `1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`, and a process blocked on a
@@ -190,7 +199,7 @@ struct ProcLocks {
                 guard
                     (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(name)/fd/\(descriptor)"))
                         == "anon_inode:inotify",
-                    let info = try? String(contentsOfFile: "/proc/\(name)/fdinfo/\(descriptor)", encoding: .utf8)
+                    let info = procText("/proc/\(name)/fdinfo/\(descriptor)")
                 else { continue }
                 if watchedFiles(fdinfo: info).contains(where: folders.contains) {
                     found.insert(pid)

@@ -99,7 +99,9 @@ func isWaitingForLock(_ pid: Int32) -> Bool {
         guard
             (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(descriptor)"))
                 == "anon_inode:inotify",
-            let info = try? String(contentsOfFile: "/proc/\(pid)/fdinfo/\(descriptor)", encoding: .utf8)
+            let info = FileHandle(forReadingAtPath: "/proc/\(pid)/fdinfo/\(descriptor)").flatMap({ try? $0.readToEnd() }
+            )
+            .map({ String(decoding: $0, as: UTF8.self) })
         else { continue }
         if info.split(separator: "\n").contains(where: { $0.hasPrefix("inotify wd:") }) { return true }
     }

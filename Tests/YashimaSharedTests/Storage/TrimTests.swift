@@ -302,7 +302,8 @@ struct TrimTests {
         let total = context.directory.state.payloadBytes
         // Over the budget, 12 % over its low-water mark: a full pass would unlink about 240 entries.
         let budget = StorageBudget(payloadBytes: Int64(Double(total) * 0.98))
-        let pass = context.trimmer.trim(budget: budget, force: false, sampleEntries: 200)
+        let trimmer = context.trimmer
+        let pass = await BlockingWork.run { trimmer.trim(budget: budget, force: false, sampleEntries: 200) }
         let gone = Set(names).subtracting(Self.present(urls))
         #expect(pass.unlinked == gone.count)
         #expect(pass.unlinked > 0)
@@ -353,12 +354,15 @@ struct TrimTests {
             return fd
         }
         var held = try lockNew()
-        let waiting = Task.detached { () -> Result<Void, SystemCallError> in
-            switch TrimLock.acquire(in: directory) {
-            case .success(let lock):
-                lock.release()
-                return .success(())
-            case .failure(let error): return .failure(error)
+        // The acquisition blocks in flock: on a thread of its own, never the cooperative pool.
+        let waiting = Task {
+            await BlockingWork.run { () -> Result<Void, SystemCallError> in
+                switch TrimLock.acquire(in: directory) {
+                case .success(let lock):
+                    lock.release()
+                    return .success(())
+                case .failure(let error): return .failure(error)
+                }
             }
         }
         // Six replacements while it waits (it gave up after four before): each time it wakes on the old
