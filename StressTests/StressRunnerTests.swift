@@ -60,7 +60,7 @@ import Testing
         #expect(run.status == 0)
         for name in [
             "burst", "artifact-mix", "lifecycle", "quota", "chaos", "corruption", "cancellation", "expiry", "restart",
-            "hosts",
+            "hosts", "waits",
         ] {
             #expect(run.standardOutput.contains("  \(name) "), "--help does not list \(name)")
         }
@@ -71,7 +71,7 @@ import Testing
         let run = try await RunnerProcess.run(
             ["--profile", profile, "--directory", directory], timeoutSeconds: timeoutSeconds)
         let lastLine = run.standardOutput.split(separator: "\n").last.map(String.init) ?? ""
-        let passed = run.status == 0 && lastLine == "10 passed, 0 failed"
+        let passed = run.status == 0 && lastLine == "11 passed, 0 failed"
         #expect(
             passed,
             "yashima-stress --profile \(profile) failed (exit \(run.status)):\n\(run.standardOutput)\n\(run.standardError)"

@@ -1,4 +1,4 @@
-// inotify.c: the shims of observation (Observation/): inotify watches reached without following a
+// inotify.c: the shims of observation (Observation/) and of lock waits (Coordination/LockWait): inotify watches reached without following a
 // symlink, the eventfd that wakes the watcher thread, poll on two descriptors, and naming that thread.
 #define _GNU_SOURCE 1
 #include "CFileLock.h"
@@ -25,6 +25,7 @@ const uint32_t ysh_IN_Q_OVERFLOW = IN_Q_OVERFLOW;
 const uint32_t ysh_IN_UNMOUNT = IN_UNMOUNT;
 const uint32_t ysh_IN_ISDIR = IN_ISDIR;
 const uint32_t ysh_IN_ONLYDIR = IN_ONLYDIR;
+const uint32_t ysh_IN_CLOSE_WRITE = IN_CLOSE_WRITE;
 const size_t ysh_inotify_event_size = sizeof(struct inotify_event);
 
 int ysh_inotify_init(int *err) {

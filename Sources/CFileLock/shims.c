@@ -36,6 +36,7 @@ const int ysh_O_CREAT = O_CREAT;
 const int ysh_O_EXCL = O_EXCL;
 const int ysh_O_DIRECTORY = O_DIRECTORY;
 const int ysh_O_NONBLOCK = O_NONBLOCK;
+const int ysh_O_NOATIME = O_NOATIME;
 const int ysh_AT_FDCWD = AT_FDCWD;
 const int ysh_AT_REMOVEDIR = AT_REMOVEDIR;
 const uint32_t ysh_S_IFMT = S_IFMT;

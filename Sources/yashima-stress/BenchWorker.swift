@@ -25,6 +25,47 @@ enum BenchWorker {
         return 0
     }
 
+    /// `worker fill --directory D --from A --count N [--size S]`: gets-or-generates the keys `scale/e<i>`
+    /// for i in A ..< A + N with S-byte values (memory layer off, no budget): fills a directory for the
+    /// scale bench, or tops one up (present keys are hits). Prints how many it generated.
+    static func fill(_ arguments: inout Arguments) async throws -> Int32 {
+        guard let directory = arguments.string("directory") else { throw ArgumentError(description: "--directory") }
+        let from = try arguments.int("from", default: 0, range: 0...100_000_000)!
+        let count = try arguments.int("count", default: 1000, range: 1...100_000_000)!
+        let size = try arguments.int("size", default: 1024, range: 0...(1 << 20))!
+        try arguments.rejectUnknown()
+        let cache = YCache(
+            storageDirectory: URL(fileURLWithPath: directory), memoryMaximumCost: 0, storageMaximumByteCount: nil)
+        let before = cache.statistics.generations
+        for index in from..<(from + count) {
+            _ = try await cache.data(for: ScaleKeys.key(index)) { ScaleKeys.payload(index, size: size) }
+        }
+        emit(jsonLine(["generated": cache.statistics.generations - before]))
+        return 0
+    }
+
+    /// `worker scale-hits --directory D --keys N --probes P`: P storage hits on random keys among the
+    /// first N of a `fill`ed directory (memory layer off), for profiling; prints the median.
+    static func scaleHits(_ arguments: inout Arguments) async throws -> Int32 {
+        guard let directory = arguments.string("directory") else { throw ArgumentError(description: "--directory") }
+        let keys = try arguments.int("keys", default: 1000, range: 1...100_000_000)!
+        let probes = try arguments.int("probes", default: 100_000, range: 1...100_000_000)!
+        try arguments.rejectUnknown()
+        let cache = YCache(
+            storageDirectory: URL(fileURLWithPath: directory), memoryMaximumCost: 0, storageMaximumByteCount: nil)
+        var random = SplitMix64(seed: 7)
+        var samples = Samples()
+        var misses = 0
+        for _ in 0..<probes {
+            let key = ScaleKeys.key(Int(random.next() % UInt64(keys)))
+            let start = monotonicNanoseconds()
+            if try await cache.valueIfCached(for: key, codec: DataCodec()) == nil { misses += 1 }
+            samples.append(Double(monotonicNanoseconds() - start))
+        }
+        emit(jsonLine(["medianNs": samples.median, "misses": misses]))
+        return 0
+    }
+
     /// `worker first-hit --directory D --key K [--no-cache]`: a fresh process's one lookup: opens the
     /// existing cache directory and gets one stored value (a storage hit), then exits; with `--no-cache`
     /// the same process does nothing (the baseline of the bench's first-open row). Prints nothing on a
@@ -207,5 +248,14 @@ struct ZipfSampler {
             if cumulative[middle] < u { low = middle + 1 } else { high = middle }
         }
         return low
+    }
+}
+
+/// The keys and values of the scale bench's directories.
+enum ScaleKeys {
+    static func key(_ index: Int) -> CacheKey { CacheKey(namespace: "scale", identity: "e\(index)") }
+
+    static func payload(_ index: Int, size: Int) -> Data {
+        Data(repeating: UInt8(truncatingIfNeeded: index), count: size)
     }
 }

@@ -120,6 +120,10 @@ enum WorkerCommand {
         case "inotify-wait": return try ObserveWorker.inotifyWait(&arguments)
         case "serve": return try await ServeWorker.run(&arguments)
         case "sigbus-probe": return try SigbusProbe.run(&arguments)
+        case "hold-many": return try await WaitWorker.holdMany(&arguments)
+        case "fill": return try await BenchWorker.fill(&arguments)
+        case "scale-hits": return try await BenchWorker.scaleHits(&arguments)
+        case "wait-many": return try await WaitWorker.waitMany(&arguments)
         default: throw ArgumentError(description: "unknown worker command '\(command)'")
         }
     }

@@ -1,6 +1,7 @@
 // `yashima verify [--repair]`: read every entry in full and check it (header, identity, payload
-// checksum), with a progress line on a terminal (entries/s, bytes/s, ETA) and a summary; `--repair`
-// removes what is damaged and sweeps debris. Exit status 1 if anything damaged is left.
+// checksum), one fan-out folder at a time (memory does not grow with the directory), with a progress line
+// on a terminal after a second (entries/s, bytes/s, ETA) and a summary; `--repair` removes what is damaged
+// and sweeps debris. Exit status 1 if anything damaged is left.
 
 import Foundation
 import Synchronization
@@ -92,7 +93,7 @@ enum VerifyCommand {
     }
 }
 
-/// The progress line: at most ten updates a second, on standard error.
+/// The progress line: from the first second on, at most ten updates a second, on standard error.
 private final class ProgressMeter: Sendable {
     let started: ContinuousClock.Instant
     private let lastShown = Mutex<ContinuousClock.Instant?>(nil)
@@ -101,6 +102,7 @@ private final class ProgressMeter: Sendable {
 
     func show(_ progress: VerifyProgress) {
         let now = ContinuousClock.now
+        guard started.duration(to: now) >= .seconds(1) else { return }  // only for work that lasts
         let due = lastShown.withLock { last -> Bool in
             if let last, last.duration(to: now) < .milliseconds(100), progress.checkedEntries < progress.totalEntries {
                 return false

@@ -44,6 +44,8 @@ extern const int ysh_O_CREAT;
 extern const int ysh_O_EXCL;
 extern const int ysh_O_DIRECTORY;
 extern const int ysh_O_NONBLOCK;
+/// O_NOATIME (GNU): reading does not update the file's access time; only for the file's owner (EPERM).
+extern const int ysh_O_NOATIME;
 extern const int ysh_AT_FDCWD;
 extern const int ysh_AT_REMOVEDIR;
 extern const uint32_t ysh_S_IFMT;
@@ -195,6 +197,8 @@ extern const uint32_t ysh_IN_Q_OVERFLOW;
 extern const uint32_t ysh_IN_UNMOUNT;
 extern const uint32_t ysh_IN_ISDIR;
 extern const uint32_t ysh_IN_ONLYDIR;
+/// A file opened for writing was closed (a lock holder's release or death: Coordination/LockWait).
+extern const uint32_t ysh_IN_CLOSE_WRITE;
 extern const size_t ysh_inotify_event_size;
 /// inotify_init1(IN_NONBLOCK | IN_CLOEXEC).
 int ysh_inotify_init(int *err);

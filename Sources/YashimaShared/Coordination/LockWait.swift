@@ -1,125 +1,97 @@
-// Waiting for another process's generation of a key (I5): a thread of its own (never the cooperative
-// pool) blocks on a shared lock of the key's lock file until its holder releases it, so every waiting
-// process wakes at once instead of one exclusive hand-off after another; the waiting task is resumed
-// through a continuation, at once when it is cancelled or its deadline passes (I8). The wait never creates
-// the lock file: when it is gone, its holder has finished.
+// Waiting for another process's generation of a key (I5) without a thread per key: every wait of the
+// process is served by one thread (LockWatch.swift) and probed without blocking. A probe opens the key's
+// lock file read-only and tries a shared lock without waiting: the file gone or the lock free means its
+// holder finished (or died), and the waiting task resumes to look in storage and compete again (KeyLock);
+// the lock held means wait on. What makes the thread probe is in LockWatch.swift. The waiting task is
+// resumed at once when it is cancelled or its deadline passes (I8). The wait never creates the lock file.
 
-import Foundation
 import Synchronization
 
-/// Waits for a key's lock holder on a dedicated thread, so the cooperative pool never blocks on a lock.
-///
-/// The waiting task can leave early (cancellation, or the caller's deadline): it is resumed at once and
-/// the thread, still blocked on the lock, returns the moment the holder releases. So no thread or
-/// descriptor stays blocked longer than the holder keeps the lock.
-final class LockWait: Sendable {
+/// Waits for a key's lock holder without blocking the cooperative pool or holding a thread per key.
+enum LockWait {
     enum Outcome: Sendable {
         /// The holder released the lock (or was already gone): look in storage, then try again.
         case released
         case timedOut
     }
 
-    /// Called on the waiting thread right before it blocks, with the lock file's path: a test seam that
-    /// lets a test (or a test's child process, see `CrossProcessWaitObservation`) know a lookup is
-    /// waiting for another process, instead of guessing with a sleep. A task-local of the task whose
-    /// lookup waits (flights inherit it from the caller that started them).
+    /// Called once a wait has begun (the first probe found the lock held, and the holder's release will
+    /// be noticed from then on), with the lock file's path, on the waiting task's thread: a test seam that
+    /// lets a test (or a test's child process, see `CrossProcessWaitObservation`) know a lookup is waiting
+    /// for another process, instead of guessing with a sleep. A task-local of the task whose lookup waits
+    /// (flights inherit it from the caller that started them).
     @TaskLocal static var observer: (@Sendable (LockPath) -> Void)?
     /// The same seam for waits on another host's remote lease (RemoteTier), called before each block.
     @TaskLocal static var leaseObserver: (@Sendable () -> Void)?
-
-    private enum State {
-        case waiting(CheckedContinuation<Outcome, any Error>)
-        case notStarted
-        case finished
-    }
-
-    private let state = Mutex<State>(.notStarted)
+    /// Tests: another interval than `Policy.LockWaiting.recheckInterval` for waits begun inside (a long
+    /// one proves that a wake came from an event, not from the recheck).
+    @TaskLocal static var recheckInterval: Duration?
 
     /// Waits until `path`'s holder releases it; returns `.timedOut` after `timeout`; throws
-    /// `CancellationError` promptly when the task is cancelled.
+    /// `CancellationError` at once when the task is cancelled, or the error of a probe that failed.
     static func wait(for path: LockPath, in directory: Directory, timeout: Duration?) async throws -> Outcome {
-        let wait = LockWait()
+        let watch: LockWatch
+        switch LockWatch.current() {
+        case .success(let current): watch = current
+        case .failure(let error): throw error
+        }
+        let deadline = timeout.map { Syscall.monotonicNanoseconds + max(0, $0.nanoseconds) }
+        let identifier = watch.newIdentifier()
         let observer = LockWait.observer
+        let recheck = LockWait.recheckInterval?.nanoseconds
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Outcome, any Error>) in
-                let proceed = wait.state.withLock { state -> Bool in
-                    if case .finished = state { return false }  // cancelled before we started
-                    state = .waiting(continuation)
-                    return true
-                }
-                guard proceed else {
-                    continuation.resume(throwing: CancellationError())
-                    return
-                }
-                let thread = Thread {
-                    let result = waitForRelease(path, in: directory, announcing: observer)
-                    _ = wait.finish(with: result.map { Outcome.released }.mapError { $0 as any Error })
-                }
-                thread.stackSize = Policy.lockWaitThreadStackSize
-                thread.start()
-                if let timeout {
-                    let nanoseconds = max(0, timeout.nanoseconds)
-                    DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) {
-                        _ = wait.finish(with: .success(.timedOut))
-                    }
-                }
+                watch.register(
+                    identifier, path: path, in: directory, deadline: deadline, recheck: recheck,
+                    continuation: continuation, announcing: observer)
             }
         } onCancel: {
-            _ = wait.finish(with: .failure(CancellationError()))
+            watch.finish(identifier, with: .failure(CancellationError()))
         }
     }
 
-    /// Waits until the current holder of `path` releases it, then returns without holding anything. Never
-    /// creates the lock file: if it is gone, the holder has finished. Blocking: call off the pool.
-    static func waitForRelease(
-        _ path: LockPath, in directory: Directory, announcing observer: (@Sendable (LockPath) -> Void)? = nil
-    ) -> Result<Void, SystemCallError> {
+    /// What one probe of a lock file found.
+    enum Probe {
+        /// The file is gone (published or abandoned) or nobody holds it exclusively.
+        case released
+        /// Someone holds it exclusively.
+        case busy
+        case failed(SystemCallError)
+    }
+
+    /// Looks once, without waiting, whether `path`'s holder is still there: opens it read-only (never
+    /// creating it, never blocking on a FIFO planted there), tries a shared lock without waiting and gives
+    /// it back at once (LOCK_UN, then close; I7). A few syscalls: safe on the cooperative pool.
+    static func probe(_ path: LockPath, in directory: Directory) -> Probe {
         let fd: Int32
-        switch Syscall.open(path.relative, in: directory.descriptor, flags: [.readOnly]) {
+        switch Syscall.open(path.relative, in: directory.descriptor, flags: [.readOnly, .nonBlocking]) {
         case .success(let value): fd = value
-        case .failure(let error) where error.errno == .noSuchFile: return .success(())
-        case .failure(let error): return .failure(error)
+        case .failure(let error) where error.errno == .noSuchFile: return .released
+        case .failure(let error): return .failed(error)
         }
-        observer?(path)
-        switch FileLock.wait(for: .shared, on: fd, path: path.relative, ownerProcessID: directory.ownerProcessID) {
-        case .success(let lock):
-            lock.release()  // I7: LOCK_UN before close
-            return .success(())
-        case .failure(let error):
+        switch FileLock.attempt(.shared, on: fd, path: path.relative, ownerProcessID: directory.ownerProcessID) {
+        case .locked(let lock):
+            lock.release()
+            return .released
+        case .busy:
             Syscall.close(fd)
-            return .failure(error)
+            return .busy
+        case .failed(let error):
+            Syscall.close(fd)
+            return .failed(error)
         }
-    }
-
-    /// Resumes the waiting task once; returns false when it was already resumed.
-    private func finish(with result: Result<Outcome, any Error>) -> Bool {
-        let continuation = state.withLock { state -> CheckedContinuation<Outcome, any Error>? in
-            switch state {
-            case .waiting(let continuation):
-                state = .finished
-                return continuation
-            case .notStarted:
-                state = .finished
-                return nil
-            case .finished:
-                return nil
-            }
-        }
-        guard let continuation else { return false }
-        continuation.resume(with: result)
-        return true
     }
 }
 
 /// A test seam for child processes (`yashima-stress worker get --announce-wait`): calls `observer` each
 /// time a lookup made inside `body` starts waiting for another process's generation of its key (or, with
-/// a remote tier, for another host's lease), on the waiting thread, just before it blocks.
+/// a remote tier, for another host's lease), once that wait has begun.
 @_spi(Testing)
 public enum CrossProcessWaitObservation {
     /// Runs `body`, calling `observer` whenever a lookup made inside it starts waiting for another process.
     ///
     /// - Parameters:
-    ///   - observer: Called on the waiting thread right before it blocks.
+    ///   - observer: Called once a wait has begun: a release by the holder from then on ends the wait.
     ///   - body: The lookups to observe.
     /// - Returns: What `body` returns.
     /// - Throws: What `body` throws.

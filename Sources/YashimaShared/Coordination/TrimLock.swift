@@ -1,5 +1,6 @@
 // `trim.lock`, locked exclusively by the directory's one trimmer (I9); whatever cannot serve as a lock file
-// is replaced (I14), and a trimmer checks after locking that the path still names what it locked.
+// is replaced (I14), and a trimmer that finds the path replaced after locking waits on the new file, however
+// often that happens (Docs/Internals.md: the soak's made-up ESTALE).
 
 /// The exclusive lock of `trim.lock`: this process is the directory's one trimmer.
 struct TrimLock: ~Copyable {
@@ -7,8 +8,12 @@ struct TrimLock: ~Copyable {
 
     /// Opens `trim.lock` and locks it exclusively, waiting for another trimmer, so that a budget bound
     /// holds once the caller's trim returns. Blocking: call off the cooperative pool.
+    ///
+    /// A `trim.lock` replaced while this process waited for it (a repair of a damaged one, I14) is not an
+    /// error: the wait starts over on the new file, as many times as it is replaced, up to
+    /// `Policy.trimLockReplacements` (each needs another process to replace it within one wait).
     static func acquire(in directory: Directory) -> Result<TrimLock, SystemCallError> {
-        for _ in 0..<Policy.nameRaceRetries {
+        for _ in 0..<Policy.trimLockReplacements {
             let lock: FileLock
             switch open(in: directory) {
             case .failed(let error):
@@ -51,16 +56,19 @@ struct TrimLock: ~Copyable {
             result = LockFileOpening.openOrCreate(Directory.trimLockFile, in: directory)
         }
         var replace = false
+        var unusable: FileStatus?
         if let error = result.failure, unusableLockFileErrors.contains(error.errno) {
             replace = true
+            unusable = try? Syscall.status(of: Directory.trimLockFile, in: directory.descriptor).get()
         } else if let fd = result.existingDescriptor, case .success(let status) = Syscall.status(of: fd),
             !status.isRegularFile
         {
             Syscall.close(fd)  // never locked
             replace = true
+            unusable = status
         }
         if replace {
-            if case .failure(let error) = replaceTrimLock(in: directory) { return .failed(error) }
+            if case .failure(let error) = replaceTrimLock(in: directory, unusable: unusable) { return .failed(error) }
             result = LockFileOpening.openOrCreate(Directory.trimLockFile, in: directory)
         }
         // Never trust the umask; but never chmod a file reached through a planted hard link (I13).
@@ -77,10 +85,15 @@ struct TrimLock: ~Copyable {
     private static let unusableLockFileErrors = Errno.foreignFile.subtracting([.symlinkLoop])
 
     /// Replaces whatever sits at `trim.lock` by a new, empty lock file (renamed over it; a folder is
-    /// moved into `tmp/` first). Counted as a repair.
-    private static func replaceTrimLock(in directory: Directory) -> Result<Void, SystemCallError> {
+    /// moved into `tmp/` first). Counted as a repair. Nothing is done when the path no longer names
+    /// `unusable` (what this process could not use) and names a regular file: another process repaired it
+    /// first, and replacing its new file would send every trimmer waiting on it round again.
+    private static func replaceTrimLock(in directory: Directory, unusable: FileStatus?) -> Result<Void, SystemCallError>
+    {
         let root = directory.descriptor
-        if case .success(let status) = Syscall.status(of: Directory.trimLockFile, in: root), status.isDirectory {
+        let now = try? Syscall.status(of: Directory.trimLockFile, in: root).get()
+        if let now, now.isRegularFile, let unusable, !now.isSameFile(as: unusable) { return .success(()) }
+        if let status = now, status.isDirectory {
             let aside = Directory.stagingFolder + "/trim.lock-" + Directory.randomHex(byteCount: 8) + ".damaged"
             if case .failure(let error) = Syscall.rename(Directory.trimLockFile, in: root, to: aside, in: root),
                 error.errno != .noSuchFile

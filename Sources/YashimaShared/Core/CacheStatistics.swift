@@ -28,6 +28,9 @@ public struct CacheStatistics: Sendable, Equatable {
     /// layer once (the new `state` file invalidates every value kept in memory) and usage is recounted
     /// by the next trim; values stay correct. Non-zero means something damaged the directory.
     public var auxiliaryFileRepairs = 0
+    /// Trims after a write that failed (`trim.lock` could not be opened or locked). The write's value was
+    /// still returned and stored; the directory stays over its budget until a later trim succeeds.
+    public var trimFailures = 0
 
     // The remote tier's counters (`YCache.Configuration.remote`); all 0 without one. They are this
     // instance's own (not in the directory's shared counters).

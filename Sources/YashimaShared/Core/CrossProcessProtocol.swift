@@ -33,7 +33,13 @@
 /// - **I4 Removal only unlinks**, so pages a reader already mapped stay readable and trim may remove
 ///   what others are reading. (EntryRemove)
 /// - **I5 One generator per key across processes**: the holder of the key's lock file; waiters look in
-///   storage after every wake and once they hold the lock, and only then generate. (KeyLock)
+///   storage after every wake and once they hold the lock, and only then generate. A process waits on any
+///   number of keys with one thread: an inotify watch per `locks/<xx>/` folder makes it probe a key (open
+///   read-only, `LOCK_SH|LOCK_NB`) when its lock file is closed after writing, unlinked or renamed; an
+///   event means "probe now", never "free". Worst case for a release no event reports (a forked child
+///   still holding the descriptor, a lost event): 1 s, the recheck every wait gets; a probe that an event
+///   found busy is repeated after 1 and 10 ms (a dead holder's close is reported just before its lock
+///   goes); without inotify a wait polls, doubling from 1 ms to 100 ms. (KeyLock, LockWait, LockWatch)
 /// - **I6 Lock files bind to an inode**: only its holder unlinks or renames one, every locker checks the
 ///   path still names what it locked, and a generator's lock file is its staging file (a large remote
 ///   hit's is a file in `tmp/`, renamed into place while the lock is held). (KeyLock, RemoteStaging)

@@ -17,12 +17,14 @@ enum Policy {
     /// timestamp can leave ctime unchanged by a write within the same tick.
     static let verifiedCtimeMinimumAge: Duration = .seconds(2)
 
-    /// How many (inode, ctime) verifications a process remembers (`VerifiedInodes`): 65,536 entries of
-    /// about 50 bytes, cleared when full.
+    /// How many (inode, ctime) verifications a process remembers (`VerifiedInodes`, a fixed table): 49
+    /// bytes a slot, 3 MiB in all, allocated on the first read. Past it a hit on a file it forgot checksums
+    /// the payload again (CRC32C, about 0.1 µs per KiB).
     static let verifiedInodeCapacity = 65_536
 
     /// Recently used keys whose entry expectations (canonical bytes, identity and key digests: two SHA-256
-    /// computations) a cache remembers (`ExpectationCache`), cleared when full: a few MiB at most.
+    /// computations, about 2.5 µs) a cache remembers (`ExpectationCache`, a fixed table): about 90 bytes a
+    /// slot (1.5 MiB in all) and 300–500 bytes of keys and paths per key held, so 6–9 MiB when full.
     static let expectationCacheCapacity = 16_384
 
     // MARK: Storage writes
@@ -43,6 +45,12 @@ enum Policy {
     /// or unlinked between two of its calls) starts over before it reports the name as unusable. Each
     /// retry needs another process to win again within a few syscalls: four never run out in practice.
     static let nameRaceRetries = 4
+
+    /// How many times a trimmer waiting for `trim.lock` starts over on a new file because the one it
+    /// waited on was replaced (a repair, I14) before it gives up. Each needs another process to replace
+    /// the file within one wait; a soak damaging it every few hundred ms replaced it four times in one
+    /// wait, so the margin is wide.
+    static let trimLockReplacements = 256
 
     /// How many times a read or bump of the state file's words starts over when the file died under it (a
     /// repair marked it dead meanwhile, I14). Each retry needs another repair within those few atomics.
@@ -77,6 +85,12 @@ enum Policy {
     /// The most entries one trim pass unlinks before giving the trim lock back (bounded work per pass).
     static let trimMaximumUnlinksPerPass = 4096
 
+    /// A trim pass lists fan-out folders until it has seen this many entries (or every folder): the
+    /// sample whose oldest share it unlinks. About 2 µs of fstatat and 130 bytes of memory per entry, so
+    /// a pass lists for about 60 ms and holds about 4 MiB, whatever the directory holds; a directory this
+    /// size or smaller is trimmed in exact LRU order.
+    static let trimSampleEntries = 32_768
+
     /// Staging files, staging folders and lock files one sweep may remove (bounded work per pass).
     static let sweepMaximumPerPass = 4096
 
@@ -107,9 +121,31 @@ enum Policy {
 
     // MARK: Threads
 
-    /// The stack of a thread waiting for another process's lock (LockWait): it only blocks in one
-    /// syscall, so 128 KiB is plenty, and a stampede of waiters reserves little memory.
-    static let lockWaitThreadStackSize = 128 * 1024
+    // MARK: Lock waits (I5, I8)
+
+    /// Constants of waiting for another process's key lock (Coordination/LockWatch.swift).
+    enum LockWaiting {
+        /// Every wait is probed again at least this often, whatever inotify reported: the bound on a
+        /// release no event reports (a forked child holding the holder's descriptor delays its close).
+        /// A probe costs a few µs (open, flock, close), so 10,000 keys waited on cost about 3% of a core.
+        static let recheckInterval: Duration = .seconds(1)
+        /// After an event whose probe found the lock still held, probe again after these delays: the
+        /// kernel reports a dead holder's close just before it drops its lock (`__fput`), so a probe can
+        /// come in between.
+        static let rechecksAfterEvent: [Duration] = [.milliseconds(1), .milliseconds(10)]
+        /// A wait without a watch (no inotify instance left, a watch refused) is polled: the first and the
+        /// longest interval, doubling.
+        static let pollInterval: (first: Duration, longest: Duration) = (.milliseconds(1), .milliseconds(100))
+        /// Bytes read from the inotify descriptor at once, and reads per wake-up before timers get their turn.
+        static let readBufferSize = 64 * 1024
+        static let readsPerWake = 16
+        /// A folder's watch stays this long after its last wait ended: a wait that ends does not pay
+        /// `inotify_rm_watch` before its task resumes, and the next wait in that folder reuses the watch.
+        /// An idle watch only wakes the thread for other keys' lock files (a few µs each).
+        static let idleWatchLifetime: Duration = .seconds(2)
+        /// The stack of the one lock-wait thread (it probes and resumes; no deep recursion).
+        static let threadStackSize = 256 * 1024
+    }
 
     // MARK: Observation (I15)
 

@@ -157,7 +157,7 @@ struct Production<Codec: CacheCodec>: Sendable {
         {
         case .found(let hit):
             engine.count { $0.sharedGenerations += 1 }
-            return .found(Self.result(of: hit, sharedAcrossProcesses: true))
+            return .found(Self.result(of: hit.value, sharedAcrossProcesses: true))
         case .acquired(let lock):
             return .granted(.keyLock(lock))
         case .timedOut:

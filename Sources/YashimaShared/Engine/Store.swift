@@ -197,8 +197,11 @@ extension Production {
                 return (write, error)
             }
         }
-        if budget.isExceeded(by: storage.directory.state) {
-            _ = await BlockingWork.run { Maintenance.trimIfNeeded(storage, budget: budget) }
+        // Maintenance after the value is stored: a failed trim is counted, never the caller's error.
+        if budget.isExceeded(by: storage.directory.state),
+            case .failure = await BlockingWork.run({ Maintenance.trimIfNeeded(storage, budget: budget) })
+        {
+            engine.count { $0.trimFailures += 1 }
         }
         return (write, nil)
     }

@@ -13,6 +13,8 @@ struct InotifyMask: OptionSet, Sendable, Hashable {
     static let deleted = InotifyMask(rawValue: ysh_IN_DELETE)
     static let movedFrom = InotifyMask(rawValue: ysh_IN_MOVED_FROM)
     static let movedTo = InotifyMask(rawValue: ysh_IN_MOVED_TO)
+    /// A file opened for writing was closed (lock waits: a holder's release, or its death).
+    static let closedAfterWriting = InotifyMask(rawValue: ysh_IN_CLOSE_WRITE)
     static let deletedSelf = InotifyMask(rawValue: ysh_IN_DELETE_SELF)
     static let movedSelf = InotifyMask(rawValue: ysh_IN_MOVE_SELF)
     /// The watch is gone (removed by us, or its folder was deleted or unmounted).

@@ -1,8 +1,10 @@
 // The operator's census of what is not an entry: lock files (held by a generator, waited on, or left by
 // a killed process), staging files and staging folders, young (a write in progress) or old (debris that
 // trim sweeps, I2, I6), and whether a trim is running. Held locks are read from /proc/locks, so counting
-// takes no lock and cannot disturb a generation. Sweeping is trim's own (`Maintenance.sweepDebris`).
-// Blocking: call off the cooperative pool.
+// takes no lock and cannot disturb a generation; waiting processes are those with an inotify watch on a
+// `locks/<xx>/` folder (how LockWatch waits, from /proc/<pid>/fdinfo; processes of other users are not
+// readable) or blocked in flock on a lock file (builds before LockWatch). Sweeping is trim's own
+// (`Maintenance.sweepDebris`). Blocking: call off the cooperative pool.
 
 import Foundation
 
@@ -14,7 +16,8 @@ public struct DirectoryCensus: Sendable, Equatable {
     /// Lock files some process holds exclusively: keys being generated now. Nil when /proc/locks
     /// cannot be read.
     public var lockFilesHeld: Int?
-    /// Processes waiting for a lock file's holder. Nil when /proc/locks cannot be read.
+    /// Processes waiting for a lock file's holder (this user's: another user's descriptors are not
+    /// readable in /proc). Nil when /proc/locks cannot be read.
     public var waitingProcesses: Int?
     /// Lock files nobody holds that are older than an hour: debris of killed processes, which trim and
     /// `verify --repair` sweep.
@@ -45,10 +48,12 @@ extension StorageOperator {
         let locks = ProcLocks.read()
         var census = DirectoryCensus()
         var held = 0
-        var waiting = 0
+        var blocked = Set<Int32>()
+        var lockFolders = Set<ProcLocks.File>()
         func isOld(_ status: FileStatus) -> Bool { now - status.modifiedNanoseconds >= stagingDebrisAge }
-        if case .success(let folders) = Syscall.listDirectory(Directory.locksFolder, in: root) {
+        if case .success(let folders) = Syscall.listDirectoryWithStatus(Directory.locksFolder, in: root) {
             for folder in folders where folder.name.count == 2 {
+                if let status = folder.status { lockFolders.insert(ProcLocks.File(status)) }
                 let folderPath = Directory.locksFolder + "/" + folder.name
                 guard case .success(let names) = Syscall.listDirectoryWithStatus(folderPath, in: root) else {
                     continue
@@ -58,7 +63,7 @@ extension StorageOperator {
                     census.lockFiles += 1
                     let use = locks?.use(of: status) ?? ProcLocks.Use()
                     if use.exclusive { held += 1 }
-                    waiting += use.waiters
+                    blocked.formUnion(use.waitingProcesses)
                     if !use.exclusive && !use.shared && isOld(status) { census.staleLockFiles += 1 }
                 }
             }
@@ -84,7 +89,8 @@ extension StorageOperator {
         }
         if locks != nil {
             census.lockFilesHeld = held
-            census.waitingProcesses = waiting
+            let watching = census.lockFiles > 0 ? ProcLocks.processesWatching(lockFolders) : []
+            census.waitingProcesses = blocked.union(watching).count
         }
         return census
     }
@@ -103,20 +109,45 @@ struct ProcLocks {
         let major: UInt64
         let minor: UInt64
         let inode: UInt64
+
+        init(major: UInt64, minor: UInt64, inode: UInt64) {
+            self.major = major
+            self.minor = minor
+            self.inode = inode
+        }
+
+        /// The file `status` describes (glibc's gnu_dev_major / gnu_dev_minor of its device).
+        init(_ status: FileStatus) {
+            let device = status.device
+            major = ((device >> 8) & 0xFFF) | ((device >> 32) & ~UInt64(0xFFF))
+            minor = (device & 0xFF) | ((device >> 12) & ~UInt64(0xFF))
+            inode = status.inode
+        }
     }
 
     struct Use {
         var exclusive = false
         var shared = false
         var waiters = 0
+        /// The processes blocked waiting for it.
+        var waitingProcesses: Set<Int32> = []
     }
 
     let files: [File: Use]
 
     /// Parses /proc/locks; nil when it cannot be read.
     static func read() -> ProcLocks? {
-        guard let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return nil }
+        guard let text = procText("/proc/locks") else { return nil }
         return ProcLocks(parsing: text)
+    }
+
+    /// A /proc file's whole text. `String(contentsOfFile:)` stops after the first 4 KiB of a /proc file
+    /// (it reports a size of 0): with a few thousand locks held on the machine, the census missed ours.
+    static func procText(_ path: String) -> String? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard let data = try? handle.readToEnd() else { return nil }
+        return String(decoding: data, as: UTF8.self)
     }
 
     /// Lines look like `1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`, and a process blocked on a
@@ -137,6 +168,7 @@ struct ProcLocks {
             var use = files[file] ?? Use()
             if waiting {
                 use.waiters += 1
+                if let pid = Int32(words[3]) { use.waitingProcesses.insert(pid) }
             } else if words[2] == "WRITE" {
                 use.exclusive = true
             } else {
@@ -149,10 +181,48 @@ struct ProcLocks {
 
     /// How `status`'s file is locked now.
     func use(of status: FileStatus) -> Use {
-        // glibc's gnu_dev_major / gnu_dev_minor.
-        let device = status.device
-        let major = ((device >> 8) & 0xFFF) | ((device >> 32) & ~UInt64(0xFFF))
-        let minor = (device & 0xFF) | ((device >> 12) & ~UInt64(0xFF))
-        return files[File(major: major, minor: minor, inode: status.inode)] ?? Use()
+        files[File(status)] ?? Use()
+    }
+
+    /// The processes (of those whose descriptors this user may read) with an inotify watch on one of
+    /// `folders`: lock waits (Coordination/LockWatch). One listing of /proc and of each process's fds.
+    static func processesWatching(_ folders: Set<File>) -> Set<Int32> {
+        var found = Set<Int32>()
+        guard !folders.isEmpty, let processes = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else {
+            return found
+        }
+        for name in processes {
+            guard let pid = Int32(name),
+                let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(name)/fd")
+            else { continue }
+            for descriptor in descriptors {
+                guard
+                    (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(name)/fd/\(descriptor)"))
+                        == "anon_inode:inotify",
+                    let info = procText("/proc/\(name)/fdinfo/\(descriptor)")
+                else { continue }
+                if watchedFiles(fdinfo: info).contains(where: folders.contains) {
+                    found.insert(pid)
+                    break
+                }
+            }
+        }
+        return found
+    }
+
+    /// The files an inotify descriptor's fdinfo lists: `inotify wd:1 ino:5e2 sdev:fe00001 mask:…`, the
+    /// inode and the kernel's device number (major << 20 | minor) in hex.
+    static func watchedFiles(fdinfo: String) -> [File] {
+        fdinfo.split(separator: "\n").compactMap { line -> File? in
+            guard line.hasPrefix("inotify ") else { return nil }
+            var inode: UInt64?
+            var device: UInt64?
+            for field in line.split(separator: " ") {
+                if field.hasPrefix("ino:") { inode = UInt64(field.dropFirst(4), radix: 16) }
+                if field.hasPrefix("sdev:") { device = UInt64(field.dropFirst(5), radix: 16) }
+            }
+            guard let inode, let device else { return nil }
+            return File(major: device >> 20, minor: device & 0xFFFFF, inode: inode)
+        }
     }
 }

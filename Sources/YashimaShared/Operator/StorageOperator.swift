@@ -28,6 +28,20 @@ public final class StorageOperator: Sendable {
     /// reconciles, I9). Read without scanning.
     public var usageCounter: Int64 { directory.state.usage }
 
+    /// The shared payload counter: payload bytes of all entries as last adjusted (what the storage budget
+    /// counts; a hint that trim reconciles, I9). Read without scanning.
+    public var payloadCounter: Int64 { directory.state.payloadBytes }
+
+    /// The path, relative to the storage directory, of the entry file `key` is stored in with the codec
+    /// `codecIdentifier` (whether or not it exists): for tools that read files directly (benchmarks).
+    /// - Parameters:
+    ///   - key: The key.
+    ///   - codecIdentifier: The codec's identifier.
+    /// - Returns: `entries/<xx>/<entry identity>.entry`.
+    public func entryPath(for key: CacheKey, codecIdentifier: String) -> String {
+        directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: codecIdentifier)).relative
+    }
+
     // MARK: Counters
 
     /// The counters every process using the directory adds to, since they were last zeroed.
@@ -39,7 +53,7 @@ public final class StorageOperator: Sendable {
             sharedGenerations: state.total(.sharedGenerations), corruptEntries: state.total(.corruptEntries),
             writeFailures: state.total(.writeFailures), crossProcessTimeouts: state.total(.crossProcessTimeouts),
             crossProcessLockFailures: state.total(.crossProcessLockFailures),
-            savedNanoseconds: state.total(.savedNanoseconds),
+            trimFailures: state.total(.trimFailures), savedNanoseconds: state.total(.savedNanoseconds),
             zeroedAt: state.countersZeroedAt.map { Date(timeIntervalSince1970: Double($0) / 1e9) })
     }
 
@@ -81,7 +95,7 @@ public final class StorageOperator: Sendable {
 }
 
 /// The counters every process using a storage directory adds to (in its `state` file), since they
-/// were last zeroed. The first eight mirror `CacheStatistics`, summed over processes.
+/// were last zeroed. All but `savedNanoseconds` mirror `CacheStatistics`, summed over processes.
 @_spi(Operator)
 public struct SharedCounters: Sendable, Equatable {
     /// Lookups answered from a process's memory.
@@ -102,6 +116,8 @@ public struct SharedCounters: Sendable, Equatable {
     public var crossProcessTimeouts: UInt64
     /// Generations that ran without the key's lock file.
     public var crossProcessLockFailures: UInt64
+    /// Trims after a write that failed (the write itself succeeded).
+    public var trimFailures: UInt64
     /// Generation time saved by hits, in nanoseconds, as `yashima run` reports it.
     public var savedNanoseconds: UInt64
     /// When the counters were last zeroed; nil if never (they count from the directory's creation, or

@@ -1,7 +1,8 @@
 // Scans of the entries that exist: every regular `*.entry` file under the fan-out folders, with the
 // status the listing gave it (one fstatat per name, relative to the listed folder: no path walk, I13) and,
-// when asked, its payload bytes from its fixed header. Behind trim, usage, removeAll, listing and the
-// operator's verification. Blocking (one syscall or two per file): callers run it off the cooperative pool.
+// when asked, its payload bytes from its fixed header; as an array, or streamed one folder at a time
+// (memory bounded by a folder's listing). Behind trim, usage, removeAll, listing and the operator's
+// verification. Blocking (one syscall or two per file): callers run it off the cooperative pool.
 
 /// One entry file seen by a scan.
 struct ScannedEntry: Sendable {
@@ -32,6 +33,13 @@ struct CountedUsage: Sendable, Equatable {
         allocatedBytes = scanned.reduce(Int64(0)) { $0 + $1.allocatedBytes }
         entries = scanned.count
     }
+
+    /// Counts one more entry (whose payload bytes the scan read).
+    mutating func add(_ entry: ScannedEntry) {
+        payloadBytes += entry.payloadBytes
+        allocatedBytes += entry.allocatedBytes
+        entries += 1
+    }
 }
 
 extension EntryFile {
@@ -39,26 +47,43 @@ extension EntryFile {
     /// - Parameter readingPayloads: Also read each file's fixed header for its payload bytes (one open
     ///   and one 128-byte read per file, on top of the listing's fstatat).
     func scanEntries(readingPayloads: Bool = false) -> [ScannedEntry] {
-        let root = directory.descriptor
         var found: [ScannedEntry] = []
-        guard case .success(let folders) = Syscall.listDirectory(Directory.entriesFolder, in: root) else {
-            return found
-        }
-        for folder in folders where folder.isDirectory != false && folder.name.count == 2 {
-            let folderPath = Directory.entriesFolder + "/" + folder.name
-            // Statuses relative to the listed folder: one fstatat per name, no path walk (I13).
-            guard case .success(let names) = Syscall.listDirectoryWithStatus(folderPath, in: root) else { continue }
-            for name in names where name.name.hasSuffix(Directory.entrySuffix) {
-                let relative = folderPath + "/" + name.name
-                // A file that vanished between listing and stat was removed by someone else: skip it.
-                guard let status = name.status, status.isRegularFile else { continue }
-                found.append(
-                    ScannedEntry(
-                        relative: relative, modified: status.modifiedNanoseconds, allocatedBytes: status.allocatedBytes,
-                        size: status.size,
-                        payloadBytes: readingPayloads ? chargedPayloadBytes(relative, status: status) : 0))
-            }
-        }
+        forEachEntry(readingPayloads: readingPayloads) { found.append($0) }
         return found
+    }
+
+    /// The fan-out folders of `entries/` (two-character names), in listing order; empty when it cannot be
+    /// listed.
+    func entryFolders() -> [String] {
+        guard case .success(let folders) = Syscall.listDirectory(Directory.entriesFolder, in: directory.descriptor)
+        else { return [] }
+        return folders.filter { $0.isDirectory != false && $0.name.count == 2 }.map(\.name)
+    }
+
+    /// Calls `body` with every entry file, one fan-out folder at a time (memory: one folder's listing).
+    /// Blocking.
+    func forEachEntry(readingPayloads: Bool = false, _ body: (ScannedEntry) -> Void) {
+        for folder in entryFolders() {
+            forEachEntry(inFolder: folder, readingPayloads: readingPayloads, body)
+        }
+    }
+
+    /// Calls `body` with every entry file of the fan-out folder `folder` (`"ab"`). Blocking.
+    func forEachEntry(inFolder folder: String, readingPayloads: Bool = false, _ body: (ScannedEntry) -> Void) {
+        let folderPath = Directory.entriesFolder + "/" + folder
+        // Statuses relative to the listed folder: one fstatat per name, no path walk (I13).
+        guard case .success(let names) = Syscall.listDirectoryWithStatus(folderPath, in: directory.descriptor) else {
+            return
+        }
+        for name in names where name.name.hasSuffix(Directory.entrySuffix) {
+            let relative = folderPath + "/" + name.name
+            // A file that vanished between listing and stat was removed by someone else: skip it.
+            guard let status = name.status, status.isRegularFile else { continue }
+            body(
+                ScannedEntry(
+                    relative: relative, modified: status.modifiedNanoseconds, allocatedBytes: status.allocatedBytes,
+                    size: status.size,
+                    payloadBytes: readingPayloads ? chargedPayloadBytes(relative, status: status) : 0))
+        }
     }
 }

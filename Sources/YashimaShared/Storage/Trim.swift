@@ -1,18 +1,6 @@
-// Trimming (I9): keeping usage (payload bytes, which the storage budget counts, as Yashima counts it, and
-// optionally allocated bytes, a disk cap) under the budget by unlinking least-recently-used entries (LRU by
-// mtime, I11) down to a low-water mark. Usage is a hint: every publish and unlink adjusts the state file's
-// two counters (the payload's length; the file size rounded up to 4 KiB, or `st_blocks × 512` for an
-// unlink), so where the allocated measures differ (another block size, inline or compressed files) the
-// allocated counter drifts until the next scan, which recounts both from every entry's fixed header. A
-// counter no scan has counted yet (a state file made by 0.1, or by a repair) is recounted by the first
-// budgeted write before it is trusted. Each victim's mtime and size are re-checked right before its unlink
-// (one used or replaced since the scan stays). Staging debris of killed processes is swept here too (I2),
-// never a staging file younger than `Policy.stagingDebrisAge`. A trim runs in one process at a time: its
-// caller holds `trim.lock` (Coordination/Maintenance.swift takes it, waiting for another trimmer, so a
-// writer over budget finds the bound holding when its write returns). Blocking: callers run all of this
-// off the cooperative pool (BlockingWork).
-
-import Synchronization
+// Trimming (I9): usage under the budget by unlinking the least recently used entries (I11) of a random
+// sample of fan-out folders, each victim re-checked before its unlink; debris swept (I2). Bounded time and
+// memory whatever the directory holds; the counters and recounts: Docs/Internals.md (Storage/Trim.swift).
 
 /// What trim keeps usage under (I9): the payload bytes of all entries (the storage budget, as Yashima
 /// counts it) and, optionally, their allocated bytes (a disk cap). Nil bounds nothing.
@@ -37,18 +25,15 @@ struct StorageBudget: Sendable, Equatable {
 struct TrimPass: Sendable {
     /// With `force`, the usage left: the scan's count minus what the pass unlinked; nil otherwise.
     var left: CountedUsage?
-    /// Whether the pass scanned the directory (then its caller sweeps debris, as the scan found it).
+    /// Whether the pass recounted the directory (a full scan).
     var rescanned: Bool
+    /// Entries unlinked.
+    var unlinked = 0
 }
 
 /// Budget enforcement for one storage root.
 final class Trimmer: Sendable {
     let directory: Directory
-
-    /// Victims from the last scan, oldest first, consumed from the front. Re-checked before each unlink,
-    /// so a stale index costs a skipped victim, never a wrong unlink. Rebuilt when exhausted: a write
-    /// pays for a full scan only once per index's worth of evictions (O(1) amortised).
-    private let index = Mutex<(victims: [ScannedEntry], next: Int)>(([], 0))
 
     init(directory: Directory) {
         self.directory = directory
@@ -61,86 +46,109 @@ final class Trimmer: Sendable {
     /// Brings usage within `budget` if it is over: unlinks least-recently-used entries down to the low
     /// water mark of each bound. A payload counter no scan has counted yet is counted first. Call only
     /// while holding `trim.lock`, so that one process trims at a time. Blocking.
-    /// - Parameter force: Recount first and trim down to the budget itself with no per-pass limit (an
-    ///   explicit `trimStorageIfNeeded()`).
-    func trim(budget: StorageBudget, force: Bool) -> TrimPass {
+    ///
+    /// A pass lists a sample of the fan-out folders (at least `Policy.trimSampleEntries` entries, or all
+    /// of them), from a random one on, and unlinks the oldest entries of that sample: no more than the
+    /// share of the sample that usage is over the target (entries that old in a random sample are that
+    /// old in the directory), at most `Policy.trimMaximumUnlinksPerPass`. So its time and memory are
+    /// bounded by the sample, whatever the directory holds; a directory within one sample is trimmed in
+    /// exact LRU order. Nothing is kept between passes.
+    /// - Parameters:
+    ///   - force: Recount first and trim down to the budget itself with no per-pass limit (an explicit
+    ///     `trimStorageIfNeeded()`): sampled passes until usage is within it.
+    ///   - sampleEntries: The sample's size (tests set a small one).
+    func trim(budget: StorageBudget, force: Bool, sampleEntries: Int = Policy.trimSampleEntries) -> TrimPass {
         let state = directory.state
         // Another process may have trimmed (or counted) while this one waited for the lock.
         guard budget.isBounded, force || budget.isExceeded(by: state) else { return TrimPass(rescanned: false) }
-        var rescanned = false
         var left: CountedUsage?
         if force || !state.isPayloadCounted {
             // An explicit trim, or counters never counted (0.1, a repair: I14), recounts first (I9).
-            left = rebuildIndex()
-            rescanned = true
+            left = reconcileUsage()
             // Counted, the directory may be within the budget after all: then the low-water mark is not due.
-            if !force && !budget.isExceeded(by: state) { return TrimPass(rescanned: true) }
+            if !force && !budget.isExceeded(by: state) { return TrimPass(left: nil, rescanned: true) }
         }
         func target(_ bound: Int64?) -> Int64? {
             bound.map { force ? $0 : Int64(Double($0) * Policy.trimLowWaterFraction) }
         }
-        let payloadTarget = target(budget.payloadBytes)
-        let allocatedTarget = target(budget.allocatedBytes)
-        func isOver() -> Bool {
-            (payloadTarget.map { state.payloadBytes > $0 } ?? false)
-                || (allocatedTarget.map { state.usage > $0 } ?? false)
+        let targets = TrimTargets(payload: target(budget.payloadBytes), allocated: target(budget.allocatedBytes))
+        var pass = TrimPass(rescanned: left != nil)
+        repeat {
+            let sampled = trimSample(
+                targets, limit: force ? nil : Policy.trimMaximumUnlinksPerPass, sampleEntries: sampleEntries)
+            pass.unlinked += sampled.unlinked
+            left?.payloadBytes -= sampled.payloadBytes
+            left?.allocatedBytes -= sampled.allocatedBytes
+            left?.entries -= sampled.unlinked
+            if sampled.unlinked == 0 { break }
+        } while force && targets.isOver(state)
+        pass.left = force ? left : nil
+        return pass
+    }
+
+    /// One sampled pass (see `trim`): the sample, its oldest share unlinked while usage is over `targets`.
+    private func trimSample(_ targets: TrimTargets, limit: Int?, sampleEntries: Int) -> (
+        unlinked: Int, payloadBytes: Int64, allocatedBytes: Int64
+    ) {
+        let state = directory.state
+        let over = targets.overFraction(state)
+        guard over > 0 else { return (0, 0, 0) }
+        let folders = files.entryFolders()
+        guard !folders.isEmpty else { return (0, 0, 0) }
+        var sample: [ScannedEntry] = []
+        var listed = 0
+        let first = Int.random(in: 0..<folders.count)
+        while listed < folders.count && sample.count < sampleEntries {
+            files.forEachEntry(inFolder: folders[(first + listed) % folders.count]) { sample.append($0) }
+            listed += 1
         }
+        let complete = listed == folders.count
+        if !complete {
+            checkCounters(against: sample, share: Double(listed) / Double(folders.count), sampleEntries: sampleEntries)
+        }
+        sample.sort { $0.modified < $1.modified }
+        // The whole directory: unlink in order until within the target. A sample: only its oldest share.
+        var quota = complete ? sample.count : Int((Double(sample.count) * over).rounded(.up))
+        if let limit { quota = min(quota, limit) }
         var unlinked = 0
-        while isOver() {
-            guard let victim = nextVictim(rescanIfEmpty: !rescanned, rescanned: &rescanned) else { break }
+        var payloadBytes: Int64 = 0
+        var allocatedBytes: Int64 = 0
+        for victim in sample.prefix(quota) {
+            guard targets.isOver(state) else { break }
             // Re-check right before unlinking: an entry used since the scan has a newer mtime, a replaced one
             // a newer mtime or another size (I9).
             guard case .success(let status) = Syscall.status(of: victim.relative, in: directory.descriptor),
                 status.isRegularFile, status.modifiedNanoseconds == victim.modified, status.size == victim.size
             else { continue }
-            if case .success(true) = files.remove(victim.relative, payload: .known(victim.payloadBytes)) {
+            let payload = files.chargedPayloadBytes(victim.relative, status: status)
+            if case .success(true) = files.remove(victim.relative, payload: .known(payload)) {
                 unlinked += 1
-                left?.payloadBytes -= victim.payloadBytes
-                left?.allocatedBytes -= victim.allocatedBytes
-                left?.entries -= 1
+                payloadBytes += payload
+                allocatedBytes += status.allocatedBytes
             }
-            if unlinked >= Policy.trimMaximumUnlinksPerPass && !force { break }
         }
-        return TrimPass(left: force ? left : nil, rescanned: rescanned)
+        return (unlinked, payloadBytes, allocatedBytes)
     }
 
-    private func nextVictim(rescanIfEmpty: Bool, rescanned: inout Bool) -> ScannedEntry? {
-        if let victim = popIndex() { return victim }
-        guard rescanIfEmpty else { return nil }
-        rescanned = true
-        rebuildIndex()
-        return popIndex()
+    /// Drift (I9): the allocated bytes of a random `share` of the folders, scaled up, against the counter.
+    /// When they differ more than twofold (a writer killed between its rename and its count, entries removed
+    /// by hand), the counters are marked uncounted, so the next budgeted write recounts them.
+    private func checkCounters(against sample: [ScannedEntry], share: Double, sampleEntries: Int) {
+        guard sample.count >= sampleEntries / 4, share > 0 else { return }
+        let estimate = Double(sample.reduce(Int64(0)) { $0 + $1.allocatedBytes }) / share
+        let counted = Double(directory.state.usage)
+        if counted > 2 * estimate || counted < estimate / 2 { directory.state.markPayloadUncounted() }
     }
 
-    /// Scans (reading payload sizes), reconciles both counters and replaces the victim index; returns the count.
+    /// Recounts usage from a scan (reading every entry's fixed header, one folder at a time: memory does
+    /// not grow with the directory) and stores it in both counters (I9). Concurrent publishes during the
+    /// scan keep their delta. Blocking.
     @discardableResult
-    private func rebuildIndex() -> CountedUsage {
-        let state = directory.state
-        let (allocatedBefore, payloadBefore) = (state.usage, state.payloadBytes)
-        let entries = files.scanEntries(readingPayloads: true).sorted { $0.modified < $1.modified }
-        let counted = CountedUsage(counting: entries)
-        // Reconcile both counters with the scan (I9); concurrent publishes during the scan keep their delta.
-        state.adjustUsage(by: counted.allocatedBytes - allocatedBefore)
-        state.adjustPayloadBytes(by: counted.payloadBytes - payloadBefore)
-        state.markPayloadCounted()
-        index.withLock { $0 = (entries, 0) }
-        return counted
-    }
-
-    private func popIndex() -> ScannedEntry? {
-        index.withLock { index in
-            guard index.next < index.victims.count else { return nil }
-            defer { index.next += 1 }
-            return index.victims[index.next]
-        }
-    }
-
-    /// Recounts usage from a scan (reading every entry's fixed header) and stores it in both counters (I9).
-    /// Blocking.
     func reconcileUsage() -> CountedUsage {
         let state = directory.state
         let (allocatedBefore, payloadBefore) = (state.usage, state.payloadBytes)
-        let counted = CountedUsage(counting: files.scanEntries(readingPayloads: true))
+        var counted = CountedUsage(payloadBytes: 0, allocatedBytes: 0, entries: 0)
+        files.forEachEntry(readingPayloads: true) { counted.add($0) }
         state.adjustUsage(by: counted.allocatedBytes - allocatedBefore)
         state.adjustPayloadBytes(by: counted.payloadBytes - payloadBefore)
         state.markPayloadCounted()
@@ -176,6 +184,25 @@ final class Trimmer: Sendable {
             }
         }
         return budget
+    }
+}
+
+/// The usage a trim brings each bound down to.
+private struct TrimTargets {
+    let payload: Int64?
+    let allocated: Int64?
+
+    func isOver(_ state: SharedState) -> Bool {
+        (payload.map { state.payloadBytes > $0 } ?? false) || (allocated.map { state.usage > $0 } ?? false)
+    }
+
+    /// The largest share of usage above its target (0 when within both).
+    func overFraction(_ state: SharedState) -> Double {
+        func share(_ used: Int64, _ target: Int64?) -> Double {
+            guard let target, used > target, used > 0 else { return 0 }
+            return Double(used - target) / Double(used)
+        }
+        return min(1, max(share(state.payloadBytes, payload), share(state.usage, allocated)))
     }
 }
 

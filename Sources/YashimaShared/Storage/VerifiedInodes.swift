@@ -1,6 +1,7 @@
 // Which entry files this process has already verified (payload checksum), so a hit on an entry does not
-// checksum it again (mapped or read: either way the bytes are the inode's): keyed by inode, trusted only while the file's ctime says nothing wrote
-// it since (I1 rules out in-place writes by conforming processes).
+// checksum it again (mapped or read: either way the bytes are the inode's): keyed by inode, trusted only
+// while the file's ctime says nothing wrote it since (I1 rules out in-place writes by conforming
+// processes). A fixed table (FixedTable): past its capacity a hit costs one checksum more, never a clearing.
 
 import Synchronization
 
@@ -30,10 +31,10 @@ final class VerifiedInodes: Sendable {
         let size: Int64
     }
 
-    private let table = Mutex<[Identity: Seen]>([:])
+    private let table = Mutex(FixedTable<Identity, Seen>(capacity: Policy.verifiedInodeCapacity))
 
     func contains(_ status: FileStatus) -> Bool {
-        guard let seen = table.withLock({ $0[Identity(device: status.device, inode: status.inode)] }),
+        guard let seen = table.withLock({ $0.value(for: Identity(device: status.device, inode: status.inode)) }),
             seen.size == status.size
         else { return false }
         if seen.changed == status.changedNanoseconds { return true }
@@ -44,9 +45,9 @@ final class VerifiedInodes: Sendable {
     func insert(_ status: FileStatus, now: Int64) {
         guard now - status.changedNanoseconds >= verifiedCtimeMinimumAge else { return }
         table.withLock { table in
-            if table.count >= Policy.verifiedInodeCapacity { table.removeAll(keepingCapacity: true) }
-            table[Identity(device: status.device, inode: status.inode)] = Seen(
-                changed: status.changedNanoseconds, size: status.size)
+            table.insert(
+                Seen(changed: status.changedNanoseconds, size: status.size),
+                for: Identity(device: status.device, inode: status.inode))
         }
     }
 }

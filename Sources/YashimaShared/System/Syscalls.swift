@@ -53,6 +53,9 @@ struct OpenFlags: OptionSet, Sendable {
     static let directory = OpenFlags(rawValue: ysh_O_DIRECTORY)
     /// For opening a name that may be a FIFO without blocking on it.
     static let nonBlocking = OpenFlags(rawValue: ysh_O_NONBLOCK)
+    /// Reading does not update the access time (which the cache never uses): no inode write on the first
+    /// read after each change. Only the file's owner may (EPERM otherwise).
+    static let noAccessTime = OpenFlags(rawValue: ysh_O_NOATIME)
 }
 
 /// Typed wrappers over the CFileLock shims. Each names its C call in its doc.
@@ -293,6 +296,28 @@ enum Syscall {
             return .failure(SystemCallError(operation: "fstatfs", errno: Errno(rawValue: err)))
         }
         return .success(type)
+    }
+
+    /// How many names in the directory `path` end in `suffix` and are not directories (as the filesystem
+    /// says), without making a string of each: a count of a fan-out folder's entries. 0 when it cannot be
+    /// listed.
+    static func countNames(in path: String, under directory: Int32, suffix: String) -> Int {
+        var err: Int32 = 0
+        guard let stream = ysh_dir_open(directory, path, &err) else { return 0 }
+        defer { ysh_dir_close(stream) }
+        let tail = Array(suffix.utf8)
+        var count = 0
+        var kind: Int32 = -1
+        while let name = ysh_dir_next(stream, &kind) {
+            guard kind != 1 else { continue }
+            let length = strlen(name)
+            guard length >= tail.count else { continue }
+            let matches = tail.withUnsafeBytes {
+                memcmp(name + (length - tail.count), $0.baseAddress!, tail.count) == 0
+            }
+            if matches { count += 1 }
+        }
+        return count
     }
 
     /// Names in a directory (not "." or ".."), with whether each is a directory when the filesystem says.

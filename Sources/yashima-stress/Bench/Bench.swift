@@ -150,6 +150,11 @@ enum Bench {
           --directory D    where to put benchmark files (default: a fresh folder under $TMPDIR)
           --remote URL     the Redis server of the remote section (default: a redis-server started there;
                            none installed: the section is skipped)
+          --scale-directory D   where the scale section keeps its directories of many entries, made once
+                           and reused by later runs (default: $TMPDIR/yashima-bench-scale; 1M entries of
+                           1 KiB take about 4.3 GB)
+          --scale-sizes N,N,...  the entry counts the scale section measures (default 1000,100000,1000000;
+                           with --quick 1000,100000)
 
         Peers (python-diskcache, LMDB) on the same workloads: Benchmarks/peers/run.sh [--quick].
         """
@@ -176,6 +181,18 @@ enum Bench {
         let base =
             arguments.string("directory")
             ?? (ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp") + "/yashima-bench-\(getpid())"
+        let scaleDirectory =
+            arguments.string("scale-directory")
+            ?? (ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp") + "/yashima-bench-scale"
+        var scaleSizes = quick ? [1_000, 100_000] : [1_000, 100_000, 1_000_000]
+        if let sizes = arguments.string("scale-sizes") {
+            scaleSizes = try sizes.split(separator: ",").map {
+                guard let size = Int($0), size > 0, size <= 10_000_000 else {
+                    throw ArgumentError(description: "--scale-sizes: '\($0)' is not an entry count (1 to 10,000,000)")
+                }
+                return size
+            }
+        }
         try arguments.rejectUnknown()
         removeTree(base)
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
@@ -188,7 +205,8 @@ enum Bench {
             print("load average at start: \(loadAverage()) (other work on the machine skews absolute times)")
             print(quick ? "(quick mode: fewer rounds)" : "(full mode)")
         }
-        let context = BenchContext(base: base, quick: quick, report: report)
+        let context = BenchContext(
+            base: base, quick: quick, report: report, scaleDirectory: scaleDirectory, scaleSizes: scaleSizes)
         var sectionSeconds: [String: Double] = [:]
         var cleanupSeconds: [String: Double] = [:]
         let began = monotonicNanoseconds()
@@ -357,6 +375,10 @@ struct BenchContext {
     let base: String
     let quick: Bool
     let report: BenchReport
+    /// Where the scale section keeps its directories of 1k, 100k and 1M entries between runs.
+    var scaleDirectory: String = ""
+    /// The directory sizes the scale section measures.
+    var scaleSizes: [Int] = []
 
     /// A fresh directory for one measurement.
     func directory(_ name: String) -> URL {

@@ -1,11 +1,14 @@
 // Section "scale": storage-hit latency as the directory grows (must stay flat), write cost as writes
 // push the directory past its budget (trimming must not put a full scan on every write), one trim pass,
-// and the memory layer's bookkeeping per entry.
+// and the memory layer's bookkeeping per entry. Then, over directories of 1k, 100k and 1M entries made
+// once and reused (`--scale-directory`): random-access hits against raw open+read+close of the same
+// files, the operator commands' wall time, a writer's trim pass; and processes waiting on thousands of
+// keys another process holds (threads and resident memory of the waiting process).
 
 import ChildProcesses
 import Foundation
 import Glibc
-import YashimaShared
+@_spi(Operator) import YashimaShared
 
 enum ScaleBench {
     static func run(_ context: BenchContext) async throws {
@@ -97,6 +100,190 @@ enum ScaleBench {
                 note: String(
                     format: "%.0f bytes/entry (RSS growth of a fresh process over 50000 entries with 1-byte values)",
                     perItem)))
+
+        for size in context.scaleSizes { try await largeDirectory(size, context) }
+        try await concurrentWaits(context)
+    }
+
+    // MARK: Directories of 1k, 100k and 1M entries
+
+    /// Random-access hits against raw reads of the same files, the operator commands and a writer's trim
+    /// pass over a directory of `size` entries (1 KiB values), made once and reused.
+    static func largeDirectory(_ size: Int, _ context: BenchContext) async throws {
+        let report = context.report
+        let label = size >= 1_000_000 ? "\(size / 1_000_000)M" : size >= 1000 ? "\(size / 1000)k" : "\(size)"
+        report.section("scale: \(label) entries of 1 KiB, random keys")
+        let directory = URL(fileURLWithPath: context.scaleDirectory).appendingPathComponent("n\(size)")
+        let filled = try fill(directory, size: size, context)
+        let cache = YCache(storageDirectory: directory, memoryMaximumCost: 0, storageMaximumByteCount: nil)
+        let storage = try cache.storageOperator()
+        report.add(
+            BenchRow(
+                section: "scale", name: "directory of \(label) entries",
+                note: String(
+                    format: "%.2f GB allocated (usage counter), %@; %@", Double(storage.usageCounter) / 1e9,
+                    directory.path, filled)))
+
+        // Random keys, the same sequence for both; rounds alternate which goes first (the second finds the
+        // first's dentries and pages warm).
+        var random = SplitMix64(seed: UInt64(size) &* 24)
+        let probeCount = context.quick ? 10_000 : 40_000
+        let keys = (0..<probeCount).map { _ in ScaleKeys.key(Int(random.next() % UInt64(size))) }
+        let codec = DataCodec()
+        let paths = keys.map { directory.path + "/" + storage.entryPath(for: $0, codecIdentifier: codec.identifier) }
+        var raw = Samples()
+        var hits = Samples()
+        var misses = 0
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        let rounds = 10
+        let chunk = probeCount / rounds
+        for round in 0..<rounds {
+            let range = (round * chunk)..<((round + 1) * chunk)
+            for pass in 0..<2 {
+                if (round + pass) % 2 == 0 {
+                    for index in range {
+                        let start = monotonicNanoseconds()
+                        rawRead(paths[index], &buffer)
+                        raw.append(Double(monotonicNanoseconds() - start))
+                    }
+                } else {
+                    for index in range {
+                        let start = monotonicNanoseconds()
+                        let value = try await cache.valueIfCached(for: keys[index], codec: codec)
+                        hits.append(Double(monotonicNanoseconds() - start))
+                        if value == nil { misses += 1 }
+                    }
+                }
+            }
+        }
+        let rawName = "raw open+read+close, random, \(label) entries"
+        report.add(BenchRow(section: "scale", name: rawName, samples: raw))
+        report.add(
+            BenchRow(
+                section: "scale", name: "storage hit, random, \(label) entries", samples: hits,
+                note: misses > 0 ? "\(misses) misses" : nil),
+            comparedTo: rawName, limit: 2.0)
+
+        try await operatorCommands(directory, size: size, label: label, context)
+
+        // A writer over its budget by one byte: its write runs one trim pass down to the low-water mark.
+        let usage = storage.payloadCounter
+        let writer = YCache(
+            storageDirectory: directory, memoryMaximumCost: 0, storageMaximumByteCount: Int(usage) - 1)
+        let start = monotonicNanoseconds()
+        _ = try await writer.data(for: CacheKey(namespace: "scale-writer", identity: "w")) { Data(count: 1024) }
+        let elapsed = Double(monotonicNanoseconds() - start)
+        let freed = usage - storage.payloadCounter
+        report.add(
+            BenchRow(
+                section: "scale", name: "write over budget (one trim pass), \(label) entries",
+                samples: Samples([elapsed]),
+                note: "freed \(freed >> 10) KiB (about \(freed / 1050) entries); bounded by a sample of at most 32,768 "
+                    + "entries, whatever the directory holds"))
+        try await writer.remove(for: CacheKey(namespace: "scale-writer", identity: "w"), codec: codec)
+    }
+
+    /// Makes `directory` hold entries 0 ..< `size` (two worker processes, get-or-generate: present ones are
+    /// hits), then marks it complete; a later run only tops up what a trim pass removed. Says what it did.
+    static func fill(_ directory: URL, size: Int, _ context: BenchContext) throws -> String {
+        let marker = directory.path + ".complete"
+        let complete = access(marker, F_OK) == 0
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let start = monotonicNanoseconds()
+        let half = (size + 1) / 2
+        let workers = try [(0, half), (half, size - half)].filter { $0.1 > 0 }.map { from, count in
+            try ChildProcess(
+                context.executable,
+                ["worker", "fill", "--directory", directory.path, "--from", "\(from)", "--count", "\(count)"])
+        }
+        var generated = 0
+        for worker in workers {
+            generated += worker.readJSON(timeout: .seconds(7200))?["generated"] as? Int ?? 0
+            worker.finish()
+        }
+        if !complete { _ = FileManager.default.createFile(atPath: marker, contents: Data()) }
+        let seconds = Double(monotonicNanoseconds() - start) / 1e9
+        return complete
+            ? String(format: "reused (%d topped up in %.1f s)", generated, seconds)
+            : String(format: "made now: %d entries in %.0f s", generated, seconds)
+    }
+
+    /// Wall time of `yashima stats`, `ls --json` and `verify` over the directory (the built `yashima`
+    /// next to this executable; skipped without it).
+    static func operatorCommands(_ directory: URL, size: Int, label: String, _ context: BenchContext) async throws {
+        let yashima = URL(fileURLWithPath: context.executable).deletingLastPathComponent().appendingPathComponent(
+            "yashima")
+        guard access(yashima.path, X_OK) == 0 else {
+            context.report.add(BenchRow(section: "scale", name: "operator commands", note: "skipped: no built yashima"))
+            return
+        }
+        for command in [["stats"], ["stats", "--namespaces"], ["ls", "--json"], ["verify"]] {
+            let start = monotonicNanoseconds()
+            let process = Process()
+            process.executableURL = yashima
+            process.arguments = command + ["--dir", directory.path]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            let elapsed = Double(monotonicNanoseconds() - start)
+            let rate = Double(size) / (elapsed / 1e9)
+            context.report.add(
+                BenchRow(
+                    section: "scale", name: "yashima \(command.joined(separator: " ")), \(label) entries",
+                    samples: Samples([elapsed]),
+                    note: process.terminationStatus == 0
+                        ? String(format: "%.0f entries/s", rate) : "exit status \(process.terminationStatus)"))
+        }
+    }
+
+    // MARK: Concurrent waits
+
+    /// One process waiting on N keys other processes hold: its peak thread count and resident-memory
+    /// growth, and that every value is right (issue 24: ≤ 32 threads whatever N).
+    static func concurrentWaits(_ context: BenchContext) async throws {
+        let report = context.report
+        report.section("scale: one process waiting on many keys held by other processes")
+        for keys in context.quick ? [1_000, 10_000] : [1_000, 10_000, 30_000] {
+            let directory = context.directory("waits-\(keys)")
+            // At most 15,000 keys per holder: each holds a descriptor per key (the limit here is 20,000).
+            let holderCount = (keys + 14_999) / 15_000
+            let per = keys / holderCount
+            let holders = try (0..<holderCount).map { index in
+                try ChildProcess(
+                    context.executable,
+                    [
+                        "worker", "hold-many", "--directory", directory.path, "--keys", "\(per)", "--from",
+                        "\(index * per)",
+                    ])
+            }
+            for holder in holders { _ = holder.readLine(timeout: .seconds(600), where: { $0.hasPrefix("HOLDING") }) }
+            let waiter = try ChildProcess(
+                context.executable,
+                ["worker", "wait-many", "--directory", directory.path, "--keys", "\(per * holderCount)"])
+            _ = waiter.readLine(timeout: .seconds(60), where: { $0 == "READY" })
+            waiter.send("GO")
+            _ = waiter.readLine(timeout: .seconds(600), where: { $0.hasPrefix("WAITING") })
+            let released = monotonicNanoseconds()
+            for holder in holders { holder.send("RELEASE") }
+            let result = waiter.readJSON(timeout: .seconds(600))
+            let seconds = Double(monotonicNanoseconds() - released) / 1e9
+            for holder in holders { holder.finish() }
+            waiter.finish()
+            let threads = result?["peakThreads"] as? Int ?? -1
+            let growth = result?["rssGrowthBytes"] as? Int ?? 0
+            let right = result?["right"] as? Int ?? 0
+            var row = BenchRow(
+                section: "scale", name: "\(keys) keys waited on at once",
+                note: String(
+                    format: "peak %d threads (%d before), RSS +%d MB (%.1f KB per key); %d of %d values right; all "
+                        + "returned %.2f s after the holders released",
+                    threads, result?["threadsBefore"] as? Int ?? -1, growth >> 20, Double(growth) / Double(keys) / 1000,
+                    right, per * holderCount, seconds))
+            row.target = "≤ 32 threads, every value right"
+            row.met = threads >= 0 && threads <= 32 && right == per * holderCount
+            report.add(row)
+        }
     }
 
     static func residentBytes() -> Int {

@@ -23,7 +23,7 @@ enum ScenarioCatalog {
         [
             BurstScenario.self, ArtifactMixScenario.self, LifecycleScenario.self, QuotaScenario.self,
             ChaosScenario.self, CorruptionScenario.self, CancellationScenario.self, ExpiryScenario.self,
-            RestartScenario.self, HostsScenario.self,
+            RestartScenario.self, HostsScenario.self, WaitsScenario.self,
         ]
     }
 

@@ -5,6 +5,7 @@
 import Foundation
 import Glibc
 import Testing
+import YashimaShared
 
 @Suite struct CLICommandTests {
     // MARK: run
@@ -142,8 +143,13 @@ import Testing
         let miss = try await yashima(["get", "--identity", "doc-2", "--namespace", "docs"] + dir)
         #expect(miss.status == 1 && miss.output.isEmpty)
 
-        // stats --json: entries, bytes, budget, namespaces, uses, in flight, debris, counters.
-        let stats = try await yashima(["stats", "--json"] + dir).json
+        // stats --json: entries, bytes, budget, in flight, debris, counters; with --namespaces the census of
+        // every header: namespaces, uses.
+        let quick = try await yashima(["stats", "--json"] + dir).json
+        #expect(quick["entries"] as? Int == 4)
+        #expect((quick["bytes"] as? Int ?? 0) >= 4 * 4096)
+        #expect(quick["namespaces"] == nil && quick["oldestUse"] == nil)
+        let stats = try await yashima(["stats", "--namespaces", "--json"] + dir).json
         #expect(stats["entries"] as? Int == 4)
         #expect((stats["bytes"] as? Int ?? 0) >= 4 * 4096)
         #expect(stats["budget"] as? Int == 64 << 20)
@@ -159,13 +165,17 @@ import Testing
         #expect(counters?["storageHits"] as? Int == 3)  // the three gets that hit
         #expect(counters?["generations"] as? Int == 1)  // the run
         #expect(counters?["since"] is NSNull)
-        let text = try await yashima(["stats"] + dir)
+        let text = try await yashima(["stats", "--namespaces"] + dir)
         #expect(text.status == 0)
         #expect(text.text.contains("4 entries"))
         #expect(text.text.contains("docs: 2 entries"))
 
-        // ls --json: identity, variants, versions, codec, size, times; the run entry's argv.
-        let entries = try await yashima(["ls", "--json"] + dir).json["entries"] as? [[String: Any]] ?? []
+        // ls --json: identity, variants, versions, codec, size, times; the run entry's argv. Streamed in
+        // storage order: sorted here by namespace, then identity.
+        let entries = (try await yashima(["ls", "--json"] + dir).json["entries"] as? [[String: Any]] ?? []).sorted {
+            ($0["namespace"] as? String ?? "", $0["identity"] as? String ?? "")
+                < ($1["namespace"] as? String ?? "", $1["identity"] as? String ?? "")
+        }
         #expect(entries.map { $0["namespace"] as? String ?? "" } == ["docs", "docs", "run", "web"])
         let doc2 = entries[1]
         #expect(doc2["identity"] as? String == "doc-2")
@@ -208,6 +218,26 @@ import Testing
         // clear everything.
         #expect(try await yashima(["clear"] + dir).status == 0)
         #expect(try await yashima(["stats", "--json"] + dir).json["entries"] as? Int == 0)
+    }
+
+    @Test("ls --json writes every character a key may hold as JSON would, and the listing parses")
+    func listingEscapesKeyText() async throws {
+        let fixture = try CLIFixture()
+        let cache = YCache(storageDirectory: URL(fileURLWithPath: fixture.storage))
+        let identities = ["quote \" back \\ slash /", "line\nbreak\ttab\r\u{8}\u{C}", "nul\0and\u{1}", "ünï 🗝"]
+        for identity in identities {
+            let key = CacheKey(
+                namespace: "esc\"aped", identity: identity, variants: [CacheKeyComponent(name: "v\n", value: "w\\")])
+            _ = try await cache.data(for: key) { Data(identity.utf8) }
+        }
+        let listing = try await yashima(["ls", "--json"] + fixture.dir)
+        #expect(listing.status == 0)
+        let entries = listing.json["entries"] as? [[String: Any]] ?? []
+        #expect(Set(entries.compactMap { $0["identity"] as? String }) == Set(identities))
+        #expect(entries.allSatisfy { $0["namespace"] as? String == "esc\"aped" })
+        #expect(
+            entries.allSatisfy { ($0["variants"] as? [[String: String]])?.first == ["name": "v\n", "value": "w\\"] })
+        #expect(entries.allSatisfy { ($0["created"] as? String)?.hasSuffix("Z") == true })
     }
 
     @Test func aDirectoryThatDoesNotExistIsEmptyAndNotCreated() async throws {

@@ -2,7 +2,7 @@
 // once (128 + the signal) and leaves the other run alone; while the command runs, the signal is
 // forwarded to it, its output passes through, nothing is stored, and the next caller runs it again.
 // Events are ordered by what the outside world shows (a marker file the command creates, the waiter's
-// blocked lock in /proc/locks), never by sleeps.
+// inotify watch on the lock's folder in /proc), never by sleeps.
 
 import Foundation
 import Glibc

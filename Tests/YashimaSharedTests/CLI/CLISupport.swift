@@ -116,8 +116,21 @@ func sampleBytes(_ count: Int, seed: UInt64) -> Data {
         })
 }
 
-/// Whether process `pid` is blocked waiting for a flock(2) lock, per /proc/locks.
+/// Whether process `pid` is waiting for another process's lock: it has an inotify watch (a lock wait
+/// watches the lock file's folder while it waits, Coordination/LockWatch; `yashima run` observes nothing
+/// else), or it is blocked in flock(2) per /proc/locks.
 func isWaitingForLock(_ pid: Int32) -> Bool {
+    let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+    for descriptor in descriptors {
+        guard
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(descriptor)"))
+                == "anon_inode:inotify",
+            let info = FileHandle(forReadingAtPath: "/proc/\(pid)/fdinfo/\(descriptor)").flatMap({ try? $0.readToEnd() }
+            )
+            .map({ String(decoding: $0, as: UTF8.self) })
+        else { continue }
+        if info.split(separator: "\n").contains(where: { $0.hasPrefix("inotify wd:") }) { return true }
+    }
     guard let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return false }
     return text.split(separator: "\n").contains { line in
         let fields = line.split(separator: " ", omittingEmptySubsequences: true)

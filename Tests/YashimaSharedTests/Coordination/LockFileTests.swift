@@ -32,13 +32,4 @@ import Testing
         let fresh = YCache(storageDirectory: dir.url)
         #expect(try await fresh.valueIfCached(for: key, codec: DataCodec()) == payload)
     }
-
-    @Test("waiting for a holder never creates its lock file, and returns at once when there is none")
-    func waitForReleaseOfAMissingLockFile() throws {
-        let dir = TemporaryDirectory("lock-wait")
-        let directory = try Directory(path: dir.path, sharing: .privateToUser, allowNetworkFilesystem: false)
-        let path = directory.lockPath(forKeyDigest: CacheKey("nobody").stableDigest)
-        #expect(throws: Never.self) { try LockWait.waitForRelease(path, in: directory).get() }
-        #expect(!FileManager.default.fileExists(atPath: dir.url.appendingPathComponent(path.relative).path))
-    }
 }

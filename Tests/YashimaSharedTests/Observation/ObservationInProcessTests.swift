@@ -36,8 +36,11 @@ extension ObservationTests {
     /// This process's inotify descriptors and the watches each holds (from /proc/self/fdinfo).
     static func inotifyWatches() -> [Int] {
         let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        // The process's lock-wait watch (Coordination/LockWatch) is another inotify instance: not counted.
+        let lockWaits = LockWatch.startedInotifyDescriptor.map { String($0) }
         return descriptors.compactMap { fd -> Int? in
-            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)"),
+            guard fd != lockWaits,
+                let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)"),
                 target == "anon_inode:inotify",
                 let info = try? String(contentsOfFile: "/proc/self/fdinfo/\(fd)", encoding: .utf8)
             else { return nil }

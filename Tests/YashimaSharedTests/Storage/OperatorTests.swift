@@ -20,7 +20,8 @@ import Testing
             storage.counters()
                 == SharedCounters(
                     memoryHits: 0, storageHits: 0, misses: 0, generations: 0, sharedGenerations: 0, corruptEntries: 0,
-                    writeFailures: 0, crossProcessTimeouts: 0, crossProcessLockFailures: 0, savedNanoseconds: 0,
+                    writeFailures: 0, crossProcessTimeouts: 0, crossProcessLockFailures: 0, trimFailures: 0,
+                    savedNanoseconds: 0,
                     zeroedAt: nil))
         #expect(storage.recordedBudget == nil)
 
@@ -101,15 +102,64 @@ import Testing
         #expect(census.lockFiles == 1)
         #expect(census.lockFilesHeld == 1)
         #expect(census.staleLockFiles == 0)
-        // A waiter blocked on the lock (on a thread of its own) shows as one waiting process.
-        let waiter = Thread { _ = LockWait.waitForRelease(path, in: directory) }
-        waiter.start()
-        let seen = await eventually { storage.census().waitingProcesses == 1 }
-        #expect(seen)
+        // A lookup waiting for the lock (this process: its watch on the lock's folder) shows as one waiting
+        // process.
+        let begun = Gate()
+        let waiter = Task {
+            try await LockWait.$observer.withValue({ _ in begun.open() }) {
+                try await LockWait.wait(for: path, in: directory, timeout: nil)
+            }
+        }
+        #expect(await begun.wait(within: 60))
+        #expect(storage.census().waitingProcesses == 1)
         held.abandon()
+        #expect(try await result(of: waiter, within: 60)?.get() == .released)
         #expect(await eventually { storage.census().waitingProcesses == 0 })
         census = storage.census()
         #expect(census.lockFiles == 0 && census.lockFilesHeld == 0)
+    }
+
+    @Test("listing streams every entry from its header; the census and the name count agree with it")
+    func streamingListingAndCensus() async throws {
+        let dir = TemporaryDirectory("listing")
+        let cache = YCache(storageDirectory: dir.url)
+        for index in 0..<300 {
+            let key = CacheKey(namespace: index % 3 == 0 ? "a" : "b", identity: "k\(index)")
+            _ = try await cache.data(for: key) { Data(count: index) }
+        }
+        let storage = try cache.storageOperator()
+        var seen: [OperatorEntry] = []
+        var folders = 0
+        let unreadable = storage.forEachEntry(inNamespace: nil, progress: { folders = $0.foldersDone }) {
+            seen.append($0)
+            return true
+        }
+        #expect(unreadable == 0 && seen.count == 300 && folders > 0)
+        #expect(seen.allSatisfy { $0.stableIdentifier == $0.key.stableIdentifier })
+        #expect(Set(seen.map(\.key.identity)).count == 300)
+        #expect(seen.first { $0.key.identity == "k7" }?.payloadByteCount == 7)
+        var stoppedAfter = 0
+        storage.forEachEntry(inNamespace: "a") { _ in
+            stoppedAfter += 1
+            return stoppedAfter < 5
+        }
+        #expect(stoppedAfter == 5)
+        #expect(storage.countEntryFiles() == (300, true))
+        // With no time to list more than the first folder, the count is an estimate from it.
+        let estimate = storage.countEntryFiles(within: .zero)
+        #expect(!estimate.exact && estimate.count >= 0)
+        let census = storage.entryCensus()
+        #expect(census.entries == 300 && census.unreadableEntries == 0)
+        #expect(census.namespaces["a"]?.entries == 100 && census.namespaces["b"]?.entries == 200)
+        #expect(census.bytes == seen.reduce(0) { $0 + $1.allocatedByteCount })
+        // A damaged header counts as unreadable in both.
+        let victim = dir.url.appendingPathComponent(seen[0].relativePath)
+        let handle = try FileHandle(forWritingTo: victim)
+        try handle.seek(toOffset: 20)
+        try handle.write(contentsOf: Data([0xFF, 0xFF]))
+        try handle.close()
+        #expect(storage.entryCensus().unreadableEntries == 1)
+        #expect(storage.entries(inNamespace: nil).unreadableCount == 1)
     }
 
     @Test func procLocksParsing() {

@@ -4,6 +4,7 @@
 // payload counter was never counted (made by 0.1).
 
 import Foundation
+import Glibc
 import Testing
 
 @testable import YashimaShared
@@ -285,6 +286,109 @@ struct TrimTests {
     /// Takes a key's lock without waiting and without looking in storage.
     static func lock(_ path: LockPath, in directory: Directory) async throws -> KeyLock.Acquisition<Never> {
         try await KeyLock.acquire(path, in: directory, timeout: .zero, lookAgain: nil)
+    }
+
+    // MARK: Sampled passes, failures, a replaced trim.lock (issue 24)
+
+    @Test("a pass over more entries than one sample lists a sample and unlinks only its oldest share")
+    func sampledPass() async throws {
+        let dir = TemporaryDirectory("trim-sampled")
+        let names = (0..<2000).map { "s\($0)" }
+        let urls = try await Self.writeEntries(names, in: dir)
+        let oldestFirst = names.shuffled()
+        try Self.age(oldestFirst, urls)
+        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: nil)
+        let context = try cache.storageContext()
+        let total = context.directory.state.payloadBytes
+        // Over the budget, 12 % over its low-water mark: a full pass would unlink about 240 entries.
+        let budget = StorageBudget(payloadBytes: Int64(Double(total) * 0.98))
+        let trimmer = context.trimmer
+        let pass = await BlockingWork.run { trimmer.trim(budget: budget, force: false, sampleEntries: 200) }
+        let gone = Set(names).subtracting(Self.present(urls))
+        #expect(pass.unlinked == gone.count)
+        #expect(pass.unlinked > 0)
+        // At most the sample's over-share (12 % of 200-odd), and only old entries: the oldest share of a
+        // random sample is old in the whole directory.
+        #expect(pass.unlinked <= 40, "a sampled pass unlinked \(pass.unlinked)")
+        let rank = Dictionary(uniqueKeysWithValues: oldestFirst.enumerated().map { ($1, $0) })
+        #expect(gone.allSatisfy { rank[$0]! < names.count * 4 / 10 }, "\(gone.map { rank[$0]! }.sorted())")
+        let freed = gone.reduce(0) { $0 + Self.payload($1).utf8.count }
+        #expect(context.directory.state.payloadBytes == total - Int64(freed))
+    }
+
+    @Test("a trim that fails after a write: the value is returned and stored, the failure counted")
+    func trimFailureIsCountedNotThrown() async throws {
+        let dir = TemporaryDirectory("trim-failure")
+        _ = try await Self.writeEntries(["f1", "f2", "f3"], in: dir)
+        let each = Self.payload("f1").utf8.count
+        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: 3 * each)
+        let directory = try cache.storageContext().directory
+        let key = Maintenance.RootKey(directory)
+        Maintenance.injectedFailures.withLock { $0[key] = SystemCallError(operation: "flock", errno: .ioError) }
+        defer { _ = Maintenance.injectedFailures.withLock { $0.removeValue(forKey: key) } }
+        var options = YCache.Options()
+        options.writeFailurePolicy = .throwError
+        let value = try await cache.value(for: CacheKey("f4"), codec: Self.codec, options: options) {
+            Self.payload("f4")
+        }
+        #expect(value == Self.payload("f4"))
+        #expect(cache.statistics.trimFailures == 1)
+        #expect(cache.statistics.writeFailures == 0)
+        #expect(directory.state.total(.trimFailures) == 1)
+        #expect(
+            try await YCache(storageDirectory: dir.url).valueIfCached(for: CacheKey("f4"), codec: Self.codec)
+                == Self.payload("f4"))
+    }
+
+    @Test("a trimmer waiting for trim.lock while it is replaced again and again locks the last one")
+    func trimLockReplacedWhileWaiting() async throws {
+        let dir = TemporaryDirectory("trim-lock-replaced")
+        let cache = YCache(storageDirectory: dir.url)
+        let directory = try cache.storageContext().directory
+        let path = dir.url.appendingPathComponent(Directory.trimLockFile).path
+        func lockNew() throws -> Int32 {
+            // A repair: a new file renamed over trim.lock (as TrimLock's own repair does), locked first.
+            let staging = dir.url.appendingPathComponent("tmp/replacement").path
+            let fd = open(staging, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard fd >= 0, flock(fd, LOCK_EX) == 0, rename(staging, path) == 0 else { throw CancellationError() }
+            return fd
+        }
+        var held = try lockNew()
+        // The acquisition blocks in flock: on a thread of its own, never the cooperative pool.
+        let waiting = Task {
+            await BlockingWork.run { () -> Result<Void, SystemCallError> in
+                switch TrimLock.acquire(in: directory) {
+                case .success(let lock):
+                    lock.release()
+                    return .success(())
+                case .failure(let error): return .failure(error)
+                }
+            }
+        }
+        // Six replacements while it waits (it gave up after four before): each time it wakes on the old
+        // file, finds the path names another, and waits on that one.
+        for _ in 0..<6 {
+            let inode = try FileManager.default.attributesOfItem(atPath: path)[.systemFileNumber] as? UInt64 ?? 0
+            #expect(await eventually(within: 60) { Self.isBlockedOnFlock(inode: inode) })
+            let next = try lockNew()
+            flock(held, LOCK_UN)
+            close(held)
+            held = next
+        }
+        flock(held, LOCK_UN)
+        close(held)
+        let outcome = await result(of: Task { try await waiting.value.get() }, within: 60)
+        #expect(throws: Never.self) { try outcome?.get() }
+    }
+
+    /// Whether some process is blocked in flock(2) on the file with inode `inode` (per /proc/locks).
+    static func isBlockedOnFlock(inode: UInt64) -> Bool {
+        guard let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return false }
+        return text.split(separator: "\n").contains { line in
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            return fields.count > 6 && fields[1] == "->" && fields[2] == "FLOCK"
+                && fields[6].split(separator: ":").last.map { UInt64($0) == inode } == true
+        }
     }
 
     // MARK: Usage

@@ -40,6 +40,8 @@ enum SharedCounter: Int, CaseIterable, Sendable {
     case crossProcessLockFailures = 8
     /// Nanoseconds of generation time saved by hits, as `yashima run` reports them.
     case savedNanoseconds = 9
+    /// Trims after a write that failed (`CacheStatistics.trimFailures`).
+    case trimFailures = 10
 }
 
 extension SharedState {
@@ -89,6 +91,7 @@ extension SharedState {
         add(.writeFailures, delta(after.writeFailures, before.writeFailures))
         add(.crossProcessTimeouts, delta(after.crossProcessTimeouts, before.crossProcessTimeouts))
         add(.crossProcessLockFailures, delta(after.crossProcessLockFailures, before.crossProcessLockFailures))
+        add(.trimFailures, delta(after.trimFailures, before.trimFailures))
     }
 
     /// The sum of `counter` over all stripes.

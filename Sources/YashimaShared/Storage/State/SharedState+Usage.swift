@@ -45,6 +45,13 @@ extension SharedState {
         mapping.setFlag(SharedState.countedFlag, at: SharedState.accountingFlagsOffset)
     }
 
+    /// Records that the usage words can no longer be trusted (a trim's sample found them far from what
+    /// the directory holds): the next budgeted write recounts them (I9).
+    func markPayloadUncounted() {
+        guard let mapping = live() else { return }
+        mapping.clearFlag(SharedState.countedFlag, at: SharedState.accountingFlagsOffset)
+    }
+
     // MARK: Last publish (I11)
 
     /// The largest mtime any publish gave an entry (nanoseconds since 1970; 0 in a state file made by 0.1

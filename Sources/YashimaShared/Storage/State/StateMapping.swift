@@ -85,6 +85,15 @@ final class StateMapping: @unchecked Sendable {
     }
 
     /// Sets `flag` in the word at `offset` (compare-and-swap).
+    func clearFlag(_ flag: UInt64, at offset: Int) {
+        let word = (base + offset).assumingMemoryBound(to: Int64.self)
+        while true {
+            let old = ysh_atomic_load_i64(word)
+            if UInt64(bitPattern: old) & flag == 0 { return }
+            if ysh_atomic_cas_i64(word, old, Int64(bitPattern: UInt64(bitPattern: old) & ~flag)) != 0 { return }
+        }
+    }
+
     func setFlag(_ flag: UInt64, at offset: Int) {
         let word = (base + offset).assumingMemoryBound(to: Int64.self)
         while true {
