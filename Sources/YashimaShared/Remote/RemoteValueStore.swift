@@ -109,10 +109,26 @@ extension RemoteValueStore {
         case .hit, .hitInFile: statistics.add(.hits)
         case .miss(let reason):
             statistics.add(.misses)
-            if case .rejected = reason { statistics.add(.rejectedValues) }
+            countRejection(reason)
         case .unavailable: break
         }
         return lookup
+    }
+
+    /// Counts a miss's reason when it is a rejected value (by reason) or one too large to read.
+    func countRejection(_ reason: RemoteMiss) {
+        switch reason {
+        case .rejected(let rejection): statistics.addRejection(rejection)
+        case .tooLarge: statistics.add(.rejectedTooLarge)
+        default: break
+        }
+    }
+
+    /// `verify`, counting a rejected value (lease calls and waits, which see values outside lookups).
+    func verifyCounting(_ bytes: [UInt8], identity: EntryIdentity) -> RemoteLookup {
+        let result = Self.verify(bytes, identity: identity, secret: secret)
+        if case .miss(let reason) = result { countRejection(reason) }
+        return result
     }
 
     /// The store outcome a guarded attempt amounts to, counted.
@@ -126,6 +142,19 @@ extension RemoteValueStore {
             return .skipped(.tooLarge)
         case .keyFailure, .unavailable:
             return .unavailable
+        }
+    }
+
+    /// The store outcome of a backend whose stores may keep a signed value (a host without the secret):
+    /// `false` is that case, counted.
+    func finishStore(_ attempt: RemoteAttempt<Bool>) -> RemoteStoreOutcome {
+        switch attempt {
+        case .completed(false):
+            statistics.add(.signedValuesKept)
+            return .skipped(.signedValueKept)
+        case .completed: return finishStore(RemoteAttempt<Void>.completed(()))
+        case .keyFailure(let error): return finishStore(RemoteAttempt<Void>.keyFailure(error))
+        case .unavailable: return .unavailable
         }
     }
 
@@ -190,5 +219,7 @@ enum RemoteStoreOutcome: Equatable, Sendable {
         case expired
         /// The tier is read-only.
         case readOnly
+        /// This host has no secret and a signed value is stored: it is kept (the trust rule, README).
+        case signedValueKept
     }
 }

@@ -35,6 +35,8 @@ final class RedisClusterRouter: RedisRouter {
 
     var scopeCount: Int { 1 }
 
+    var scopeLabels: [String] { ["redis cluster " + seeds.map(\.shardName).joined(separator: ",")] }
+
     func scope(for routingKey: [UInt8]) -> Int { 0 }
 
     /// The slot map now (tests).

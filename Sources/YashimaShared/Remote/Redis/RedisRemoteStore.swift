@@ -4,6 +4,7 @@
 // documented on the type below.
 
 import Foundation
+import Synchronization
 
 /// The remote tier on Redis behind the local storage directory: values shared across hosts, and
 /// exactly-once generation across hosts through Redis leases. Every method is `async`, returns a value
@@ -81,7 +82,8 @@ final class RedisRemoteStore: RemoteLeaseStore {
         }
         commands = RedisEntryCommands(router: router)
         remoteGuard = RemoteGuard(
-            policy: configuration.policy, scopes: router.scopeCount, statistics: statistics, now: now)
+            policy: configuration.policy, scopes: router.scopeCount, labels: router.scopeLabels,
+            statistics: statistics, now: now)
     }
 
     /// The Redis names of `identity`'s entry.
@@ -111,10 +113,11 @@ final class RedisRemoteStore: RemoteLeaseStore {
         let keys = keys(for: identity)
         let (commands, secret) = (commands, configuration.secret)
         let attempt = await remoteGuard.perform(scope: router.scope(for: keys.routingKey), access: .write) {
-            (deadline) throws(RemoteError) in
+            (deadline) throws(RemoteError) -> Bool in
             let bytes = RemoteEnvelope.seal(
                 payload, identity: identity.digest, createdAt: createdAt, expiresAt: expiresAt, secret: secret)
-            try commands.put(keys, bytes: bytes, timeToLiveMilliseconds: ttl, deadline: deadline)
+            return try commands.put(
+                keys, bytes: bytes, timeToLiveMilliseconds: ttl, keepSigned: secret == nil, deadline: deadline)
         }
         return finishStore(attempt)
     }
@@ -137,12 +140,12 @@ final class RedisRemoteStore: RemoteLeaseStore {
     /// Step 2 of the lease protocol: takes the lease, or finds the value, or finds another holder.
     func acquireLease(_ identity: EntryIdentity) async -> RemoteLeaseAcquisition {
         let keys = keys(for: identity)
-        let (commands, secret) = (commands, configuration.secret)
+        let commands = commands
         let ttl = configuration.leaseTimeToLive.remoteMilliseconds
         let attempt = await remoteGuard.perform(scope: router.scope(for: keys.routingKey), access: .write) {
-            (deadline) throws(RemoteError) -> RemoteLeaseAcquisition in
+            [self] (deadline) throws(RemoteError) -> RemoteLeaseAcquisition in
             let found = try commands.acquire(keys, timeToLiveMilliseconds: ttl, deadline: deadline)
-            if let bytes = found.value, case .hit(let value) = Self.verify(bytes, identity: identity, secret: secret) {
+            if let bytes = found.value, case .hit(let value) = verifyCounting(bytes, identity: identity) {
                 if let lease = found.lease { _ = try? commands.release(lease, deadline: deadline) }
                 return .found(value)
             }
@@ -182,20 +185,47 @@ final class RedisRemoteStore: RemoteLeaseStore {
         }
     }
 
-    /// Releases `lease` (only if this process still holds it) and wakes the waiters. True when released.
+    /// Releases `lease` (only if this process still holds it) and wakes the waiters: a delete-if-mine
+    /// that publishes the release. Best effort, retried for one operation timeout while the server fails
+    /// (even with its breaker open: waiters on other hosts learn of it at once instead of at the lease's
+    /// expiry). True when released.
     @discardableResult
     func release(_ lease: RemoteLease) async -> Bool {
-        let commands = commands
-        let attempt = await remoteGuard.perform(scope: router.scope(for: lease.keys.routingKey), access: .write) {
-            (deadline) throws(RemoteError) -> Bool in
-            try commands.release(lease, deadline: deadline)
-        }
-        if case .completed(let released) = attempt { return released }
-        return false
+        await RemoteIO.shared.run { self.releaseBlocking(lease) }
     }
 
+    /// `release`, on the calling thread (a RemoteIO one). Blocking, at most one operation timeout.
+    private func releaseBlocking(_ lease: RemoteLease) -> Bool {
+        let (commands, scope) = (commands, router.scope(for: lease.keys.routingKey))
+        let deadline = RemoteDeadline.after(configuration.policy.operationTimeout)
+        var pause = Self.firstReleaseRetry
+        while true {
+            let attempt = remoteGuard.performBlocking(
+                scope: scope, access: .write, deadline: deadline, ignoringBreaker: true
+            ) { (limit) throws(RemoteError) -> Bool in
+                try commands.release(lease, deadline: limit)
+            }
+            switch attempt {
+            case .completed(let released): return released
+            case .keyFailure: return false
+            case .unavailable:
+                // A fast failure (a failover's CLUSTERDOWN, a refused connection): try again shortly.
+                guard deadline.remainingNanoseconds > pause.remoteNanoseconds else { return false }
+                Thread.sleep(forTimeInterval: Double(pause.remoteNanoseconds) / 1e9)
+                pause = min(pause * 2, Self.lastReleaseRetry)
+            }
+        }
+    }
+
+    /// The first and the longest pause between two release attempts.
+    static let firstReleaseRetry: Duration = .milliseconds(20)
+    static let lastReleaseRetry: Duration = .milliseconds(200)
+
     /// Step 4: stores the generated value and releases `lease` in one round trip. A value that may not be
-    /// stored (too large, already expired) is skipped and the lease still released.
+    /// stored (too large, already expired, a signed value a host without the secret keeps) is skipped and
+    /// the lease still released. When the round trip fails (a write pause, a failover, a timeout), the
+    /// lease is released by a separate call (``release(_:)``), so waiters are woken and take the lease at
+    /// once rather than at its expiry: the holder spends at most one more operation timeout on it.
     func storeAndRelease(
         _ identity: EntryIdentity, payload: Data, createdAt: Int64, expiresAt: Int64, lease: RemoteLease
     ) async -> RemoteStoreOutcome {
@@ -205,13 +235,20 @@ final class RedisRemoteStore: RemoteLeaseStore {
         }
         let ttl = valueMilliseconds(expiresAt: expiresAt)
         let (commands, secret) = (commands, configuration.secret)
+        let released = ReleaseFlag()
         let attempt = await remoteGuard.perform(scope: router.scope(for: lease.keys.routingKey), access: .write) {
-            (deadline) throws(RemoteError) in
+            (deadline) throws(RemoteError) -> Bool in
             let bytes = RemoteEnvelope.seal(
                 payload, identity: identity.digest, createdAt: createdAt, expiresAt: expiresAt, secret: secret)
             let outcome = try commands.putAndRelease(
-                lease, bytes: bytes, timeToLiveMilliseconds: ttl, deadline: deadline)
-            try outcome.stored.get()  // a refused SET (OOM) counts against the write breaker; the lease is released
+                lease, bytes: bytes, timeToLiveMilliseconds: ttl, keepSigned: secret == nil, deadline: deadline)
+            released.set(outcome.released)
+            // A refused SET (OOM) counts against the write breaker; the lease was released.
+            return try outcome.stored.get()
+        }
+        if !released.value {
+            statistics.add(.releasesAfterFailedStore)
+            await release(lease)
         }
         return finishStore(attempt)
     }
@@ -234,4 +271,13 @@ final class RedisRemoteStore: RemoteLeaseStore {
         guard expiresAt > 0 else { return configured }
         return max(1, min(configured, (expiresAt - Syscall.realtimeNanoseconds) / 1_000_000))
     }
+}
+
+/// Whether a store-and-release released its lease (set on the I/O thread, read after the call).
+final class ReleaseFlag: Sendable {
+    private let flag = Mutex(false)
+
+    var value: Bool { flag.withLock { $0 } }
+
+    func set(_ released: Bool) { flag.withLock { $0 = released } }
 }

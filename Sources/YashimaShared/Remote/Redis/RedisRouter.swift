@@ -11,6 +11,9 @@ protocol RedisRouter: Sendable {
     /// The breaker scope of `routingKey`: its shard, or 0 for a cluster (one breaker for the cluster).
     func scope(for routingKey: [UInt8]) -> Int
 
+    /// What each scope is, without credentials (its breakers' names in the machine's shared state).
+    var scopeLabels: [String] { get }
+
     /// Runs `commands` on the server holding `routingKey`, in one round trip when possible (a cluster
     /// may redirect some commands). Blocking.
     ///
@@ -54,6 +57,8 @@ struct RedisShardRouter: RedisRouter {
     }
 
     var scopeCount: Int { endpoints.count }
+
+    var scopeLabels: [String] { endpoints.map { "redis \($0.shardName)" } }
 
     func scope(for routingKey: [UInt8]) -> Int { hashing.shard(for: routingKey) }
 

@@ -51,12 +51,12 @@ extension SharedState {
 
     /// Runs `body` with the base of the live mapping, kept alive meanwhile (a repair may switch files,
     /// I14); nil when no state file can be had.
-    private func withWords<T>(_ body: (UnsafeMutableRawPointer) -> T) -> T? {
+    func withWords<T>(_ body: (UnsafeMutableRawPointer) -> T) -> T? {
         guard let mapping = liveMapping else { return nil }
         return withExtendedLifetime(mapping) { body(mapping.base) }
     }
 
-    private static func word(_ base: UnsafeMutableRawPointer, _ offset: Int) -> UnsafeMutablePointer<UInt64> {
+    static func word(_ base: UnsafeMutableRawPointer, _ offset: Int) -> UnsafeMutablePointer<UInt64> {
         (base + offset).assumingMemoryBound(to: UInt64.self)
     }
 
@@ -68,7 +68,7 @@ extension SharedState {
 
     /// This process's stripe, chosen once: getpid(2) is a system call (about as long as the whole add), and
     /// a forked child that keeps its parent's stripe only shares a cache line with it.
-    private static let stripe = Int(UInt32(bitPattern: Syscall.processID) % UInt32(counterStripeCount))
+    static let stripe = Int(UInt32(bitPattern: Syscall.processID) % UInt32(counterStripeCount))
 
     /// Adds `amount` to `counter` in this process's stripe.
     func add(_ counter: SharedCounter, _ amount: UInt64 = 1) {
@@ -106,14 +106,21 @@ extension SharedState {
         _ = withWords { base in
             for stripe in 0..<SharedState.counterStripeCount {
                 for counter in SharedCounter.allCases {
-                    let pointer = SharedState.counterWord(base, counter, stripe: stripe)
-                    let value = ysh_atomic_load_u64(pointer)
-                    if value != 0 { _ = ysh_atomic_fetch_add_u64(pointer, 0 &- value) }
+                    SharedState.zero(SharedState.counterWord(base, counter, stripe: stripe))
+                }
+                for counter in SharedRemoteCounter.allCases {
+                    SharedState.zero(SharedState.remoteCounterWord(base, counter, stripe: stripe))
                 }
             }
             ysh_atomic_store_u64(
                 SharedState.word(base, SharedState.countersZeroedAtOffset), UInt64(bitPattern: max(1, now)))
         }
+    }
+
+    /// Subtracts what `pointer` holds (an atomic add: an increment that lands meanwhile is kept).
+    private static func zero(_ pointer: UnsafeMutablePointer<UInt64>) {
+        let value = ysh_atomic_load_u64(pointer)
+        if value != 0 { _ = ysh_atomic_fetch_add_u64(pointer, 0 &- value) }
     }
 
     /// When the counters were last zeroed (nanoseconds since 1970), or nil if never.
