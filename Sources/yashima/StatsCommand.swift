@@ -15,7 +15,9 @@ enum StatsCommand {
             (entry mtimes, which hits set at most once a minute), lock files in flight (keys being generated
             now, processes waiting for them), debris (lock files, staging files and folders left by killed
             processes, swept by trim and verify --repair), and the hit, miss and generation counters that
-            every process using the directory adds to, since the last "yashima stats --zero".
+            every process using the directory adds to, since the last "yashima stats --zero"; with a remote
+            tier, its counters (hits, errors by kind, values rejected by reason, waits for other hosts) and
+            each remote server's health as every process shares it (up, or down and skipped until when).
             Reads entry headers only. A directory that does not exist shows as empty.
             """,
         options: [
@@ -48,6 +50,7 @@ enum StatsCommand {
         let storage = try location.storageOperator(cache)
         let (listing, census) = await offPool { (storage.entries(inNamespace: nil), storage.census()) }
         let counters = storage.counters()
+        let (remoteCounters, remoteHealth) = (storage.remoteCounters(), storage.remoteHealth())
         if arguments.flag("zero") { storage.zeroCounters() }
         let entries = listing.entries
         let bytes = entries.reduce(Int64(0)) { $0 + $1.allocatedByteCount }
@@ -80,7 +83,8 @@ enum StatsCommand {
                         lockFiles: census.lockFiles, held: held, waiting: census.waitingProcesses ?? 0,
                         trimRunning: census.trimRunning, debris: census.debris)
                 }, zeroedAt: counters.zeroedAt)
-            Output.out(Metrics.exposition(Metrics.families(snapshot), directory: location.shown))
+            let families = Metrics.families(snapshot) + RemoteReport.families(remoteCounters, remoteHealth)
+            Output.out(Metrics.exposition(families, directory: location.shown))
             return 0
         }
 
@@ -112,6 +116,7 @@ enum StatsCommand {
                 "hitRate": hitRate.map { $0 as Any } ?? NSNull(),
                 "since": counters.zeroedAt.map(Format.iso) ?? NSNull(), "zeroed": arguments.flag("zero"),
             ]
+            object["remote"] = RemoteReport.json(remoteCounters, remoteHealth)
             Output.json(object)
             return 0
         }
@@ -167,6 +172,7 @@ enum StatsCommand {
                 + "\(counters.corruptEntries), write failures \(counters.writeFailures), wait timeouts "
                 + "\(counters.crossProcessTimeouts), lock failures \(counters.crossProcessLockFailures)",
         ])
+        rows += RemoteReport.rows(remoteCounters, remoteHealth)
         rows.append(["time saved", Format.seconds(Double(counters.savedNanoseconds) / 1e9) + " (by yashima run)"])
         rows.append([
             "counting since",

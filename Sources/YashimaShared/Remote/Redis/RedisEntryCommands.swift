@@ -20,6 +20,7 @@ struct RedisEntryCommands: Sendable {
     /// value in place. Blocking.
     ///
     /// - Returns: False when a signed value was kept (`keepSigned` only).
+    @discardableResult
     func put(
         _ keys: RemoteKeys, bytes: [UInt8], timeToLiveMilliseconds: Int64, keepSigned: Bool = false,
         deadline: RemoteDeadline

@@ -140,12 +140,13 @@ final class RedisRemoteStore: RemoteLeaseStore {
     /// Step 2 of the lease protocol: takes the lease, or finds the value, or finds another holder.
     func acquireLease(_ identity: EntryIdentity) async -> RemoteLeaseAcquisition {
         let keys = keys(for: identity)
-        let commands = commands
+        let (commands, secret) = (commands, configuration.secret)
         let ttl = configuration.leaseTimeToLive.remoteMilliseconds
         let attempt = await remoteGuard.perform(scope: router.scope(for: keys.routingKey), access: .write) {
-            [self] (deadline) throws(RemoteError) -> RemoteLeaseAcquisition in
+            (deadline) throws(RemoteError) -> RemoteLeaseAcquisition in
             let found = try commands.acquire(keys, timeToLiveMilliseconds: ttl, deadline: deadline)
-            if let bytes = found.value, case .hit(let value) = verifyCounting(bytes, identity: identity) {
+            // Not counted when rejected: the lookup just before saw (and counted) the same bytes.
+            if let bytes = found.value, case .hit(let value) = Self.verify(bytes, identity: identity, secret: secret) {
                 if let lease = found.lease { _ = try? commands.release(lease, deadline: deadline) }
                 return .found(value)
             }
