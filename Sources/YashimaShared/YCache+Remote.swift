@@ -99,6 +99,12 @@ extension YCache {
             /// accepted. `nil` (default) reads `YASHIMA_REMOTE_SECRET` from the environment; without either,
             /// values are unsigned. Never printed.
             public var secret: String?
+            /// `removeAll()` also deletes every remote value of the cache: every key under `keyPrefix`, on
+            /// every Redis server (shards, cluster masters), by `SCAN` and `UNLINK` (the ACL user needs
+            /// `+scan +unlink`). It removes what every host shares, so it is off by default; `removeAll(in:)`
+            /// stays local either way (remote names carry no namespace), and HTTP servers keep their values
+            /// (they cannot be listed). Default `false`.
+            public var removeAllRemotely: Bool
 
             /// Creates options; every parameter has the default the property documents.
             /// - Parameters:
@@ -112,6 +118,7 @@ extension YCache {
             ///   - leaseRecheckInterval: How often a lease waiter re-checks without a notification.
             ///   - keyPrefix: The first part of every Redis key name.
             ///   - secret: The shared secret; `nil` reads `YASHIMA_REMOTE_SECRET`.
+            ///   - removeAllRemotely: `removeAll()` deletes every remote value too.
             public init(
                 readOnly: Bool = false,
                 operationTimeout: Duration = .seconds(1),
@@ -122,7 +129,8 @@ extension YCache {
                 leaseTimeToLive: Duration = .seconds(2),
                 leaseRecheckInterval: Duration = .seconds(1),
                 keyPrefix: String = "yashima",
-                secret: String? = nil
+                secret: String? = nil,
+                removeAllRemotely: Bool = false
             ) {
                 self.readOnly = readOnly
                 self.operationTimeout = operationTimeout
@@ -134,6 +142,7 @@ extension YCache {
                 self.leaseRecheckInterval = leaseRecheckInterval
                 self.keyPrefix = keyPrefix
                 self.secret = secret
+                self.removeAllRemotely = removeAllRemotely
             }
 
             /// The options, the secret redacted.
@@ -142,7 +151,8 @@ extension YCache {
                     + "breakerCooldown: \(breakerCooldown), maximumValueByteCount: \(maximumValueByteCount), "
                     + "valueTimeToLive: \(valueTimeToLive), leaseTimeToLive: \(leaseTimeToLive), "
                     + "leaseRecheckInterval: \(leaseRecheckInterval), keyPrefix: \(keyPrefix), "
-                    + "secret: \(secret == nil ? "from the environment, if set" : "(redacted)")"
+                    + "secret: \(secret == nil ? "from the environment, if set" : "(redacted)"), "
+                    + "removeAllRemotely: \(removeAllRemotely)"
             }
 
             /// The description only (a dump must not show the secret).
@@ -157,6 +167,7 @@ extension YCache {
                 policy.breakerCooldown = breakerCooldown
                 policy.maximumBreakerCooldown = max(.seconds(60), breakerCooldown)
                 policy.maximumValueBytes = maximumValueByteCount
+                policy.removeAllRemotely = removeAllRemotely
                 return policy
             }
         }

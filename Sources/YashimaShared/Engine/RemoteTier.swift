@@ -219,6 +219,13 @@ final class RemoteTier: CacheTier {
         return await values.remove(key.identity)
     }
 
+    /// With `removeAllRemotely`, deletes every remote value of the cache (Redis; HTTP cannot list its
+    /// values). Never throws: a remote failure is counted, not reported.
+    func removeAll() async {
+        guard !isReadOnly, values.remoteGuard.policy.removeAllRemotely else { return }
+        _ = await values.removeAll()
+    }
+
     // MARK: Statistics
 
     /// Adds the tier's counters (its stores') to `statistics`.

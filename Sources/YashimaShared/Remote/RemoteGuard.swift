@@ -18,6 +18,8 @@ struct RemotePolicy: Hashable, Sendable {
     var breakerCooldown: Duration = .seconds(5)
     /// The longest bypass after repeated failed probes (the cooldown doubles up to this).
     var maximumBreakerCooldown: Duration = .seconds(60)
+    /// `removeAll()` deletes every remote value of the cache too (Redis; an opt-in).
+    var removeAllRemotely = false
 
     /// What is wrong with these settings, if anything (every backend's configuration checks this).
     enum Problem: Equatable, Sendable {

@@ -60,11 +60,18 @@ protocol RemoteValueStore: AnyObject, Sendable {
     /// Deletes `identity`'s value. True when one was deleted.
     @discardableResult
     func remove(_ identity: EntryIdentity) async -> Bool
+
+    /// Deletes every value of this cache (its key prefix) on every server: the number deleted, or nil when
+    /// the backend cannot list its values (HTTP) or a server could not be asked.
+    func removeAll() async -> Int?
 }
 
 extension RemoteValueStore {
     /// Values come and go whole (Redis).
     var fileStreamingThreshold: Int? { nil }
+
+    /// A backend that cannot list its values (an HTTP server) removes nothing.
+    func removeAll() async -> Int? { nil }
 
     /// The default for backends whose values come whole (Redis): the payload in memory.
     func lookup(_ identity: EntryIdentity, staging: RemoteStagingFile) async -> RemoteLookup {

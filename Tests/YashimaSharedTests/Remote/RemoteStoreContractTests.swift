@@ -59,7 +59,7 @@ enum ContractBackend: String, CaseIterable, Sendable, CustomTestStringConvertibl
             } plant: { bytes, identity, store in
                 // Written by the store's own router, so it lands where the store will look (shard, node).
                 let redis = try #require(store as? RedisRemoteStore)
-                try await offPool {
+                _ = try await offPool {
                     try redis.commands.put(
                         redis.keys(for: identity), bytes: bytes, timeToLiveMilliseconds: 600_000,
                         deadline: .after(.seconds(10)))

@@ -104,6 +104,12 @@ final class RedisClusterRouter: RedisRouter {
         throw .tooManyRedirects
     }
 
+    /// Every master of the map, loaded now. Blocking.
+    func servers(deadline: RemoteDeadline) throws(RemoteError) -> [(endpoint: RedisEndpoint, scope: Int)] {
+        try refresh(deadline: deadline)
+        return (state.withLock { $0.map?.nodes } ?? []).map { (endpoint(at: $0), 0) }
+    }
+
     /// Makes the next call reload the slot map (rate-limited by `refreshInterval`).
     private func markStale() { state.withLock { $0.stale = true } }
 

@@ -27,6 +27,10 @@ protocol RedisRouter: Sendable {
     /// The server to subscribe to for `routingKey`'s release channel. Blocking (a cluster may have to
     /// load its slot map first).
     func subscriptionEndpoint(for routingKey: [UInt8], deadline: RemoteDeadline) throws(RemoteError) -> RedisEndpoint
+
+    /// Every server that holds keys (each shard, or each cluster master) and its breaker scope, for
+    /// `removeAll`. Blocking (a cluster loads its slot map).
+    func servers(deadline: RemoteDeadline) throws(RemoteError) -> [(endpoint: RedisEndpoint, scope: Int)]
 }
 
 /// Connection settings shared by the routers.
@@ -96,6 +100,11 @@ struct RedisShardRouter: RedisRouter {
     func subscriptionEndpoint(for routingKey: [UInt8], deadline: RemoteDeadline) throws(RemoteError) -> RedisEndpoint {
         if let router = cluster.router { return try router.subscriptionEndpoint(for: routingKey, deadline: deadline) }
         return endpoints[hashing.shard(for: routingKey)]
+    }
+
+    func servers(deadline: RemoteDeadline) throws(RemoteError) -> [(endpoint: RedisEndpoint, scope: Int)] {
+        if let router = cluster.router { return try router.servers(deadline: deadline) }
+        return endpoints.enumerated().map { ($0.element, $0.offset) }
     }
 
     private static func isRedirect(_ reply: RESPValue) -> Bool {
