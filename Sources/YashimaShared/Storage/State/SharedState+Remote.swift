@@ -55,27 +55,14 @@ extension SharedState {
     /// Bytes of a slot's label (after its eight words).
     static let remoteBreakerLabelSize = 64
 
-    static func remoteCounterWord(_ base: UnsafeMutableRawPointer, _ counter: SharedRemoteCounter, stripe: Int)
-        -> UnsafeMutablePointer<UInt64>
-    {
-        word(base, remoteCounterStripesOffset + counterStripeSize * stripe + 8 * counter.rawValue)
-    }
-
     /// Adds `amount` to `counter` in this process's stripe.
     func addRemote(_ counter: SharedRemoteCounter, _ amount: UInt64 = 1) {
-        guard amount != 0 else { return }
-        _ = withWords {
-            ysh_atomic_fetch_add_u64(SharedState.remoteCounterWord($0, counter, stripe: SharedState.stripe), amount)
-        }
+        addStriped(region: SharedState.remoteCounterStripesOffset, index: counter.rawValue, amount)
     }
 
     /// The sum of `counter` over all stripes.
     func remoteTotal(_ counter: SharedRemoteCounter) -> UInt64 {
-        withWords { base in
-            (0..<SharedState.counterStripeCount).reduce(UInt64(0)) {
-                $0 &+ ysh_atomic_load_u64(SharedState.remoteCounterWord(base, counter, stripe: $1))
-            }
-        } ?? 0
+        stripedTotal(region: SharedState.remoteCounterStripesOffset, index: counter.rawValue)
     }
 
     private static func slotBase(_ base: UnsafeMutableRawPointer, _ slot: Int) -> UnsafeMutableRawPointer {
