@@ -166,12 +166,17 @@ extension YCache {
     /// Clears this process's memory, bumps the global removal epoch (invalidating other processes'
     /// memory copies), then unlinks every entry file; one that cannot be unlinked is skipped silently.
     ///
-    /// Local only, as `removeAll(in:)`: a remote tier's values stay.
+    /// Local only, as `removeAll(in:)`, unless the remote tier was made with
+    /// `YCache.Remote.Options.removeAllRemotely`: then every remote value of the cache (its key prefix, on
+    /// every Redis server) is deleted first, so no host refills its storage from it (best effort: a
+    /// server that cannot be reached keeps its values; an HTTP server cannot list its values and keeps
+    /// them).
     /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used
     ///   (memory is cleared anyway).
     public func removeAll() async throws {
         let engine = self.engine
+        for tier in engine.tiers.reversed() { await tier.removeAll() }  // I16: the remote before the local
         _ = try await BlockingWork.run { () -> Result<Int, YCache.Error> in
             Result { () throws(YCache.Error) in try engine.removeAll(inNamespace: nil) }
         }.get()

@@ -20,8 +20,37 @@ extension YCache {
     /// ```
     ///
     /// The remote tier is best effort: it is never what makes a call fail. A remote error or timeout
-    /// costs a call at most `Options.operationTimeout` once, is counted in `CacheStatistics`, and the tier
-    /// is then bypassed for a cooldown while the cache works as it does without one.
+    /// costs a call at most `Options.operationTimeout` once, is counted in `CacheStatistics`, and the
+    /// server is then bypassed for a cooldown while the cache works as it does without one. That bypass
+    /// (the circuit breaker) is kept per server in the storage directory's `state` file, so it holds for
+    /// every process using the directory: once one process found a server down or hung, the others skip it
+    /// at no cost, and one probe after the cooldown (by any process) closes it for all.
+    ///
+    /// ## Bounds
+    /// With `T` = `operationTimeout`, `L` = `leaseTimeToLive`, `R` = `leaseRecheckInterval`:
+    /// - A remote call takes at most `T`, connecting included; after one that failed, the server is
+    ///   bypassed, so one lookup pays at most `T` once for its lookup and lease together.
+    /// - A host that generated holding a key's lease and cannot store its value (the server refuses or
+    ///   pauses writes, a failover, a timeout) still releases the lease and wakes the waiters, by a
+    ///   separate call retried for at most `T` more: it spends at most `2T` after its generation.
+    /// - A host waiting for another host's lease waits while the holder generates (the holder renews the
+    ///   lease every `L/3`). Once the holder stops renewing (it finished, failed, died, hung or was cut
+    ///   off), the waiter stops waiting within about one round trip when the holder released the lease
+    ///   (at most `R` if the notification was lost), and within `L` when it could not (the lease expires:
+    ///   the waiter looks again exactly then), plus at most `T` to take the lease over; then it generates
+    ///   itself (or finds the value). So a waiter's wait is at most the holder's remaining generation
+    ///   `+ L + T` (3 s with the defaults), and never more than `crossProcessWaitTimeout + T` when that is
+    ///   set. A key is generated at most once per host whatever fails (the local lock), and once in all
+    ///   while the server works.
+    ///
+    /// ## Trust (`Options.secret`)
+    /// A host with a secret signs what it stores and accepts only values signed with it: an unsigned value
+    /// or one signed with another secret is rejected (never returned), generated again and replaced. A
+    /// host without a secret cannot check a signature: it accepts signed and unsigned values on their
+    /// checksum, and never replaces a signed value (on Redis its store keeps one in place, atomically; on
+    /// HTTP only its lookup before generating protects one). So a fleet where some hosts lack the secret
+    /// converges on signed values, and every rejection is counted by reason (bad signature, unsigned,
+    /// damaged, too large) in `CacheStatistics` and the directory's shared counters (`yashima stats`).
     ///
     /// Only values that go to storage (`writePolicy: .memoryAndStorage`) are stored remotely; `store`
     /// replaces the remote value too, and `remove(for:codec:)` deletes it, while `removeAll(in:)` and
@@ -55,8 +84,10 @@ extension YCache {
             /// How long a value lives on a Redis server at most (an entry's own expiry may end it earlier).
             /// Default 7 days. HTTP servers expire values by their own rules.
             public var valueTimeToLive: Duration
-            /// The lease TTL (Redis): the holder renews it every third of it, so a host that died holding a
-            /// lease blocks the others this long. Default 10 s.
+            /// The lease TTL (Redis): the holder renews it every third of it, so a host that died, hung or lost
+            /// the server while holding a lease (or whose release failed) blocks the others at most this long
+            /// after its last renewal (see Bounds in ``YCache/Remote``). Shorter is a smaller bound but a
+            /// lease lost to a slow renewal; renewals must fit in it with a timeout to spare. Default 2 s.
             public var leaseTimeToLive: Duration
             /// How often a host waiting for another host's lease re-checks without being told (a lost
             /// notification costs at most this much). Default 1 s.
@@ -68,6 +99,12 @@ extension YCache {
             /// accepted. `nil` (default) reads `YASHIMA_REMOTE_SECRET` from the environment; without either,
             /// values are unsigned. Never printed.
             public var secret: String?
+            /// `removeAll()` also deletes every remote value of the cache: every key under `keyPrefix`, on
+            /// every Redis server (shards, cluster masters), by `SCAN` and `UNLINK` (the ACL user needs
+            /// `+scan +unlink`). It removes what every host shares, so it is off by default; `removeAll(in:)`
+            /// stays local either way (remote names carry no namespace), and HTTP servers keep their values
+            /// (they cannot be listed). Default `false`.
+            public var removeAllRemotely: Bool
 
             /// Creates options; every parameter has the default the property documents.
             /// - Parameters:
@@ -81,6 +118,7 @@ extension YCache {
             ///   - leaseRecheckInterval: How often a lease waiter re-checks without a notification.
             ///   - keyPrefix: The first part of every Redis key name.
             ///   - secret: The shared secret; `nil` reads `YASHIMA_REMOTE_SECRET`.
+            ///   - removeAllRemotely: `removeAll()` deletes every remote value too.
             public init(
                 readOnly: Bool = false,
                 operationTimeout: Duration = .seconds(1),
@@ -88,10 +126,11 @@ extension YCache {
                 breakerCooldown: Duration = .seconds(5),
                 maximumValueByteCount: Int = 64 << 20,
                 valueTimeToLive: Duration = .seconds(7 * 86_400),
-                leaseTimeToLive: Duration = .seconds(10),
+                leaseTimeToLive: Duration = .seconds(2),
                 leaseRecheckInterval: Duration = .seconds(1),
                 keyPrefix: String = "yashima",
-                secret: String? = nil
+                secret: String? = nil,
+                removeAllRemotely: Bool = false
             ) {
                 self.readOnly = readOnly
                 self.operationTimeout = operationTimeout
@@ -103,6 +142,7 @@ extension YCache {
                 self.leaseRecheckInterval = leaseRecheckInterval
                 self.keyPrefix = keyPrefix
                 self.secret = secret
+                self.removeAllRemotely = removeAllRemotely
             }
 
             /// The options, the secret redacted.
@@ -111,7 +151,8 @@ extension YCache {
                     + "breakerCooldown: \(breakerCooldown), maximumValueByteCount: \(maximumValueByteCount), "
                     + "valueTimeToLive: \(valueTimeToLive), leaseTimeToLive: \(leaseTimeToLive), "
                     + "leaseRecheckInterval: \(leaseRecheckInterval), keyPrefix: \(keyPrefix), "
-                    + "secret: \(secret == nil ? "from the environment, if set" : "(redacted)")"
+                    + "secret: \(secret == nil ? "from the environment, if set" : "(redacted)"), "
+                    + "removeAllRemotely: \(removeAllRemotely)"
             }
 
             /// The description only (a dump must not show the secret).
@@ -126,6 +167,7 @@ extension YCache {
                 policy.breakerCooldown = breakerCooldown
                 policy.maximumBreakerCooldown = max(.seconds(60), breakerCooldown)
                 policy.maximumValueBytes = maximumValueByteCount
+                policy.removeAllRemotely = removeAllRemotely
                 return policy
             }
         }

@@ -138,6 +138,7 @@ enum RunCommand {
         if let expiry { options.expiry = .after(expiry) }
         if arguments.flag("no-wait") { options.crossProcessWaitTimeout = .zero }
         if recache { options.lookupPolicy = .refresh }
+        let before = cache.statistics
         let resolution: YCache.Resolved<RunRecord>
         do {
             resolution = try await cache.resolve(for: key, codec: codec, options: options) {
@@ -152,6 +153,11 @@ enum RunCommand {
         }
         let record = resolution.value
         let elapsed = started.duration(to: .now)
+        // What the remote tier did, for -v ("; remote: waited 1.20 s for another host, hit in 1.3 s").
+        let remoteClause =
+            remote.flatMap {
+                RemoteReport.clause(since: before, to: cache.statistics, options: $0.options, elapsed: elapsed)
+            }.map { "; remote: " + $0 } ?? ""
         switch resolution.source {
         case .generated:
             // The command wrote its output files itself; its standard output was captured.
@@ -163,7 +169,7 @@ enum RunCommand {
             if cache.statistics.writeFailures > 0 {
                 Output.error(
                     verbose
-                        ? line + "; could not store the result"
+                        ? line + "; could not store the result" + remoteClause
                         : "yashima: warning: the result could not be stored (the disk may be full)")
             } else if verbose {
                 if (try? await cache.contains(for: key, codec: codec)) == true {
@@ -171,7 +177,7 @@ enum RunCommand {
                 } else {
                     line += "; not stored (larger than the budget of \(Format.bytes(budget)))"
                 }
-                Output.error(line)
+                Output.error(line + remoteClause)
             }
             return status
         case .storage, .memory:
@@ -184,7 +190,7 @@ enum RunCommand {
                 Output.error(
                     "yashima: \(how): \(Format.bytes(Int64(record.byteCount))) from "
                         + (resolution.origin == .remote ? "the remote tier" : "storage") + ", saved "
-                        + Format.seconds(Double(max(0, saved)) / 1e9))
+                        + Format.seconds(Double(max(0, saved)) / 1e9) + remoteClause)
             }
             return status
         }

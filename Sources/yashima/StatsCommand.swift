@@ -18,12 +18,14 @@ enum StatsCommand {
             directory's state file, reconciled by each trim), lock files in flight (keys being generated
             now, processes waiting for them), debris (lock files, staging files and folders left by killed
             processes, swept by trim and verify --repair), and the hit, miss and generation counters that
-            every process using the directory adds to, since the last "yashima stats --zero". Reads no
-            entry: fast at any size (where listing the folders' names takes over half a second, the count
-            is scaled up from those listed and shown as "about"). --namespaces also reads every entry's
-            header, for exact counts: per-namespace counts and
-            bytes, the oldest and newest use (entry mtimes, which hits set at most once a minute), expired
-            and unreadable entries. A directory that does not exist shows as empty.
+            every process using the directory adds to, since the last "yashima stats --zero"; with a remote
+            tier, its counters (hits, errors by kind, values rejected by reason, waits for other hosts) and
+            each remote server's health as every process shares it (up, or down and skipped until when).
+            Reads no entry: fast at any size (where listing the folders' names takes over half a second, the
+            count is scaled up from those listed and shown as "about"). --namespaces also reads every entry's
+            header, for exact counts: per-namespace counts and bytes, the oldest and newest use (entry
+            mtimes, which hits set at most once a minute), expired and unreadable entries. A directory that
+            does not exist shows as empty.
             """,
         options: [
             .flag("namespaces", "also read every entry's header: per namespace, oldest and newest use"),
@@ -69,6 +71,7 @@ enum StatsCommand {
         }
         let count = counted.count
         let counters = storage.counters()
+        let (remoteCounters, remoteHealth) = (storage.remoteCounters(), storage.remoteHealth())
         if arguments.flag("zero") { storage.zeroCounters() }
         let bytes = entryCensus?.bytes ?? storage.usageCounter
         let recorded = storage.recordedBudget
@@ -92,7 +95,8 @@ enum StatsCommand {
                         lockFiles: census.lockFiles, held: held, waiting: census.waitingProcesses ?? 0,
                         trimRunning: census.trimRunning, debris: census.debris)
                 }, zeroedAt: counters.zeroedAt)
-            Output.out(Metrics.exposition(Metrics.families(snapshot), directory: location.shown))
+            let families = Metrics.families(snapshot) + RemoteReport.families(remoteCounters, remoteHealth)
+            Output.out(Metrics.exposition(families, directory: location.shown))
             return 0
         }
 
@@ -130,6 +134,7 @@ enum StatsCommand {
                 "hitRate": hitRate.map { $0 as Any } ?? NSNull(),
                 "since": counters.zeroedAt.map(Format.iso) ?? NSNull(), "zeroed": arguments.flag("zero"),
             ]
+            object["remote"] = RemoteReport.json(remoteCounters, remoteHealth)
             Output.json(object)
             return 0
         }
@@ -195,6 +200,7 @@ enum StatsCommand {
                 + "\(counters.crossProcessTimeouts), lock failures \(counters.crossProcessLockFailures)"
                 + (counters.trimFailures > 0 ? ", trim failures \(counters.trimFailures)" : ""),
         ])
+        rows += RemoteReport.rows(remoteCounters, remoteHealth)
         rows.append(["time saved", Format.seconds(Double(counters.savedNanoseconds) / 1e9) + " (by yashima run)"])
         rows.append([
             "counting since",

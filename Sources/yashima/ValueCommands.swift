@@ -42,7 +42,7 @@ enum ValueCommands {
             Reads standard input to its end and stores it under the key, replacing any value (every
             process's next lookup sees the new one). Exit status 1 when it cannot be stored: a value larger
             than the whole budget, or a full disk. With --remote, the value is also stored remotely (best
-            effort: a remote that is down is skipped).
+            effort: a remote that is down is skipped, with a warning on standard error; exit status 0).
             """,
         options: keyOptions + [
             .option("expire", "DURATION", "the value expires after DURATION (90s, 15m, 2h, 7d)"),
@@ -117,6 +117,7 @@ enum ValueCommands {
         let input = await offPool { FileHandle.standardInput.readDataToEndOfFile() }
         var options = YCache.Options()
         if let expiry { options.expiry = .after(expiry) }
+        let (before, started) = (cache.statistics, ContinuousClock.now)
         let stored: Bool
         do {
             if codecIdentifier == CompressedDataCodec().identifier {
@@ -129,6 +130,14 @@ enum ValueCommands {
             }
         } catch let error as YCache.Error {
             throw CommandFailure.from(error)
+        }
+        // The remote tier is best effort: a value it did not take is still stored here (exit status 0).
+        if let remote, stored, cache.statistics.remotePuts == before.remotePuts {
+            let what =
+                RemoteReport.clause(
+                    since: before, to: cache.statistics, options: remote.options,
+                    elapsed: started.duration(to: .now)) ?? "not stored"
+            Output.error("yashima: warning: the remote tier did not take the value (\(what)); stored locally only")
         }
         guard stored else {
             throw CommandFailure.failed(

@@ -42,12 +42,26 @@ public struct CacheStatistics: Sendable, Equatable {
     /// Values stored remotely.
     public var remotePuts = 0
     /// Remote values that failed verification (a wrong identity, damaged bytes, a missing or wrong
-    /// signature): misses, never returned, overwritten by the next store. A subset of `remoteMisses`.
+    /// signature): misses, never returned, overwritten by the next store. The sum of
+    /// `remoteRejectedBadSignature`, `remoteRejectedUnsigned` and `remoteRejectedDamaged`.
     public var remoteRejectedValues = 0
+    /// Rejected remote values whose signature does not match this host's secret (signed with another).
+    public var remoteRejectedBadSignature = 0
+    /// Rejected remote values without a signature, read by a host with a secret (stored by a host
+    /// without one).
+    public var remoteRejectedUnsigned = 0
+    /// Rejected remote values that are damaged, truncated, another entry's or not this cache's.
+    public var remoteRejectedDamaged = 0
+    /// Remote values not read because they are longer than `YCache.Remote.Options.maximumValueByteCount`.
+    public var remoteRejectedTooLarge = 0
     /// Remote calls that failed, other than timeouts. None is ever thrown to a caller.
     public var remoteErrors = 0
     /// Remote calls that missed their deadline (`YCache.Remote.Options.operationTimeout`).
     public var remoteTimeouts = 0
+    /// Failed remote calls whose credentials the server refused (also in `remoteErrors`).
+    public var remoteAuthenticationFailures = 0
+    /// Failed remote calls that could not connect or lost the connection (also in `remoteErrors`).
+    public var remoteConnectionFailures = 0
     /// Remote calls not made because the tier was bypassed after a failure (or, for writes, read-only).
     public var remoteBypassedCalls = 0
     /// Waits for another host's remote lease on a key.
@@ -55,4 +69,12 @@ public struct CacheStatistics: Sendable, Equatable {
     /// Leases taken over after the holder's lease expired without a release (the holder died, hung or
     /// was cut off).
     public var remoteLeaseTakeovers = 0
+    /// The time spent waiting for other hosts' leases (`remoteLeaseWaits` waits in all).
+    public var remoteLeaseWaitTime: Duration = .zero
+    /// Leases this instance released by a separate call after storing its value and releasing the lease
+    /// in one round trip failed (the server paused or refused writes, a failover, a timeout).
+    public var remoteReleasesAfterFailedStore = 0
+    /// Remote stores left undone because this host has no secret and a signed value was there (the trust
+    /// rule: see `YCache.Remote`).
+    public var remoteSignedValuesKept = 0
 }

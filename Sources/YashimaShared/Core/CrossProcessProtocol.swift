@@ -1,4 +1,4 @@
-// The cross-process protocol of a storage directory, written once: the glossary and the invariants I1–I16,
+// The cross-process protocol of a storage directory, written once: the glossary and the invariants I1–I17,
 // each a rule in a line or two naming the files that keep it (how: their headers and Docs/Internals.md;
 // byte for byte: Docs/Format.md). Code relying on one cites it (`// I3`).
 
@@ -68,7 +68,17 @@
 ///   holder's lease expired. Only the holder releases a lease. A key removal deletes the remote value
 ///   before the local one, and a remote value published while a removal of its key ran is unlinked again
 ///   (I10). A host paused past the lease TTL may duplicate a generation, never corrupt a value (I8). No
-///   on-disk change. (RemoteTier, Production, RedisRemoteStore, RedisLeaseWait)
+///   on-disk change. A holder whose store fails still releases its lease (a separate delete-if-mine);
+///   one that cannot leaves it to expire within the lease TTL, since it renews while it generates.
+///   (RemoteTier, Production, RedisRemoteStore, RedisLeaseWait)
+/// - **I17 One remote health and one remote count per machine**: a remote server's circuit breaker (open
+///   until, cooldown, the probe in flight) lives in a slot of the `state` file named by the server's label
+///   digest, claimed by compare-and-swap and changed only by the C atomics, so a server one process found
+///   down is skipped by every process using the directory, one probe (any process's, claimed by
+///   compare-and-swap) decides for all, and the remote counters (by reason) add up over processes. The
+///   words are hints like the counters: lost with a repaired state file, never a reason to refuse one;
+///   older builds leave them zero and keep their own breakers. Additive: layout version unchanged.
+///   (RemoteCircuitBreaker, RemoteSharedBoard, SharedState+Remote)
 enum CrossProcessProtocol {
     /// The on-disk layout version written to the `layout` file. Bump when any invariant or path changes.
     static let layoutVersion = 1

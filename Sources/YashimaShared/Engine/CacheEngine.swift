@@ -53,6 +53,9 @@ final class CacheEngine: Sendable {
         lookupTiers = self.tiers.filter { $0.place == .beforeFlight }
         productionTiers = self.tiers.filter { $0.place == .underKeyLock }
         precondition(self.tiers.map(\.place) == lookupTiers.map(\.place) + productionTiers.map(\.place))
+        // I17: the remote tier's breakers and counters live in the directory's state file once it is open.
+        let board = RemoteSharedBoard(state: { [weak self] in self?.stateIfOpen })
+        for case let tier as RemoteTier in self.tiers { tier.attach(board) }
     }
 
     // MARK: Storage

@@ -25,6 +25,12 @@ final class RemoteTier: CacheTier {
 
     var place: TierPlace { .underKeyLock }
 
+    /// Shares the stores' breakers and counters with every process on the machine (I17).
+    func attach(_ board: any RemoteMachineBoard) {
+        values.statistics.board.attach(board)
+        if let leases, !leasesHoldValues { leases.statistics.board.attach(board) }
+    }
+
     private var isReadOnly: Bool { values.remoteGuard.policy.readOnly }
 
     // MARK: Producing
@@ -136,18 +142,18 @@ final class RemoteTier: CacheTier {
         do {
             generated = try await next()
         } catch {
-            await renewal.stop()
+            renewal.stopNow()
             await leases.release(lease)
             throw error
         }
         guard var produced = generated else {
-            await renewal.stop()
+            renewal.stopNow()
             await leases.release(lease)
             return nil
         }
         let (values, identity, leasesHoldValues) = (values, request.expectation.identity, leasesHoldValues)
         produced.afterPublish = Self.chain(produced.afterPublish) { published in
-            await renewal.stop()
+            renewal.stopNow()
             guard let published, let content = published.content else {
                 await leases.release(lease)
                 return
@@ -213,6 +219,13 @@ final class RemoteTier: CacheTier {
         return await values.remove(key.identity)
     }
 
+    /// With `removeAllRemotely`, deletes every remote value of the cache (Redis; HTTP cannot list its
+    /// values). Never throws: a remote failure is counted, not reported.
+    func removeAll() async {
+        guard !isReadOnly, values.remoteGuard.policy.removeAllRemotely else { return }
+        _ = await values.removeAll()
+    }
+
     // MARK: Statistics
 
     /// Adds the tier's counters (its stores') to `statistics`.
@@ -230,6 +243,15 @@ final class RemoteTier: CacheTier {
             statistics.remoteBypassedCalls += counters[.bypassed]
             statistics.remoteLeaseWaits += counters[.leaseWaits]
             statistics.remoteLeaseTakeovers += counters[.leaseTakeovers]
+            statistics.remoteRejectedBadSignature += counters[.rejectedBadSignature]
+            statistics.remoteRejectedUnsigned += counters[.rejectedUnsigned]
+            statistics.remoteRejectedDamaged += counters[.rejectedDamaged]
+            statistics.remoteRejectedTooLarge += counters[.rejectedTooLarge]
+            statistics.remoteAuthenticationFailures += counters[.authenticationFailures]
+            statistics.remoteConnectionFailures += counters[.connectionFailures]
+            statistics.remoteLeaseWaitTime += .nanoseconds(counters[.leaseWaitNanoseconds])
+            statistics.remoteReleasesAfterFailedStore += counters[.releasesAfterFailedStore]
+            statistics.remoteSignedValuesKept += counters[.signedValuesKept]
         }
     }
 }

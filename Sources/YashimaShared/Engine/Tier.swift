@@ -38,6 +38,10 @@ protocol CacheTier: Sendable {
     /// value goes before the local one); an error is thrown once every tier was asked.
     func remove(_ key: TierKey, engine: CacheEngine) async throws(YCache.Error) -> Bool
 
+    /// `removeAll()` is about to remove every local entry: this tier removes its values first (I16: the
+    /// remote before the local), when it does (the remote tier, opted in).
+    func removeAll() async
+
     /// Adds the counters this tier keeps itself (the engine counts memory, storage and generations).
     func addCounters(to statistics: inout CacheStatistics)
 }
@@ -59,6 +63,8 @@ extension CacheTier {
     func store(_ identity: EntryIdentity, published: PublishedValue, options: YCache.Options) async {}
 
     func remove(_ key: TierKey, engine: CacheEngine) async throws(YCache.Error) -> Bool { false }
+
+    func removeAll() async {}
 
     func addCounters(to statistics: inout CacheStatistics) {}
 }

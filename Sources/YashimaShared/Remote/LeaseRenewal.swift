@@ -48,6 +48,14 @@ final class LeaseRenewal: Sendable {
     /// True once the lease was found lost.
     var isLost: Bool { current == .lost }
 
+    /// Stops renewing without waiting for a renewal in flight (which can only extend a lease this process
+    /// still holds: harmless before its release, a no-op after it). The holder's store-and-release must
+    /// not wait behind a renewal that a hung server holds for an operation timeout.
+    ///
+    /// - Returns: The final state: `.lost` if the lease was lost before, else `.stopped`.
+    @discardableResult
+    func stopNow() -> State { core.requestStop() }
+
     /// Stops renewing and waits until the loop has ended (at most one renewal in flight, bounded by the
     /// operation timeout). The calling task is suspended, not blocked.
     ///

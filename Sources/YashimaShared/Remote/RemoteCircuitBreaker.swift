@@ -1,9 +1,18 @@
 // RemoteCircuitBreaker.swift: closed, open for a cooldown after one failure, half-open with exactly one
-// probe; a failed probe doubles the cooldown (to a maximum), so a dead server costs one probe per cooldown.
+// probe; a failed probe doubles the cooldown (to a maximum). Its words live in the storage directory's
+// `state` file when a board is attached (one breaker per machine), else in this process (RemoteBoard.swift).
 
+import CFileLock
 import Synchronization
 
-/// A circuit breaker with a half-open single probe. Thread-safe.
+/// A circuit breaker with a half-open single probe, kept in words that every process on the machine may
+/// share. Thread-safe and process-safe: every word is read and written with the C atomics.
+///
+/// Words (Int64): 1 open until (monotonic ns; 0 = closed), 2 cooldown now (ns; 0 = the initial one),
+/// 3 probe until (monotonic ns: a probe is in flight until then; 0 = none), 4 opened at (realtime ns), 5
+/// why it opened (``RemoteFailureKind``); 0, 6 and 7 belong to the slot (Docs/Format.md §1.2).
+/// `CLOCK_MONOTONIC` is the same for every process of one boot; a time from before a reboot (further
+/// ahead than the longest cooldown or probe) is taken as passed.
 final class RemoteCircuitBreaker: Sendable {
     /// The breaker's position.
     enum State: Equatable, Sendable {
@@ -24,49 +33,92 @@ final class RemoteCircuitBreaker: Sendable {
         case bypass
     }
 
-    private struct Status {
-        var state: State = .closed
-        var cooldown: Int64
+    /// Word indexes (see the type's documentation).
+    enum Word {
+        static let openUntil = 1
+        static let cooldown = 2
+        static let probeUntil = 3
+        static let openedAt = 4
+        static let reason = 5
     }
 
     /// The first cooldown after a failure, in nanoseconds.
     let initialCooldown: Int64
     /// The longest cooldown after repeated failed probes, in nanoseconds.
     let maximumCooldown: Int64
+    /// How long one probe may take before another process may probe (its caller died or hung).
+    let probeWindow: Int64
+    /// What the breaker guards, as `yashima stats` shows it (a server and a direction; no credentials).
+    let label: String
+    /// The label's 64-bit digest: the breaker's slot in the shared state (never 0).
+    let identity: UInt64
     private let now: @Sendable () -> Int64
-    private let status: Mutex<Status>
+    private let local = ProcessBreakerWords()
+    private let board: RemoteBoardLink
 
     /// Creates a closed breaker.
     ///
     /// - Parameters:
     ///   - cooldown: How long the breaker stays open after the first failure.
     ///   - maximumCooldown: The cap on the doubled cooldown after failed probes.
+    ///   - probeWindow: The most one probe may take (default: the maximum cooldown).
+    ///   - label: What it guards (shown by `yashima stats`; its digest names the shared slot).
+    ///   - board: Where the machine's shared words are, once attached.
     ///   - now: The monotonic clock in nanoseconds (tests pass their own).
     init(
-        cooldown: Duration, maximumCooldown: Duration? = nil,
+        cooldown: Duration, maximumCooldown: Duration? = nil, probeWindow: Duration? = nil, label: String = "",
+        board: RemoteBoardLink = RemoteBoardLink(),
         now: @escaping @Sendable () -> Int64 = { Syscall.monotonicNanoseconds }
     ) {
         initialCooldown = max(1, cooldown.remoteNanoseconds)
         self.maximumCooldown = max(initialCooldown, (maximumCooldown ?? cooldown * 8).remoteNanoseconds)
+        self.probeWindow = max(1, probeWindow?.remoteNanoseconds ?? self.maximumCooldown)
+        self.label = label
+        var hasher = SHA256()
+        hasher.update(Array("yashima.remote.breaker.v1".utf8) + [0] + Array(label.utf8))
+        identity = max(1, hasher.finalize().w0)
+        self.board = board
         self.now = now
-        status = Mutex(Status(cooldown: initialCooldown))
+    }
+
+    /// Runs `body` on the breaker's words: the machine's shared slot when a board is attached and has
+    /// room, else this process's own words.
+    private func withWords<T>(_ body: (UnsafeMutablePointer<Int64>) -> T) -> T {
+        if let shared = board.current, let result = shared.withBreakerWords(id: identity, label: label, body) {
+            return result
+        }
+        return body(local.words)
     }
 
     /// The breaker's position now (an open breaker past its cooldown still reads `.open`).
-    var state: State { status.withLock { $0.state } }
+    var state: State {
+        let time = now()
+        return withWords { words in
+            let until = ysh_atomic_load_i64(words + Word.openUntil)
+            guard until != 0 else { return .closed }
+            let probe = ysh_atomic_load_i64(words + Word.probeUntil)
+            if isLive(probe, time: time, within: probeWindow) { return .halfOpen }
+            return .open(until: until)
+        }
+    }
+
+    /// True when `until` is still ahead of `time` and not absurdly far (a time from before a reboot).
+    private func isLive(_ until: Int64, time: Int64, within limit: Int64) -> Bool {
+        until != 0 && time < until && until - time <= limit
+    }
 
     /// Decides whether a call may go to the backend.
     func admit() -> Admission {
         let time = now()
-        return status.withLock { status in
-            switch status.state {
-            case .closed: return .proceed(isProbe: false)
-            case .halfOpen: return .bypass
-            case .open(let until):
-                guard time >= until else { return .bypass }
-                status.state = .halfOpen
-                return .proceed(isProbe: true)
-            }
+        return withWords { words in
+            let until = ysh_atomic_load_i64(words + Word.openUntil)
+            if until == 0 { return .proceed(isProbe: false) }
+            if isLive(until, time: time, within: maximumCooldown) { return .bypass }
+            // Past the cooldown: half-open. One caller, in any process, claims the probe.
+            let probe = ysh_atomic_load_i64(words + Word.probeUntil)
+            if isLive(probe, time: time, within: probeWindow) { return .bypass }
+            guard ysh_atomic_cas_i64(words + Word.probeUntil, probe, time &+ probeWindow) == 1 else { return .bypass }
+            return .proceed(isProbe: true)
         }
     }
 
@@ -75,22 +127,70 @@ final class RemoteCircuitBreaker: Sendable {
     /// A failure while closed opens the breaker; the probe's outcome closes or reopens it. Outcomes of
     /// calls admitted before the breaker opened change nothing once it is open or half-open (they are
     /// old news), except that their failures do not shorten an open period either.
-    func record(success: Bool, admission: Admission) {
+    ///
+    /// - Parameter failure: Why the call failed (kept for `yashima stats` when it opens the breaker).
+    func record(success: Bool, admission: Admission, failure: RemoteFailureKind = .error) {
         let time = now()
-        status.withLock { status in
-            let isProbe = admission == .proceed(isProbe: true)
-            switch (status.state, isProbe, success) {
-            case (.closed, false, false):
-                status.state = .open(until: time &+ status.cooldown)
-            case (.halfOpen, true, true):
-                status.state = .closed
-                status.cooldown = initialCooldown
-            case (.halfOpen, true, false):
-                status.cooldown = min(maximumCooldown, status.cooldown &* 2)
-                status.state = .open(until: time &+ status.cooldown)
-            default:
+        let isProbe = admission == .proceed(isProbe: true)
+        withWords { words in
+            switch (isProbe, success) {
+            case (true, true):
+                Self.store(words, Word.openUntil, 0)
+                Self.store(words, Word.cooldown, 0)
+                Self.store(words, Word.probeUntil, 0)
+            case (true, false):
+                let current = ysh_atomic_load_i64(words + Word.cooldown)
+                let next = min(maximumCooldown, max(initialCooldown, current == 0 ? initialCooldown : current) &* 2)
+                Self.store(words, Word.cooldown, next)
+                Self.store(words, Word.reason, Int64(failure.rawValue))
+                Self.store(words, Word.openUntil, time &+ next)
+                Self.store(words, Word.probeUntil, 0)
+            case (false, false):
+                guard ysh_atomic_cas_i64(words + Word.openUntil, 0, time &+ initialCooldown) == 1 else { return }
+                Self.store(words, Word.cooldown, 0)
+                Self.store(words, Word.openedAt, Syscall.realtimeNanoseconds)
+                Self.store(words, Word.reason, Int64(failure.rawValue))
+            case (false, true):
                 break
             }
         }
     }
+
+    private static func store(_ words: UnsafeMutablePointer<Int64>, _ index: Int, _ value: Int64) {
+        ysh_atomic_store_u64(
+            UnsafeMutableRawPointer(words + index).assumingMemoryBound(to: UInt64.self), UInt64(bitPattern: value))
+    }
+}
+
+/// Why a remote call failed, as a breaker records it (word 5 of its slot; `yashima stats` shows it).
+enum RemoteFailureKind: UInt64, Sendable {
+    /// Something else: a protocol violation, an unexpected reply.
+    case error = 1
+    /// The deadline passed.
+    case timeout = 2
+    /// The connection was refused, reset or closed, or the host did not resolve.
+    case connection = 3
+    /// The server refused the credentials.
+    case authentication = 4
+    /// The server answered with an error (`LOADING`, `CLUSTERDOWN`, a 5xx status, ...).
+    case serverError = 5
+    /// The server refuses writes (`OOM`, `READONLY`, `MISCONF`, an HTTP write refused).
+    case writesRefused = 6
+}
+
+/// A breaker's words in this process's memory (used until a board is attached, or when the shared
+/// state has no room or cannot be had).
+///
+/// Safe to share (`@unchecked Sendable`): the words are allocated once, freed only in `deinit`, and read
+/// and written only through the C atomics.
+final class ProcessBreakerWords: @unchecked Sendable {
+    /// Eight words, zero at first (closed).
+    let words: UnsafeMutablePointer<Int64>
+
+    init() {
+        words = UnsafeMutablePointer<Int64>.allocate(capacity: 8)
+        words.initialize(repeating: 0, count: 8)
+    }
+
+    deinit { words.deallocate() }
 }

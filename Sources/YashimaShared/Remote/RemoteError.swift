@@ -121,6 +121,19 @@ enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
     /// True for a deadline miss (counted apart from other errors).
     var isTimeout: Bool { self == .timedOut }
 
+    /// What kind of failure this is, as breakers record it and the counters count it.
+    var failureKind: RemoteFailureKind {
+        switch self {
+        case .timedOut: return .timeout
+        case .resolutionFailed, .connectFailed, .connectionClosed, .socket, .transport: return .connection
+        case .authenticationFailed: return .authentication
+        case .server, .serverStatus, .clusterMapUnavailable, .tooManyRedirects:
+            return scope == .writes ? .writesRefused : .serverError
+        case .writeRefused: return .writesRefused
+        default: return .error
+        }
+    }
+
     /// The miss a lookup reports for a failure of scope ``Scope/key``.
     var missReason: RemoteMiss {
         switch self {

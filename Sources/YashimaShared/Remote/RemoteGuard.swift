@@ -18,6 +18,8 @@ struct RemotePolicy: Hashable, Sendable {
     var breakerCooldown: Duration = .seconds(5)
     /// The longest bypass after repeated failed probes (the cooldown doubles up to this).
     var maximumBreakerCooldown: Duration = .seconds(60)
+    /// `removeAll()` deletes every remote value of the cache too (Redis; an opt-in).
+    var removeAllRemotely = false
 
     /// What is wrong with these settings, if anything (every backend's configuration checks this).
     enum Problem: Equatable, Sendable {
@@ -66,18 +68,27 @@ final class RemoteGuard: Sendable {
     private let writeBreakers: [RemoteCircuitBreaker]
 
     /// Creates a guard for `scopes` independent servers.
+    ///
+    /// - Parameter labels: What each scope is (a server without credentials, or a cluster's seeds): its
+    ///   breakers' names in the machine's shared state and in `yashima stats`. Scopes with the same label
+    ///   in two processes (or two caches) share their breakers once a board is attached.
     init(
-        policy: RemotePolicy, scopes: Int, statistics: RemoteStatistics,
+        policy: RemotePolicy, scopes: Int, labels: [String] = [], statistics: RemoteStatistics,
         now: @escaping @Sendable () -> Int64 = { Syscall.monotonicNanoseconds }
     ) {
         self.policy = policy
         self.statistics = statistics
-        let make = {
+        // A probe is one guarded call: its deadline is the operation timeout, set before it is queued.
+        let probeWindow = policy.operationTimeout * 2
+        let make = { (scope: Int, access: String) in
             RemoteCircuitBreaker(
-                cooldown: policy.breakerCooldown, maximumCooldown: policy.maximumBreakerCooldown, now: now)
+                cooldown: policy.breakerCooldown, maximumCooldown: policy.maximumBreakerCooldown,
+                probeWindow: probeWindow,
+                label: (scope < labels.count ? labels[scope] : "unnamed remote \(scope)") + " " + access,
+                board: statistics.board, now: now)
         }
-        readBreakers = (0..<max(1, scopes)).map { _ in make() }
-        writeBreakers = (0..<max(1, scopes)).map { _ in make() }
+        readBreakers = (0..<max(1, scopes)).map { make($0, "reads") }
+        writeBreakers = (0..<max(1, scopes)).map { make($0, "writes") }
     }
 
     /// The breaker of one scope and access (tests and diagnostics).
@@ -125,16 +136,25 @@ final class RemoteGuard: Sendable {
     /// Runs `operation` on the calling thread (already off the cooperative pool) unless bypassed.
     /// Blocking.
     ///
-    /// - Parameter deadline: The caller's own deadline, if earlier than the operation timeout. A timeout
-    ///   caused by it says nothing about the server: it is not counted against the breaker.
+    /// - Parameters:
+    ///   - deadline: The caller's own deadline, if earlier than the operation timeout. A timeout caused by
+    ///     it says nothing about the server: it is not counted against the breaker.
+    ///   - ignoringBreaker: Call even when the breaker is open (a lease's release after a failed store:
+    ///     waiters on other hosts gain more from it than it costs); its outcome still counts.
     func performBlocking<Value: Sendable>(
-        scope: Int, access: RemoteAccess, deadline: RemoteDeadline? = nil,
+        scope: Int, access: RemoteAccess, deadline: RemoteDeadline? = nil, ignoringBreaker: Bool = false,
         _ operation: (RemoteDeadline) throws(RemoteError) -> Value
     ) -> RemoteAttempt<Value> {
         let limit = RemoteDeadline.after(policy.operationTimeout)
         let callerBound = deadline.map { $0 < limit } ?? false
         if callerBound && deadline!.hasPassed { return .unavailable }
-        guard let admission = admit(scope: scope, access: access) else { return .unavailable }
+        let admission: RemoteCircuitBreaker.Admission
+        if ignoringBreaker && !(access == .write && policy.readOnly) {
+            admission = .proceed(isProbe: false)
+        } else {
+            guard let admitted = admit(scope: scope, access: access) else { return .unavailable }
+            admission = admitted
+        }
         let effective = callerBound ? deadline! : limit
         return finish(
             scope: scope, access: access, admission: admission, callerBound: callerBound,
@@ -172,6 +192,7 @@ final class RemoteGuard: Sendable {
                 return .unavailable
             }
             if access == .write && error != .payloadTooLarge { statistics.add(.failedWrites) }
+            let kind = error.failureKind
             switch error.scope {
             case .key:
                 own.record(success: true, admission: admission)
@@ -179,15 +200,17 @@ final class RemoteGuard: Sendable {
             case .writes:
                 statistics.add(.errors)
                 writeBreakers[scope].record(
-                    success: false, admission: access == .write ? admission : .proceed(isProbe: false))
+                    success: false, admission: access == .write ? admission : .proceed(isProbe: false), failure: kind)
                 if access == .read { own.record(success: true, admission: admission) }
                 return .unavailable
             case .server:
                 statistics.add(error.isTimeout ? .timeouts : .errors)
-                own.record(success: false, admission: admission)
+                if kind == .authentication { statistics.add(.authenticationFailures) }
+                if kind == .connection { statistics.add(.connectionFailures) }
+                own.record(success: false, admission: admission, failure: kind)
                 // The server itself is down, slow or refusing: the other direction would fail the same way.
                 let other = access == .read ? writeBreakers[scope] : readBreakers[scope]
-                other.record(success: false, admission: .proceed(isProbe: false))
+                other.record(success: false, admission: .proceed(isProbe: false), failure: kind)
                 return .unavailable
             }
         }

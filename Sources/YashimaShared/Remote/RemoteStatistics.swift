@@ -1,6 +1,6 @@
 // RemoteStatistics.swift: the remote tier's counters, shared by every backend (hits, misses, stores,
-// rejected values, errors, timeouts, bypassed calls, failed writes, lease waits and takeovers); for
-// observation, never control.
+// rejected values by reason, errors by kind, timeouts, bypassed calls, failed writes, lease waits and their
+// time); for observation, never control. Each count is mirrored to the machine's board when one is attached.
 
 import Synchronization
 
@@ -38,6 +38,25 @@ final class RemoteStatistics: Sendable {
         /// Values stored with their payload streamed from a local entry file, not from memory (a subset
         /// of `puts`; HTTP only).
         case storesFromFile
+        /// Rejected values whose signature does not match this host's secret (a subset of `rejectedValues`).
+        case rejectedBadSignature
+        /// Rejected values without a signature, read by a host with a secret (a subset of `rejectedValues`).
+        case rejectedUnsigned
+        /// Rejected values that are damaged, truncated, another entry's or not this cache's (a subset of
+        /// `rejectedValues`).
+        case rejectedDamaged
+        /// Values not read because they are longer than the size cap (counted apart from `rejectedValues`).
+        case rejectedTooLarge
+        /// Nanoseconds spent waiting for another host's lease.
+        case leaseWaitNanoseconds
+        /// Failed calls whose credentials the server refused (also counted as errors).
+        case authenticationFailures
+        /// Failed calls that could not connect, or lost the connection (also counted as errors).
+        case connectionFailures
+        /// Leases released by a separate call after their store-and-release failed.
+        case releasesAfterFailedStore
+        /// Stores a host without a secret left undone because a signed value was there (the trust rule).
+        case signedValuesKept
     }
 
     /// A copy of every counter.
@@ -50,12 +69,28 @@ final class RemoteStatistics: Sendable {
     }
 
     private let counters = Mutex([Int](repeating: 0, count: Counter.allCases.count))
+    /// The machine's board, once the engine attaches one: every count is added there too.
+    let board: RemoteBoardLink
 
-    init() {}
+    init(board: RemoteBoardLink = RemoteBoardLink()) {
+        self.board = board
+    }
 
-    /// Adds `amount` to `counter`.
+    /// Adds `amount` to `counter` (and to the machine's board).
     func add(_ counter: Counter, _ amount: Int = 1) {
+        guard amount != 0 else { return }
         counters.withLock { $0[counter.rawValue] += amount }
+        board.current?.count(counter, amount)
+    }
+
+    /// Counts a value that failed verification, by reason.
+    func addRejection(_ rejection: RemoteEnvelope.Rejection) {
+        add(.rejectedValues)
+        switch rejection {
+        case .badSignature: add(.rejectedBadSignature)
+        case .unsigned: add(.rejectedUnsigned)
+        default: add(.rejectedDamaged)
+        }
     }
 
     /// The counters now.

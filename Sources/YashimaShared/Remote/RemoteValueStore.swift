@@ -60,11 +60,18 @@ protocol RemoteValueStore: AnyObject, Sendable {
     /// Deletes `identity`'s value. True when one was deleted.
     @discardableResult
     func remove(_ identity: EntryIdentity) async -> Bool
+
+    /// Deletes every value of this cache (its key prefix) on every server: the number deleted, or nil when
+    /// the backend cannot list its values (HTTP) or a server could not be asked.
+    func removeAll() async -> Int?
 }
 
 extension RemoteValueStore {
     /// Values come and go whole (Redis).
     var fileStreamingThreshold: Int? { nil }
+
+    /// A backend that cannot list its values (an HTTP server) removes nothing.
+    func removeAll() async -> Int? { nil }
 
     /// The default for backends whose values come whole (Redis): the payload in memory.
     func lookup(_ identity: EntryIdentity, staging: RemoteStagingFile) async -> RemoteLookup {
@@ -109,10 +116,26 @@ extension RemoteValueStore {
         case .hit, .hitInFile: statistics.add(.hits)
         case .miss(let reason):
             statistics.add(.misses)
-            if case .rejected = reason { statistics.add(.rejectedValues) }
+            countRejection(reason)
         case .unavailable: break
         }
         return lookup
+    }
+
+    /// Counts a miss's reason when it is a rejected value (by reason) or one too large to read.
+    func countRejection(_ reason: RemoteMiss) {
+        switch reason {
+        case .rejected(let rejection): statistics.addRejection(rejection)
+        case .tooLarge: statistics.add(.rejectedTooLarge)
+        default: break
+        }
+    }
+
+    /// `verify`, counting a rejected value (lease calls and waits, which see values outside lookups).
+    func verifyCounting(_ bytes: [UInt8], identity: EntryIdentity) -> RemoteLookup {
+        let result = Self.verify(bytes, identity: identity, secret: secret)
+        if case .miss(let reason) = result { countRejection(reason) }
+        return result
     }
 
     /// The store outcome a guarded attempt amounts to, counted.
@@ -126,6 +149,19 @@ extension RemoteValueStore {
             return .skipped(.tooLarge)
         case .keyFailure, .unavailable:
             return .unavailable
+        }
+    }
+
+    /// The store outcome of a backend whose stores may keep a signed value (a host without the secret):
+    /// `false` is that case, counted.
+    func finishStore(_ attempt: RemoteAttempt<Bool>) -> RemoteStoreOutcome {
+        switch attempt {
+        case .completed(false):
+            statistics.add(.signedValuesKept)
+            return .skipped(.signedValueKept)
+        case .completed: return finishStore(RemoteAttempt<Void>.completed(()))
+        case .keyFailure(let error): return finishStore(RemoteAttempt<Void>.keyFailure(error))
+        case .unavailable: return .unavailable
         }
     }
 
@@ -190,5 +226,7 @@ enum RemoteStoreOutcome: Equatable, Sendable {
         case expired
         /// The tier is read-only.
         case readOnly
+        /// This host has no secret and a signed value is stored: it is kept (the trust rule, README).
+        case signedValueKept
     }
 }

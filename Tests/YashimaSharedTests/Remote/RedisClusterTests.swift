@@ -1,7 +1,8 @@
 // RedisClusterTests.swift: the tier on a real three-master Redis Cluster started locally: keys placed by
 // slot with the entry's hash tag (value and lease on one node), the slot map, waiters notified by the
 // holder's PUBLISH, MOVED after a slot migrated (followed, map updated), ASK during a migration
-// (ASKING, once), and a redirect loop cut off by the bound.
+// (ASKING, once), a redirect loop cut off by the bound, and a plain redis:// URL at one node following
+// the whole cluster instead of sharing only that node's slots.
 
 import Foundation
 import Testing
@@ -28,6 +29,36 @@ struct RedisClusterTests {
         for node in cluster.nodes {
             #expect(try await node.run(["CLUSTER", "SETSLOT", String(slot), "NODE", targetID]).isOK)
         }
+    }
+
+    @Test("a plain redis:// URL that reaches a cluster node follows the cluster: every key, not that node's slots")
+    func plainURLFollowsTheCluster() async throws {
+        let cluster = try await RedisCluster.start()
+        let plain = try makeStore([cluster.urls[0]])  // not .redisCluster: one server, as a user might write it
+        let reader = try makeStore([cluster.urls[1]])
+        var owners = Set<Int>()
+        for index in 0..<24 {
+            let id = entryIdentity("plain-\(index)")
+            owners.insert(RedisCluster.owner(of: ClusterSlot.slot(of: plain.keys(for: id).value)))
+            #expect(
+                await plain.store(id, payload: payload(32, seed: UInt8(index)), createdAt: 1, expiresAt: 0) == .stored)
+            #expect(
+                await reader.lookup(id)
+                    == .hit(RemoteValue(payload: payload(32, seed: UInt8(index)), createdAt: 1, expiresAt: 0)))
+        }
+        #expect(owners.count == 3)
+        // The lease protocol through the plain URL too: acquired, waited for, released.
+        let id = entryIdentity("plain-lease")
+        let lease = try #require(await plain.acquireLease(id).lease)
+        let (waiting, _) = await reader.waiting(for: id)
+        #expect(
+            await plain.storeAndRelease(id, payload: payload(8), createdAt: 2, expiresAt: 0, lease: lease) == .stored)
+        #expect(await waiting.value == .found(RemoteValue(payload: payload(8), createdAt: 2, expiresAt: 0)))
+        let router = try #require(plain.router as? RedisShardRouter)
+        #expect(router.followsCluster)
+        let counts = plain.statistics.snapshot
+        #expect(counts[.errors] == 0 && counts[.bypassed] == 0, "\(counts.values)")
+        await cluster.stop()
     }
 
     @Test("values and leases are placed by slot on three masters; waiters are notified across the cluster")

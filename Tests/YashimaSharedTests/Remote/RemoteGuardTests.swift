@@ -193,7 +193,7 @@ struct RemoteGuardTests {
         #expect(
             try RedisConfiguration(urls: ["redis://h"], environment: [RemoteSecret.environmentVariable: "s"]).secret
                 != nil)
-        #expect(good.renewalInterval == .seconds(10) / 3)
+        #expect(good.renewalInterval == .seconds(2) / 3)
         good.keyPrefix = "a{b"
         #expect(throws: RedisConfigurationError.invalidKeyPrefix) { try good.validate() }
         var ttl = try RedisConfiguration(urls: ["redis://h"], environment: [:])

@@ -14,6 +14,10 @@ enum ContractBackend: String, CaseIterable, Sendable, CustomTestStringConvertibl
 
     var testDescription: String { rawValue }
 
+    /// Whether a host without a secret keeps a signed value in place when it stores (the trust rule; HTTP
+    /// has no conditional store, so only its lookup before generating protects one).
+    var keepsSignedValues: Bool { self != .http }
+
     /// The backends this machine can run: every one whose server is installed or required (CI, where a
     /// missing one then fails).
     static var runnable: [ContractBackend] {
@@ -55,7 +59,7 @@ enum ContractBackend: String, CaseIterable, Sendable, CustomTestStringConvertibl
             } plant: { bytes, identity, store in
                 // Written by the store's own router, so it lands where the store will look (shard, node).
                 let redis = try #require(store as? RedisRemoteStore)
-                try await offPool {
+                _ = try await offPool {
                     try redis.commands.put(
                         redis.keys(for: identity), bytes: bytes, timeToLiveMilliseconds: 600_000,
                         deadline: .after(.seconds(10)))
@@ -144,9 +148,25 @@ struct RemoteStoreContractTests {
         #expect(await readerA.lookup(id) == .hit(RemoteValue(payload: payload(300), createdAt: 7, expiresAt: 0)))
         #expect(await readerB.lookup(id) == .miss(.rejected(.badSignature)))
         #expect(await unsigned.lookup(id) == .hit(RemoteValue(payload: payload(300), createdAt: 7, expiresAt: 0)))
-        #expect(await unsigned.store(id, payload: payload(300), createdAt: 8, expiresAt: 0) == .stored)
-        #expect(await readerA.lookup(id) == .miss(.rejected(.unsigned)))
-        #expect(readerA.statistics.snapshot[.rejectedValues] == 1)
+        #expect(readerB.statistics.snapshot[.rejectedBadSignature] == 1)
+        // The trust rule: a host without the secret never replaces a signed value (where the backend can
+        // store conditionally); a host with it replaces any value it rejects.
+        let overwrite = await unsigned.store(id, payload: payload(300), createdAt: 8, expiresAt: 0)
+        if backend.keepsSignedValues {
+            #expect(overwrite == .skipped(.signedValueKept))
+            #expect(await readerA.lookup(id) == .hit(RemoteValue(payload: payload(300), createdAt: 7, expiresAt: 0)))
+            #expect(unsigned.statistics.snapshot[.signedValuesKept] == 1)
+            let fresh = entryIdentity("unsigned-first")
+            #expect(await unsigned.store(fresh, payload: payload(30), createdAt: 9, expiresAt: 0) == .stored)
+            #expect(await readerA.lookup(fresh) == .miss(.rejected(.unsigned)))
+            #expect(await signerA.store(fresh, payload: payload(30), createdAt: 10, expiresAt: 0) == .stored)
+            #expect(await readerA.lookup(fresh) == .hit(RemoteValue(payload: payload(30), createdAt: 10, expiresAt: 0)))
+        } else {
+            #expect(overwrite == .stored)
+            #expect(await readerA.lookup(id) == .miss(.rejected(.unsigned)))
+        }
+        let counts = readerA.statistics.snapshot
+        #expect(counts[.rejectedValues] == 1 && counts[.rejectedUnsigned] == 1 && counts[.rejectedBadSignature] == 0)
         await fixture.stop()
     }
 

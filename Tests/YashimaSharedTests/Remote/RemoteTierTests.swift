@@ -61,6 +61,77 @@ struct RemoteTierTests {
         #expect(third.statistics.remoteHits == 0)
     }
 
+    @Test("a Redis server closing the connection mid-reply (half a real value sent): the generated value, never a part")
+    func closedMidReply() async throws {
+        let key = CacheKey(namespace: "closed", identity: "mid-reply")
+        let identity = EntryIdentity(key: key, codecIdentifier: codec.identifier)
+        let remoteValue = payload(200_000, seed: 3)
+        let sealed = RemoteEnvelope.seal(
+            remoteValue, identity: identity.digest, createdAt: Syscall.realtimeNanoseconds, expiresAt: 0, secret: nil)
+        let server = try MisbehavingServer(.closeMidBulk(sealed))
+        defer { server.stop() }
+        let host = TemporaryDirectory("redis-closed")
+        let remote = try YCache.Remote.redis(
+            server.url, options: .init(operationTimeout: .seconds(30), breakerCooldown: .seconds(600)))
+        let cache = YCache(storageDirectory: host.url, remote: remote)
+        let generated = payload(200_000, seed: 4)
+        let resolved = try await cache.resolve(for: key, codec: codec) { generated }
+        #expect(resolved.origin == .generated && resolved.value == generated)
+        let statistics = cache.statistics
+        #expect(statistics.remoteErrors == 1 && statistics.remoteConnectionFailures == 1, "\(statistics)")
+        #expect(statistics.remoteHits == 0 && statistics.remotePuts == 0, "\(statistics)")
+        // The lookup's failure marked the server down: the lease and the store were not asked.
+        #expect(statistics.remoteBypassedCalls >= 1, "\(statistics)")
+        #expect(server.acceptedCount == 1)
+        let local = try await YCache(storageDirectory: host.url).resolve(for: key, codec: codec) { Data() }
+        #expect(local.origin == .storage && local.value == generated)
+    }
+
+    @Test("removeAllRemotely: removeAll() deletes every remote value of the prefix on every shard, and no other")
+    func removeAllRemotely() async throws {
+        let servers = [try await RedisServer.start(), try await RedisServer.start(), try await RedisServer.start()]
+        defer { Task { for server in servers { await server.stop() } } }
+        let urls = servers.map(\.url)
+        let options = { (removing: Bool, prefix: String) in
+            YCache.Remote.Options(
+                operationTimeout: .seconds(60), connectTimeout: .seconds(10), leaseTimeToLive: .seconds(600),
+                keyPrefix: prefix, removeAllRemotely: removing)
+        }
+        let (one, two, other) = (TemporaryDirectory("ra-one"), TemporaryDirectory("ra-two"), TemporaryDirectory("ra-x"))
+        let first = YCache(
+            storageDirectory: one.url, remote: try .redis(shards: urls, options: options(true, "te*am[1]")))
+        let second = YCache(
+            storageDirectory: two.url, remote: try .redis(shards: urls, options: options(false, "te*am[1]")))
+        let neighbour = YCache(
+            storageDirectory: other.url, remote: try .redis(shards: urls, options: options(false, "team")))
+        let keys = (0..<30).map { CacheKey(namespace: "all", identity: "k\($0)") }
+        for (index, key) in keys.enumerated() {
+            _ = try await first.value(for: key, codec: codec) { payload(20, seed: UInt8(index)) }
+            _ = try await neighbour.value(for: key, codec: codec) { payload(21, seed: UInt8(index)) }
+        }
+        var perServer: [Int] = []
+        for server in servers {
+            guard case .integer(let count) = try await server.run(["DBSIZE"]) else {
+                throw RedisFixtureError(description: "DBSIZE")
+            }
+            perServer.append(Int(count))
+        }
+        #expect(perServer.allSatisfy { $0 > 0 } && perServer.reduce(0, +) == 60, "\(perServer)")
+        // Without the option, removeAll stays local.
+        try await second.removeAll()
+        try await first.removeAll()
+        for (index, key) in keys.enumerated() {
+            let again = try await second.resolve(for: key, codec: codec) { payload(22, seed: UInt8(index)) }
+            #expect(again.origin == .generated, "\(key) was still stored remotely")
+            let kept = try await YCache(
+                storageDirectory: TemporaryDirectory("ra-y").url,
+                remote: try .redis(shards: urls, options: options(false, "team"))
+            )
+            .resolve(for: key, codec: codec) { Data() }
+            #expect(kept.origin == .remote && kept.value == payload(21, seed: UInt8(index)))  // another prefix: kept
+        }
+    }
+
     @Test("remove(for:) removes remotely; removeAll stays local")
     func removal() async throws {
         let server = try await RedisServer.start()

@@ -68,7 +68,9 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
         try configuration.validate()
         self.configuration = configuration
         transport = HTTPTransport(configuration: configuration)
-        remoteGuard = RemoteGuard(policy: configuration.policy, scopes: 1, statistics: statistics, now: now)
+        remoteGuard = RemoteGuard(
+            policy: configuration.policy, scopes: 1, labels: [configuration.endpoint.baseURL], statistics: statistics,
+            now: now)
     }
 
     /// The configuration's description only (never credentials or header values).

@@ -1,6 +1,6 @@
 // RedisClusterRouter.swift: one entry's pipeline on the Cluster node owning its slot: the slot map, MOVED
-// (map reloaded at most once a second), ASK (ASKING first), at most `maximumRedirects` rounds; only
-// redirected commands are resent. Blocking, off the cooperative pool.
+// (map reloaded at most once a second, as after a node that cannot be reached or CLUSTERDOWN: a failover),
+// ASK (ASKING first), at most `maximumRedirects` rounds; only redirected commands are resent. Blocking.
 
 import Synchronization
 
@@ -35,6 +35,8 @@ final class RedisClusterRouter: RedisRouter {
 
     var scopeCount: Int { 1 }
 
+    var scopeLabels: [String] { ["redis cluster " + seeds.map(\.shardName).joined(separator: ",")] }
+
     func scope(for routingKey: [UInt8]) -> Int { 0 }
 
     /// The slot map now (tests).
@@ -51,10 +53,19 @@ final class RedisClusterRouter: RedisRouter {
         for _ in 0...Self.maximumRedirects {
             let batch =
                 asking ? pending.flatMap { [RESPCommand("ASKING"), commands[$0]] } : pending.map { commands[$0] }
-            let replies = try settings.pool(for: endpoint(at: target)).withConnection(deadline: deadline) {
-                (connection) throws(RemoteError) -> [RESPValue] in
-                try connection.pipeline(batch, deadline: deadline)
+            let replies: [RESPValue]
+            do throws(RemoteError) {
+                replies = try settings.pool(for: endpoint(at: target)).withConnection(deadline: deadline) {
+                    (connection) throws(RemoteError) -> [RESPValue] in
+                    try connection.pipeline(batch, deadline: deadline)
+                }
+            } catch {
+                // A node that died never answers MOVED: reload the map on the next call (at most once a
+                // second), so a failover's promoted replica is found.
+                if error.failureKind == .connection { markStale() }
+                throw error
             }
+            if replies.contains(where: Self.isClusterDown) { markStale() }
             // After ASKING, every other reply is ASKING's own +OK.
             let own = asking ? stride(from: 1, to: replies.count, by: 2).map { replies[$0] } : replies
             var redirected: [Int] = []
@@ -91,6 +102,21 @@ final class RedisClusterRouter: RedisRouter {
             pending = redirected
         }
         throw .tooManyRedirects
+    }
+
+    /// Every master of the map, loaded now. Blocking.
+    func servers(deadline: RemoteDeadline) throws(RemoteError) -> [(endpoint: RedisEndpoint, scope: Int)] {
+        try refresh(deadline: deadline)
+        return (state.withLock { $0.map?.nodes } ?? []).map { (endpoint(at: $0), 0) }
+    }
+
+    /// Makes the next call reload the slot map (rate-limited by `refreshInterval`).
+    private func markStale() { state.withLock { $0.stale = true } }
+
+    /// `CLUSTERDOWN` or `TRYAGAIN`: the cluster is failing over or resharding.
+    private static func isClusterDown(_ reply: RESPValue) -> Bool {
+        guard case .error(let error) = reply else { return false }
+        return error.kind == .clusterDown || error.kind == .tryAgain
     }
 
     func subscriptionEndpoint(for routingKey: [UInt8], deadline: RemoteDeadline) throws(RemoteError) -> RedisEndpoint {

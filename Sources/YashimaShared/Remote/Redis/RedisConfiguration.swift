@@ -23,8 +23,9 @@ struct RedisConfiguration: Sendable, Equatable {
     var keyPrefix = RemoteKeys.defaultPrefix
     /// How long a stored value lives in Redis (at most; an entry's own expiry may end it earlier).
     var valueTimeToLive: Duration = .seconds(7 * 86_400)
-    /// The lease TTL; the holder renews at a third of it, so a dead holder blocks others this long.
-    var leaseTimeToLive: Duration = .seconds(10)
+    /// The lease TTL; the holder renews at a third of it, so a holder that died, hung or cannot reach the
+    /// server (or whose release failed) blocks others at most this long after its last renewal.
+    var leaseTimeToLive: Duration = .seconds(2)
     /// How often a waiter re-checks the lease without a notification: a lost notification costs at most
     /// this much.
     var waitRecheckInterval: Duration = .seconds(1)

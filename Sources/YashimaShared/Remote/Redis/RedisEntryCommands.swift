@@ -16,14 +16,37 @@ struct RedisEntryCommands: Sendable {
             router.execute([RESPCommand("GET", keys.value)], routingKey: keys.routingKey, deadline: deadline)[0])
     }
 
-    /// `SET value bytes PX ttl` (replaces any type). Blocking.
+    /// `SET value bytes PX ttl` (replaces any type), or with `keepSigned` the script that keeps a signed
+    /// value in place. Blocking.
+    ///
+    /// - Returns: False when a signed value was kept (`keepSigned` only).
+    @discardableResult
     func put(
-        _ keys: RemoteKeys, bytes: [UInt8], timeToLiveMilliseconds: Int64, deadline: RemoteDeadline
-    ) throws(RemoteError) {
-        let reply = try router.execute(
-            [RESPCommand("SET", keys.value, bytes, "PX", max(1, timeToLiveMilliseconds))], routingKey: keys.routingKey,
-            deadline: deadline)[0]
-        try Self.ok(reply)
+        _ keys: RemoteKeys, bytes: [UInt8], timeToLiveMilliseconds: Int64, keepSigned: Bool = false,
+        deadline: RemoteDeadline
+    ) throws(RemoteError) -> Bool {
+        let reply = try RedisScript.execute(
+            [storeCommand(keys, bytes: bytes, timeToLiveMilliseconds: timeToLiveMilliseconds, keepSigned: keepSigned)],
+            on: router, routingKey: keys.routingKey, deadline: deadline)[0]
+        return try Self.stored(reply, keepSigned: keepSigned)
+    }
+
+    /// The command that stores a value: `SET`, or the `storeUnlessSigned` script.
+    private func storeCommand(_ keys: RemoteKeys, bytes: [UInt8], timeToLiveMilliseconds: Int64, keepSigned: Bool)
+        -> RESPCommand
+    {
+        let ttl = max(1, timeToLiveMilliseconds)
+        guard keepSigned else { return RESPCommand("SET", keys.value, bytes, "PX", ttl) }
+        return RedisScript.storeUnlessSigned.command(keys: [keys.value], arguments: [bytes, ttl.respBytes])
+    }
+
+    /// A store command's reply: true when stored, false when the script kept a signed value.
+    private static func stored(_ reply: RESPValue, keepSigned: Bool) throws(RemoteError) -> Bool {
+        guard keepSigned else {
+            try ok(reply)
+            return true
+        }
+        return try integer(reply) == 1
     }
 
     /// `DEL value`: true when a value was deleted. Blocking.
@@ -90,19 +113,22 @@ struct RedisEntryCommands: Sendable {
         return try Self.integer(replies[0]) == 1
     }
 
-    /// `SET value` and the release script, pipelined: the generator's last step in one round trip.
-    /// The lease is released even when the store fails (a full server). Blocking.
+    /// `SET value` (or, with `keepSigned`, the script that keeps a signed value) and the release script,
+    /// pipelined: the generator's last step in one round trip. The lease is released even when the store
+    /// fails (a full server). Blocking.
     ///
     /// - Returns: The store's outcome (a failure as a value) and whether the lease was released.
     func putAndRelease(
-        _ lease: RemoteLease, bytes: [UInt8], timeToLiveMilliseconds: Int64, deadline: RemoteDeadline
-    ) throws(RemoteError) -> (stored: Result<Void, RemoteError>, released: Bool) {
+        _ lease: RemoteLease, bytes: [UInt8], timeToLiveMilliseconds: Int64, keepSigned: Bool = false,
+        deadline: RemoteDeadline
+    ) throws(RemoteError) -> (stored: Result<Bool, RemoteError>, released: Bool) {
         let keys = lease.keys
+        let store = storeCommand(
+            keys, bytes: bytes, timeToLiveMilliseconds: timeToLiveMilliseconds, keepSigned: keepSigned)
         let replies = try RedisScript.execute(
-            [RESPCommand("SET", keys.value, bytes, "PX", max(1, timeToLiveMilliseconds)), releaseCommand(lease)],
-            on: router, routingKey: keys.routingKey, deadline: deadline)
-        let stored = Result { () throws(RemoteError) in try Self.ok(replies[0]) }
-        return (stored, try Self.integer(replies[1]) == 1)
+            [store, releaseCommand(lease)], on: router, routingKey: keys.routingKey, deadline: deadline)
+        let stored = Result { () throws(RemoteError) in try Self.stored(replies[0], keepSigned: keepSigned) }
+        return (stored, (try? Self.integer(replies[1])) == 1)
     }
 
     /// What a waiter's re-check found.

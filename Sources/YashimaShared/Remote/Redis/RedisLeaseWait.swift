@@ -14,15 +14,22 @@ extension RedisRemoteStore {
     ) async -> RemoteWaitOutcome {
         statistics.add(.leaseWaits)
         let cancellation = WaitCancellation()
+        let started = Syscall.monotonicNanoseconds
         let deadline = RemoteDeadline.after(timeout)
-        return await withTaskCancellationHandler {
+        let outcome = await withTaskCancellationHandler {
             await BlockingWork.run {
                 self.waitBlocking(identity, deadline: deadline, cancellation: cancellation, onWaiting: onWaiting)
             }
         } onCancel: {
             cancellation.cancel()
         }
+        statistics.add(.leaseWaitNanoseconds, Int(max(0, Syscall.monotonicNanoseconds - started)))
+        return outcome
     }
+
+    /// Past a lease's remaining TTL, the milliseconds a waiter adds before it looks again (the server
+    /// expires a key at most a millisecond late when it is read).
+    static let expiryMargin: Int64 = 3
 
     /// The wait loop. Blocking.
     private func waitBlocking(
@@ -36,6 +43,7 @@ extension RedisRemoteStore {
         guard cancellation.attach(subscription) else { return .cancelled }
         var notified = false
         var sawHeld = false
+        var rejectionCounted = false
         while true {
             guard !cancellation.isCancelled else { return .cancelled }
             guard !deadline.hasPassed else { return .timedOut }
@@ -47,20 +55,33 @@ extension RedisRemoteStore {
                 try commands.check(keys, deadline: limit)
             }
             guard case .completed(let check) = attempt else { return .unavailable }
-            if let bytes = check.value,
-                case .hit(let value) = Self.verify(bytes, identity: identity, secret: configuration.secret)
-            {
-                statistics.add(.hits)
-                return .found(value)
+            if let bytes = check.value {
+                switch Self.verify(bytes, identity: identity, secret: configuration.secret) {
+                case .hit(let value):
+                    statistics.add(.hits)
+                    return .found(value)
+                case .miss(let reason) where !rejectionCounted:
+                    // The same stored bytes are seen again on every re-check: counted once per wait.
+                    rejectionCounted = true
+                    countRejection(reason)
+                default: break
+                }
             }
             if check.leaseMilliseconds == -2 {
                 if sawHeld && !notified { statistics.add(.leaseTakeovers) }
                 return .leaseFree(notified: notified)
             }
-            // Held (or a key without a TTL, which no holder of this protocol wrote: wait it out).
+            // Held (or a key without a TTL, which no holder of this protocol wrote: wait it out). The
+            // holder renews it while it generates; one that stopped (finished but could not release,
+            // died, cut off) leaves it to expire within the lease TTL: the next check is due then, so a
+            // dead holder costs at most its lease's remaining life, not a whole re-check interval more.
             sawHeld = true
             guard !deadline.hasPassed else { return .timedOut }
-            let until = min(deadline, .after(configuration.waitRecheckInterval))
+            var recheck = configuration.waitRecheckInterval
+            if check.leaseMilliseconds >= 0 {
+                recheck = min(recheck, .milliseconds(check.leaseMilliseconds + Self.expiryMargin))
+            }
+            let until = min(deadline, .after(recheck))
             notified = false
             onWaiting?()
             if let current = subscription {

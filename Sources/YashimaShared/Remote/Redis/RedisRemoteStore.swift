@@ -1,9 +1,9 @@
-// RedisRemoteStore.swift: the Redis remote tier as the engine will call it: lookups, stores, removals
-// (RemoteValueStore) and the lease protocol (RemoteLeaseStore) for one entry identity, every call
-// guarded (RemoteGuard) and never throwing. The design (keys, envelope, lease protocol, failures) is
-// documented on the type below.
+// RedisRemoteStore.swift: the Redis remote tier as the engine calls it: lookups, stores, removals (one key,
+// or with `removeAllRemotely` every key of the prefix) and the lease protocol (RemoteLeaseStore), every
+// call guarded (RemoteGuard) and never throwing. The design (keys, envelope, leases, failures) is on the type.
 
 import Foundation
+import Synchronization
 
 /// The remote tier on Redis behind the local storage directory: values shared across hosts, and
 /// exactly-once generation across hosts through Redis leases. Every method is `async`, returns a value
@@ -81,7 +81,8 @@ final class RedisRemoteStore: RemoteLeaseStore {
         }
         commands = RedisEntryCommands(router: router)
         remoteGuard = RemoteGuard(
-            policy: configuration.policy, scopes: router.scopeCount, statistics: statistics, now: now)
+            policy: configuration.policy, scopes: router.scopeCount, labels: router.scopeLabels,
+            statistics: statistics, now: now)
     }
 
     /// The Redis names of `identity`'s entry.
@@ -111,10 +112,11 @@ final class RedisRemoteStore: RemoteLeaseStore {
         let keys = keys(for: identity)
         let (commands, secret) = (commands, configuration.secret)
         let attempt = await remoteGuard.perform(scope: router.scope(for: keys.routingKey), access: .write) {
-            (deadline) throws(RemoteError) in
+            (deadline) throws(RemoteError) -> Bool in
             let bytes = RemoteEnvelope.seal(
                 payload, identity: identity.digest, createdAt: createdAt, expiresAt: expiresAt, secret: secret)
-            try commands.put(keys, bytes: bytes, timeToLiveMilliseconds: ttl, deadline: deadline)
+            return try commands.put(
+                keys, bytes: bytes, timeToLiveMilliseconds: ttl, keepSigned: secret == nil, deadline: deadline)
         }
         return finishStore(attempt)
     }
@@ -142,6 +144,7 @@ final class RedisRemoteStore: RemoteLeaseStore {
         let attempt = await remoteGuard.perform(scope: router.scope(for: keys.routingKey), access: .write) {
             (deadline) throws(RemoteError) -> RemoteLeaseAcquisition in
             let found = try commands.acquire(keys, timeToLiveMilliseconds: ttl, deadline: deadline)
+            // Not counted when rejected: the lookup just before saw (and counted) the same bytes.
             if let bytes = found.value, case .hit(let value) = Self.verify(bytes, identity: identity, secret: secret) {
                 if let lease = found.lease { _ = try? commands.release(lease, deadline: deadline) }
                 return .found(value)
@@ -182,20 +185,47 @@ final class RedisRemoteStore: RemoteLeaseStore {
         }
     }
 
-    /// Releases `lease` (only if this process still holds it) and wakes the waiters. True when released.
+    /// Releases `lease` (only if this process still holds it) and wakes the waiters: a delete-if-mine
+    /// that publishes the release. Best effort, retried for one operation timeout while the server fails
+    /// (even with its breaker open: waiters on other hosts learn of it at once instead of at the lease's
+    /// expiry). True when released.
     @discardableResult
     func release(_ lease: RemoteLease) async -> Bool {
-        let commands = commands
-        let attempt = await remoteGuard.perform(scope: router.scope(for: lease.keys.routingKey), access: .write) {
-            (deadline) throws(RemoteError) -> Bool in
-            try commands.release(lease, deadline: deadline)
-        }
-        if case .completed(let released) = attempt { return released }
-        return false
+        await RemoteIO.shared.run { self.releaseBlocking(lease) }
     }
 
+    /// `release`, on the calling thread (a RemoteIO one). Blocking, at most one operation timeout.
+    private func releaseBlocking(_ lease: RemoteLease) -> Bool {
+        let (commands, scope) = (commands, router.scope(for: lease.keys.routingKey))
+        let deadline = RemoteDeadline.after(configuration.policy.operationTimeout)
+        var pause = Self.firstReleaseRetry
+        while true {
+            let attempt = remoteGuard.performBlocking(
+                scope: scope, access: .write, deadline: deadline, ignoringBreaker: true
+            ) { (limit) throws(RemoteError) -> Bool in
+                try commands.release(lease, deadline: limit)
+            }
+            switch attempt {
+            case .completed(let released): return released
+            case .keyFailure: return false
+            case .unavailable:
+                // A fast failure (a failover's CLUSTERDOWN, a refused connection): try again shortly.
+                guard deadline.remainingNanoseconds > pause.remoteNanoseconds else { return false }
+                Thread.sleep(forTimeInterval: Double(pause.remoteNanoseconds) / 1e9)
+                pause = min(pause * 2, Self.lastReleaseRetry)
+            }
+        }
+    }
+
+    /// The first and the longest pause between two release attempts.
+    static let firstReleaseRetry: Duration = .milliseconds(20)
+    static let lastReleaseRetry: Duration = .milliseconds(200)
+
     /// Step 4: stores the generated value and releases `lease` in one round trip. A value that may not be
-    /// stored (too large, already expired) is skipped and the lease still released.
+    /// stored (too large, already expired, a signed value a host without the secret keeps) is skipped and
+    /// the lease still released. When the round trip fails (a write pause, a failover, a timeout), the
+    /// lease is released by a separate call (``release(_:)``), so waiters are woken and take the lease at
+    /// once rather than at its expiry: the holder spends at most one more operation timeout on it.
     func storeAndRelease(
         _ identity: EntryIdentity, payload: Data, createdAt: Int64, expiresAt: Int64, lease: RemoteLease
     ) async -> RemoteStoreOutcome {
@@ -205,13 +235,20 @@ final class RedisRemoteStore: RemoteLeaseStore {
         }
         let ttl = valueMilliseconds(expiresAt: expiresAt)
         let (commands, secret) = (commands, configuration.secret)
+        let released = ReleaseFlag()
         let attempt = await remoteGuard.perform(scope: router.scope(for: lease.keys.routingKey), access: .write) {
-            (deadline) throws(RemoteError) in
+            (deadline) throws(RemoteError) -> Bool in
             let bytes = RemoteEnvelope.seal(
                 payload, identity: identity.digest, createdAt: createdAt, expiresAt: expiresAt, secret: secret)
             let outcome = try commands.putAndRelease(
-                lease, bytes: bytes, timeToLiveMilliseconds: ttl, deadline: deadline)
-            try outcome.stored.get()  // a refused SET (OOM) counts against the write breaker; the lease is released
+                lease, bytes: bytes, timeToLiveMilliseconds: ttl, keepSigned: secret == nil, deadline: deadline)
+            released.set(outcome.released)
+            // A refused SET (OOM) counts against the write breaker; the lease was released.
+            return try outcome.stored.get()
+        }
+        if !released.value {
+            statistics.add(.releasesAfterFailedStore)
+            await release(lease)
         }
         return finishStore(attempt)
     }
@@ -233,5 +270,72 @@ final class RedisRemoteStore: RemoteLeaseStore {
         let configured = configuration.valueTimeToLive.remoteMilliseconds
         guard expiresAt > 0 else { return configured }
         return max(1, min(configured, (expiresAt - Syscall.realtimeNanoseconds) / 1_000_000))
+    }
+}
+
+/// Whether a store-and-release released its lease (set on the I/O thread, read after the call).
+final class ReleaseFlag: Sendable {
+    private let flag = Mutex(false)
+
+    var value: Bool { flag.withLock { $0 } }
+
+    func set(_ released: Bool) { flag.withLock { $0 = released } }
+}
+
+// MARK: - removeAll (an opt-in: YCache.Remote.Options.removeAllRemotely)
+
+extension RedisRemoteStore {
+    /// Deletes every value under the key prefix on every server (each shard, each cluster master) by
+    /// `SCAN MATCH` and pipelined `UNLINK`s, each round guarded like any call (leases expire by
+    /// themselves). Returns the number deleted, or nil when a server could not be asked (what was
+    /// deleted before stays deleted). Nothing in read-only mode.
+    func removeAll() async -> Int? {
+        guard !remoteGuard.policy.readOnly else { return nil }
+        return await RemoteIO.shared.run { self.removeAllBlocking() }
+    }
+
+    /// The rounds of `removeAll`, on a RemoteIO thread. Blocking: one operation timeout per round at most.
+    private func removeAllBlocking() -> Int? {
+        let router = router
+        guard
+            case .completed(let servers) = remoteGuard.performBlocking(
+                scope: 0, access: .write, { (deadline) throws(RemoteError) in try router.servers(deadline: deadline) })
+        else { return nil }
+        let pattern = RemoteKeys.valuePattern(prefix: configuration.keyPrefix)
+        var deleted = 0
+        for (endpoint, scope) in servers {
+            var cursor: [UInt8] = Array("0".utf8)
+            repeat {
+                let pool = settings.pool(for: endpoint)
+                let attempt = remoteGuard.performBlocking(scope: scope, access: .write) {
+                    (deadline) throws(RemoteError) -> ([UInt8], Int) in
+                    try pool.withConnection(deadline: deadline) { (connection) throws(RemoteError) -> ([UInt8], Int) in
+                        let reply = try connection.execute(
+                            RESPCommand("SCAN", cursor, "MATCH", pattern, "COUNT", "1000"), deadline: deadline)
+                        guard case .array(let parts) = reply, parts.count == 2, case .bulkString(let next) = parts[0],
+                            case .array(let names) = parts[1]
+                        else {
+                            if case .error(let error) = reply { throw .server(error) }
+                            throw .unexpectedReply(reply.shape)
+                        }
+                        let keys = names.compactMap { name -> [UInt8]? in
+                            if case .bulkString(let bytes) = name { return bytes }
+                            return nil
+                        }
+                        // One key per UNLINK: in a cluster, keys of different slots cannot share a command.
+                        let replies =
+                            keys.isEmpty
+                            ? [] : try connection.pipeline(keys.map { RESPCommand("UNLINK", $0) }, deadline: deadline)
+                        var count = 0
+                        for reply in replies { count += Int((try? RedisEntryCommands.integer(reply)) ?? 0) }
+                        return (next, count)
+                    }
+                }
+                guard case .completed(let (next, count)) = attempt else { return nil }
+                deleted += count
+                cursor = next
+            } while cursor != Array("0".utf8)
+        }
+        return deleted
     }
 }

@@ -1,7 +1,9 @@
-// RedisRouter.swift: where a pipeline of one entry's commands runs. The commands of one call all
-// touch keys with the same hash tag (RemoteKeys), so one server serves the whole pipeline: a shard
-// chosen by rendezvous hashing (this file), or the cluster node that owns the slot
-// (RedisClusterRouter.swift). Blocking calls, off the cooperative pool.
+// RedisRouter.swift: where a pipeline of one entry's commands runs. The commands of one call all touch keys
+// with the same hash tag (RemoteKeys), so one server serves the whole pipeline: a shard chosen by
+// rendezvous hashing (this file; a plain URL that turns out to be a cluster node follows the cluster), or
+// the cluster node that owns the slot (RedisClusterRouter.swift). Blocking calls, off the cooperative pool.
+
+import Synchronization
 
 /// Runs one entry's pipelines on the server that holds the entry.
 protocol RedisRouter: Sendable {
@@ -10,6 +12,9 @@ protocol RedisRouter: Sendable {
 
     /// The breaker scope of `routingKey`: its shard, or 0 for a cluster (one breaker for the cluster).
     func scope(for routingKey: [UInt8]) -> Int
+
+    /// What each scope is, without credentials (its breakers' names in the machine's shared state).
+    var scopeLabels: [String] { get }
 
     /// Runs `commands` on the server holding `routingKey`, in one round trip when possible (a cluster
     /// may redirect some commands). Blocking.
@@ -22,6 +27,10 @@ protocol RedisRouter: Sendable {
     /// The server to subscribe to for `routingKey`'s release channel. Blocking (a cluster may have to
     /// load its slot map first).
     func subscriptionEndpoint(for routingKey: [UInt8], deadline: RemoteDeadline) throws(RemoteError) -> RedisEndpoint
+
+    /// Every server that holds keys (each shard, or each cluster master) and its breaker scope, for
+    /// `removeAll`. Blocking (a cluster loads its slot map).
+    func servers(deadline: RemoteDeadline) throws(RemoteError) -> [(endpoint: RedisEndpoint, scope: Int)]
 }
 
 /// Connection settings shared by the routers.
@@ -37,13 +46,17 @@ struct RedisConnectionSettings: Hashable, Sendable {
     }
 }
 
-/// One server, or several independent servers as shards placed by rendezvous hashing.
+/// One server, or several independent servers as shards placed by rendezvous hashing. A server that
+/// answers `MOVED` or `ASK` is a Redis Cluster node given as a plain `redis://` URL: rather than sharing
+/// only that node's slots (and missing every other key), the router then follows the cluster, the URLs
+/// given becoming its seeds (as `.redisCluster(seeds:)` would), for the rest of its life.
 struct RedisShardRouter: RedisRouter {
     /// The servers, in configuration order.
     let endpoints: [RedisEndpoint]
     /// Connection settings.
     let settings: RedisConnectionSettings
     private let hashing: RendezvousHashing
+    private let cluster = ClusterSwitch()
 
     /// A router over `endpoints` (at least one; names must be distinct, as `parseList` ensures).
     init(endpoints: [RedisEndpoint], settings: RedisConnectionSettings) {
@@ -55,20 +68,69 @@ struct RedisShardRouter: RedisRouter {
 
     var scopeCount: Int { endpoints.count }
 
-    func scope(for routingKey: [UInt8]) -> Int { hashing.shard(for: routingKey) }
+    var scopeLabels: [String] { endpoints.map { "redis \($0.shardName)" } }
+
+    /// The shard; once the servers turned out to be a cluster, 0 for every key (one breaker for the
+    /// cluster, as RedisClusterRouter has).
+    func scope(for routingKey: [UInt8]) -> Int { cluster.router == nil ? hashing.shard(for: routingKey) : 0 }
+
+    /// True once a redirect showed the servers to be a Redis Cluster.
+    var followsCluster: Bool { cluster.router != nil }
 
     func execute(
         _ commands: [RESPCommand], routingKey: [UInt8], deadline: RemoteDeadline
     ) throws(RemoteError) -> [RESPValue] {
-        let endpoint = endpoints[scope(for: routingKey)]
-        return try settings.pool(for: endpoint).withConnection(deadline: deadline) {
+        if let router = cluster.router {
+            return try router.execute(commands, routingKey: routingKey, deadline: deadline)
+        }
+        let endpoint = endpoints[hashing.shard(for: routingKey)]
+        var replies = try settings.pool(for: endpoint).withConnection(deadline: deadline) {
             (connection) throws(RemoteError) -> [RESPValue] in
             try connection.pipeline(commands, deadline: deadline)
         }
+        let redirected = replies.indices.filter { Self.isRedirect(replies[$0]) }
+        guard !redirected.isEmpty else { return replies }
+        // Only the redirected commands were not run: resend those through the cluster.
+        let router = cluster.follow(seeds: endpoints, settings: settings)
+        let again = try router.execute(redirected.map { commands[$0] }, routingKey: routingKey, deadline: deadline)
+        for (index, reply) in zip(redirected, again) { replies[index] = reply }
+        return replies
     }
 
     func subscriptionEndpoint(for routingKey: [UInt8], deadline: RemoteDeadline) throws(RemoteError) -> RedisEndpoint {
-        endpoints[scope(for: routingKey)]
+        if let router = cluster.router { return try router.subscriptionEndpoint(for: routingKey, deadline: deadline) }
+        return endpoints[hashing.shard(for: routingKey)]
+    }
+
+    func servers(deadline: RemoteDeadline) throws(RemoteError) -> [(endpoint: RedisEndpoint, scope: Int)] {
+        if let router = cluster.router { return try router.servers(deadline: deadline) }
+        return endpoints.enumerated().map { ($0.element, $0.offset) }
+    }
+
+    private static func isRedirect(_ reply: RESPValue) -> Bool {
+        guard case .error(let error) = reply else { return false }
+        switch error.kind {
+        case .moved, .ask: return true
+        default: return false
+        }
+    }
+}
+
+/// The cluster router a shard router switches to once its servers answered with a redirect. Thread-safe.
+final class ClusterSwitch: Sendable {
+    private let state = Mutex<RedisClusterRouter?>(nil)
+
+    /// The cluster router, once switched.
+    var router: RedisClusterRouter? { state.withLock { $0 } }
+
+    /// Switches (once) and returns the cluster router over `seeds`.
+    func follow(seeds: [RedisEndpoint], settings: RedisConnectionSettings) -> RedisClusterRouter {
+        state.withLock { router in
+            if let router { return router }
+            let made = RedisClusterRouter(seeds: seeds, settings: settings)
+            router = made
+            return made
+        }
     }
 }
 

@@ -30,8 +30,19 @@ struct RedisScript: Equatable, Sendable {
             "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) redis.call('PUBLISH', ARGV[2], 'released') return 1 end return 0",
         sha1: "edf19d54dbc69250e4702f325b48d31d6442ab84")
 
+    /// Stores a value unless a signed one is there (the trust rule of a host without a secret: it never
+    /// replaces a value that hosts with the secret wrote): `KEYS[1]` value key, `ARGV[1]` the envelope,
+    /// `ARGV[2]` TTL in milliseconds. A value counts as signed when it is a string starting with the
+    /// envelope's magic whose flags (byte 10) have bit 0 set; only its first 12 bytes are read (`GETRANGE`
+    /// under `pcall`: another type, or an ACL without `getrange`, reads as no signed value). Returns 1
+    /// when stored, 0 when a signed value was kept.
+    static let storeUnlessSigned = RedisScript(
+        source:
+            "local h = redis.pcall('GETRANGE', KEYS[1], 0, 11) if type(h) == 'string' and string.len(h) == 12 and string.sub(h, 1, 8) == 'YSHREMOT' and string.byte(h, 11) % 2 == 1 then return 0 end redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1",
+        sha1: "f603f921e6a6bc3afc878a5f0923f84ad10d650b")
+
     /// Every script, for the `NOSCRIPT` fallback.
-    static let all: [RedisScript] = [renew, release]
+    static let all: [RedisScript] = [renew, release, storeUnlessSigned]
 
     /// `EVALSHA sha1 numkeys keys... args...`.
     func command(keys: [[UInt8]], arguments: [[UInt8]]) -> RESPCommand {

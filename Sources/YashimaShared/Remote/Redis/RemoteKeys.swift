@@ -25,6 +25,20 @@ struct RemoteKeys: Equatable, Sendable {
         channel = Array("\(prefix):{\(hex)}:released".utf8)
     }
 
+    /// The `SCAN MATCH` pattern of every value key under `prefix` (glob characters in it escaped).
+    static func valuePattern(prefix: String) -> [UInt8] {
+        var escaped: [UInt8] = []
+        for byte in prefix.utf8 {
+            if [UInt8(ascii: "*"), UInt8(ascii: "?"), UInt8(ascii: "["), UInt8(ascii: "]"), UInt8(ascii: "\\")]
+                .contains(byte)
+            {
+                escaped.append(UInt8(ascii: "\\"))
+            }
+            escaped.append(byte)
+        }
+        return escaped + Array(":{*}:value".utf8)
+    }
+
     /// A prefix is 1–64 printable ASCII characters without spaces or braces (a brace would move the
     /// hash tag off the identity).
     static func isValidPrefix(_ prefix: String) -> Bool {

@@ -53,31 +53,48 @@ extension SharedState {
 
     /// Runs `body` with the base of the live mapping, kept alive meanwhile (a repair may switch files,
     /// I14); nil when no state file can be had.
-    private func withWords<T>(_ body: (UnsafeMutableRawPointer) -> T) -> T? {
+    func withWords<T>(_ body: (UnsafeMutableRawPointer) -> T) -> T? {
         guard let mapping = liveMapping else { return nil }
         return withExtendedLifetime(mapping) { body(mapping.base) }
     }
 
-    private static func word(_ base: UnsafeMutableRawPointer, _ offset: Int) -> UnsafeMutablePointer<UInt64> {
+    static func word(_ base: UnsafeMutableRawPointer, _ offset: Int) -> UnsafeMutablePointer<UInt64> {
         (base + offset).assumingMemoryBound(to: UInt64.self)
     }
 
-    private static func counterWord(_ base: UnsafeMutableRawPointer, _ counter: SharedCounter, stripe: Int)
+    /// Word `index` of stripe `stripe` in the striped counters starting at `region` (the shared counters,
+    /// or the remote ones: SharedState+Remote).
+    static func stripedWord(_ base: UnsafeMutableRawPointer, region: Int, index: Int, stripe: Int)
         -> UnsafeMutablePointer<UInt64>
     {
-        word(base, counterStripesOffset + counterStripeSize * stripe + 8 * counter.rawValue)
+        word(base, region + counterStripeSize * stripe + 8 * index)
+    }
+
+    /// Adds `amount` to word `index` of this process's stripe in the striped counters at `region`.
+    func addStriped(region: Int, index: Int, _ amount: UInt64) {
+        guard amount != 0 else { return }
+        _ = withWords {
+            ysh_atomic_fetch_add_u64(
+                SharedState.stripedWord($0, region: region, index: index, stripe: SharedState.stripe), amount)
+        }
+    }
+
+    /// The sum of word `index` over the stripes of the striped counters at `region`.
+    func stripedTotal(region: Int, index: Int) -> UInt64 {
+        withWords { base in
+            (0..<SharedState.counterStripeCount).reduce(UInt64(0)) {
+                $0 &+ ysh_atomic_load_u64(SharedState.stripedWord(base, region: region, index: index, stripe: $1))
+            }
+        } ?? 0
     }
 
     /// This process's stripe, chosen once: getpid(2) is a system call (about as long as the whole add), and
     /// a forked child that keeps its parent's stripe only shares a cache line with it.
-    private static let stripe = Int(UInt32(bitPattern: Syscall.processID) % UInt32(counterStripeCount))
+    static let stripe = Int(UInt32(bitPattern: Syscall.processID) % UInt32(counterStripeCount))
 
     /// Adds `amount` to `counter` in this process's stripe.
     func add(_ counter: SharedCounter, _ amount: UInt64 = 1) {
-        guard amount != 0 else { return }
-        _ = withWords {
-            ysh_atomic_fetch_add_u64(SharedState.counterWord($0, counter, stripe: SharedState.stripe), amount)
-        }
+        addStriped(region: SharedState.counterStripesOffset, index: counter.rawValue, amount)
     }
 
     /// Adds what `update` changed in a process's statistics (the mirror of `CacheEngine.count`).
@@ -96,11 +113,7 @@ extension SharedState {
 
     /// The sum of `counter` over all stripes.
     func total(_ counter: SharedCounter) -> UInt64 {
-        withWords { base in
-            (0..<SharedState.counterStripeCount).reduce(UInt64(0)) {
-                $0 &+ ysh_atomic_load_u64(SharedState.counterWord(base, counter, stripe: $1))
-            }
-        } ?? 0
+        stripedTotal(region: SharedState.counterStripesOffset, index: counter.rawValue)
     }
 
     /// Sets every counter to zero and records when. Each word has what it held subtracted (an atomic
@@ -108,15 +121,21 @@ extension SharedState {
     func zeroCounters(now: Int64) {
         _ = withWords { base in
             for stripe in 0..<SharedState.counterStripeCount {
-                for counter in SharedCounter.allCases {
-                    let pointer = SharedState.counterWord(base, counter, stripe: stripe)
-                    let value = ysh_atomic_load_u64(pointer)
-                    if value != 0 { _ = ysh_atomic_fetch_add_u64(pointer, 0 &- value) }
+                for region in [SharedState.counterStripesOffset, SharedState.remoteCounterStripesOffset] {
+                    for index in 0..<(SharedState.counterStripeSize / 8) {
+                        SharedState.zero(SharedState.stripedWord(base, region: region, index: index, stripe: stripe))
+                    }
                 }
             }
             ysh_atomic_store_u64(
                 SharedState.word(base, SharedState.countersZeroedAtOffset), UInt64(bitPattern: max(1, now)))
         }
+    }
+
+    /// Subtracts what `pointer` holds (an atomic add: an increment that lands meanwhile is kept).
+    private static func zero(_ pointer: UnsafeMutablePointer<UInt64>) {
+        let value = ysh_atomic_load_u64(pointer)
+        if value != 0 { _ = ysh_atomic_fetch_add_u64(pointer, 0 &- value) }
     }
 
     /// When the counters were last zeroed (nanoseconds since 1970), or nil if never.

@@ -48,9 +48,16 @@ final class MemoryRemoteStore: RemoteValueStore {
         if let skip = skipReason(payloadCount: payload.count, expiresAt: expiresAt) { return .skipped(skip) }
         let (server, secret) = (server, secret)
         return finishStore(
-            await remoteGuard.perform(scope: 0, access: .write) { (_) throws(RemoteError) in
+            await remoteGuard.perform(scope: 0, access: .write) { (_) throws(RemoteError) -> Bool in
+                // The trust rule: without a secret, a signed value stays (as Redis's script keeps it).
+                if secret == nil, let held = server[identity.digest], held.count >= 12,
+                    Array(held[0..<8]) == RemoteEnvelope.magic, held[10] & 1 == 1
+                {
+                    return false
+                }
                 server[identity.digest] = RemoteEnvelope.seal(
                     payload, identity: identity.digest, createdAt: createdAt, expiresAt: expiresAt, secret: secret)
+                return true
             })
     }
 

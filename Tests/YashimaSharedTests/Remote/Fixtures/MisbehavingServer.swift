@@ -11,6 +11,8 @@ final class MisbehavingServer: Sendable {
     enum Behaviour: Sendable {
         /// Reads a request, sends the first bytes of a bulk reply, closes.
         case closeMidReply
+        /// Reads a request, announces `bytes` as a bulk reply, sends half of them, closes.
+        case closeMidBulk([UInt8])
         /// Reads requests and never answers (holds the connection open until stopped).
         case neverAnswer
         /// Answers every request with bytes that are not RESP.
@@ -48,6 +50,11 @@ final class MisbehavingServer: Sendable {
             switch behaviour {
             case .closeMidReply:
                 send(client, "$100\r\nhalf a rep", 16, Int32(MSG_NOSIGNAL))
+                shutdown(client, Int32(SHUT_RDWR))
+                return
+            case .closeMidBulk(let bytes):
+                let half = Array("$\(bytes.count)\r\n".utf8) + bytes.prefix(bytes.count / 2)
+                _ = half.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                 shutdown(client, Int32(SHUT_RDWR))
                 return
             case .neverAnswer:

@@ -19,10 +19,14 @@ final class RedisCluster: Sendable {
     /// The slot ranges of the three masters.
     static let ranges: [(Int, Int)] = [(0, 5460), (5461, 10922), (10923, 16383)]
 
-    static func start() async throws -> RedisCluster {
+    /// Starts three masters, and with `replicas` one replica of each (nodes 3, 4, 5 replicate 0, 1, 2).
+    ///
+    /// - Parameter nodeTimeout: `cluster-node-timeout` in milliseconds: how long a node may be unreachable
+    ///   before it is failed over (a replica promoted).
+    static func start(replicas: Bool = false, nodeTimeout: Int = 5000) async throws -> RedisCluster {
         var nodes: [RedisServer] = []
         var ports = Set<Int>()
-        for _ in 0..<3 {
+        for _ in 0..<(replicas ? 6 : 3) {
             var port = RedisServer.freePort(withBus: true)
             while ports.contains(port) || ports.contains(port + 10000) || ports.contains(port - 10000) {
                 port = RedisServer.freePort(withBus: true)
@@ -33,7 +37,7 @@ final class RedisCluster: Sendable {
                     tcp: true, port: port,
                     extraArguments: [
                         "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                        "--cluster-node-timeout", "5000",
+                        "--cluster-node-timeout", String(nodeTimeout),
                     ]))
         }
         for (node, range) in zip(nodes, ranges) {
@@ -43,9 +47,23 @@ final class RedisCluster: Sendable {
             try expectOK(try await nodes[0].run(["CLUSTER", "MEET", "127.0.0.1", String(node.port)]))
         }
         let cluster = RedisCluster(nodes: nodes)
+        if replicas {
+            // A replica can follow its master once it knows it (gossip after MEET).
+            for index in 3..<6 {
+                let master = try await cluster.nodeID(index - 3)
+                let limit = RemoteDeadline.after(.seconds(30))
+                while try await !nodes[index].run(["CLUSTER", "REPLICATE", master]).isOK {
+                    guard !limit.hasPassed else { throw RedisFixtureError(description: "CLUSTER REPLICATE failed") }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+            }
+        }
         try await cluster.waitUntilReady()
         return cluster
     }
+
+    /// The masters (nodes 0, 1, 2 until a failover).
+    var masterCount: Int { 3 }
 
     /// Seed URLs (every node).
     var urls: [String] { nodes.map(\.url) }
@@ -69,13 +87,14 @@ final class RedisCluster: Sendable {
             for node in nodes {
                 guard case .bulkString(let info) = try await node.run(["CLUSTER", "INFO"]) else { ready = false; break }
                 let text = String(decoding: info, as: UTF8.self)
-                guard text.contains("cluster_state:ok"), text.contains("cluster_known_nodes:3") else {
+                guard text.contains("cluster_state:ok"), text.contains("cluster_known_nodes:\(nodes.count)") else {
                     ready = false
                     break
                 }
                 let slots = try await node.run(["CLUSTER", "SLOTS"])
+                let synced = nodes.count == 3 ? true : try await replicasInSync()
                 guard let map = ClusterSlotMap(slotsReply: slots, queriedHost: "127.0.0.1"), map.coversAllSlots,
-                    map.nodes.count == 3
+                    map.nodes.count == 3, synced
                 else {
                     ready = false
                     break
@@ -85,6 +104,35 @@ final class RedisCluster: Sendable {
             try await Task.sleep(for: .milliseconds(50))
         }
         throw RedisFixtureError(description: "cluster did not become ready")
+    }
+
+    /// True when every master has a replica connected and in sync.
+    private func replicasInSync() async throws -> Bool {
+        for node in nodes.prefix(3) {
+            guard case .bulkString(let info) = try await node.run(["INFO", "replication"]) else { return false }
+            let text = String(decoding: info, as: UTF8.self)
+            guard text.contains("connected_slaves:1"), text.contains("state=online") else { return false }
+        }
+        return true
+    }
+
+    /// Waits until the surviving nodes serve every slot again (a replica promoted after a master was
+    /// killed), asking `survivor`.
+    func waitForFailover(of killed: Int, asking survivor: Int, within seconds: Double = 60) async throws {
+        let limit = RemoteDeadline.after(.seconds(seconds))
+        let dead = RemoteAddress.tcp(host: "127.0.0.1", port: nodes[killed].port)
+        while !limit.hasPassed {
+            if case .bulkString(let info) = try? await nodes[survivor].run(["CLUSTER", "INFO"]),
+                String(decoding: info, as: UTF8.self).contains("cluster_state:ok"),
+                let slots = try? await nodes[survivor].run(["CLUSTER", "SLOTS"]),
+                let map = ClusterSlotMap(slotsReply: slots, queriedHost: "127.0.0.1"), map.coversAllSlots,
+                !map.nodes.contains(dead)
+            {
+                return
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw RedisFixtureError(description: "no failover")
     }
 
     func stop() async {

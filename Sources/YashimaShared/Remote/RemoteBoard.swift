@@ -1,0 +1,28 @@
+// RemoteBoard.swift: what the processes of one machine share about a remote tier, seen from Remote/: its
+// servers' breakers and its counters, kept in the storage directory's `state` file by the engine
+// (Engine/RemoteSharedBoard.swift). Until one is attached, or when it has no room, each process keeps its own.
+
+import Synchronization
+
+/// The machine's shared view of the remote tier (the storage directory's `state` file).
+protocol RemoteMachineBoard: Sendable {
+    /// Runs `body` on the eight words of the breaker named `id` (its slot's word 0), claiming a slot for it
+    /// (with `label`, for `yashima stats`) when none is; nil when the state file cannot be had or is full.
+    func withBreakerWords<T>(id: UInt64, label: String, _ body: (UnsafeMutablePointer<Int64>) -> T) -> T?
+
+    /// Adds `amount` to the machine's count of `counter` (counters that are not shared are ignored).
+    func count(_ counter: RemoteStatistics.Counter, _ amount: Int)
+}
+
+/// The board a store's guard, breakers and statistics use, attached once the engine has one. Thread-safe.
+final class RemoteBoardLink: Sendable {
+    private let board = Mutex<(any RemoteMachineBoard)?>(nil)
+
+    init() {}
+
+    /// The attached board, if any.
+    var current: (any RemoteMachineBoard)? { board.withLock { $0 } }
+
+    /// Attaches `board` (replacing any).
+    func attach(_ new: any RemoteMachineBoard) { board.withLock { $0 = new } }
+}
