@@ -1,6 +1,6 @@
-// RedisScripts.swift: the two Lua scripts of the lease protocol (renew, release) and how they are run:
-// `EVALSHA` by the script's SHA-1, then `EVAL` of the source for any command the server answered
-// `NOSCRIPT` (a restarted or new server, or a cluster node that never ran it). The SHA-1 digests are
+// RedisScripts.swift: the Lua scripts of the lease protocol (renew, release, acquire-unless-stored) and how
+// they are run: `EVALSHA` by the script's SHA-1, then `EVAL` of the source for any command the server
+// answered `NOSCRIPT` (a restarted or new server, or a cluster node that never ran it). The SHA-1 digests are
 // constants; a test checks them against `SCRIPT LOAD` on a real server, so no SHA-1 code is needed.
 
 /// A Lua script run with `EVALSHA`, falling back to `EVAL`.
@@ -30,8 +30,18 @@ struct RedisScript: Equatable, Sendable {
             "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) redis.call('PUBLISH', ARGV[2], 'released') return 1 end return 0",
         sha1: "edf19d54dbc69250e4702f325b48d31d6442ab84")
 
+    /// Takes the lease unless a value is stored, so that a `GET` of the value pipelined before it makes a
+    /// miss's lookup and lease one round trip, and a hit takes no lease (the value is never copied through
+    /// Lua). `KEYS[1]` value key, `KEYS[2]` lease key, `ARGV[1]` token, `ARGV[2]` TTL in milliseconds.
+    /// Returns 2 when a string is stored (a key of another type counts as none: the generator's `SET`
+    /// replaces it), else 1 when the lease was taken, 0 when another holds it.
+    static let acquireUnlessStored = RedisScript(
+        source:
+            "if redis.call('TYPE', KEYS[1])['ok'] == 'string' then return 2 end if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end return 0",
+        sha1: "dae3a4323bc89d6f9a69508348fbe28ba4155353")
+
     /// Every script, for the `NOSCRIPT` fallback.
-    static let all: [RedisScript] = [renew, release]
+    static let all: [RedisScript] = [renew, release, acquireUnlessStored]
 
     /// `EVALSHA sha1 numkeys keys... args...`.
     func command(keys: [[UInt8]], arguments: [[UInt8]]) -> RESPCommand {
