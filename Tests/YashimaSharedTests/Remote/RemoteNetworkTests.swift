@@ -16,16 +16,31 @@ struct RemoteNetworkTests {
     private static let delay = 10
 
     /// A lab of three hosts with Redis behind the wire's proxy at `delay` ms each way.
-    private static func network() async throws -> (NetworkLab, RedisProcess, DelayProxy) {
-        let lab = try NetworkLab.create(hosts: 3)
+    private struct Network: Sendable {
+        let lab: NetworkLab
+        let server: RedisProcess
+        let proxy: DelayProxy
+
+        /// Stops the proxy and Redis and removes the namespaces, off the cooperative pool (`ip` runs).
+        func close() async {
+            server.signal(SIGKILL)
+            await offPool {
+                proxy.stop()
+                lab.remove()
+            }
+        }
+    }
+
+    private static func network() async throws -> Network {
+        let lab = try await offPool { try NetworkLab.create(hosts: 3) }
         do {
             let server = try await RedisProcess.start(inNamespace: lab.server, address: NetworkLab.serverAddress)
             let proxy = try DelayProxy(
                 listeningOn: NetworkLab.serviceAddress, port: 6379, upstream: NetworkLab.serverAddress,
                 upstreamPort: 6379, delay: .milliseconds(delay), namespace: lab.wire)
-            return (lab, server, proxy)
+            return Network(lab: lab, server: server, proxy: proxy)
         } catch {
-            lab.remove()
+            await offPool { lab.remove() }
             throw error
         }
     }
@@ -42,10 +57,11 @@ struct RemoteNetworkTests {
 
     @Test("8 processes on 3 hosts miss the same keys over a 10 ms link: one generation per key, values right")
     func stampedeAcrossHosts() async throws {
-        let (lab, server, proxy) = try await Self.network()
-        defer {
+        let network = try await Self.network()
+        let (lab, proxy) = (network.lab, network.proxy)
+        defer {  // a failure's path (idempotent after close())
+            network.server.signal(SIGKILL)
             proxy.stop()
-            server.signal(SIGKILL)
             lab.remove()
         }
         let hosts = (0..<3).map { TemporaryDirectory("netns-host-\($0)") }
@@ -79,14 +95,16 @@ struct RemoteNetworkTests {
         #expect(origins.filter { $0 == "remote" }.count == keys * 2)  // once per key on each other host
         #expect(results.allSatisfy { $0["remoteErrors"] as? Int == 0 })
         #expect(proxy.statistics.connections >= 3)  // every host went through the link (not loopback)
+        await network.close()
     }
 
     @Test("a new process's remote hit over a 10 ms link takes at least a round trip")
     func remoteHitPaysTheLink() async throws {
-        let (lab, server, proxy) = try await Self.network()
-        defer {
+        let network = try await Self.network()
+        let (lab, proxy) = (network.lab, network.proxy)
+        defer {  // a failure's path (idempotent after close())
+            network.server.signal(SIGKILL)
             proxy.stop()
-            server.signal(SIGKILL)
             lab.remove()
         }
         let (writer, reader) = (TemporaryDirectory("netns-writer"), TemporaryDirectory("netns-reader"))
@@ -101,5 +119,6 @@ struct RemoteNetworkTests {
         // Its connection's handshake and its GET: two round trips of 20 ms on this link.
         #expect(elapsed >= 2 * 2 * Double(Self.delay) * 1e6, "a remote hit over the link took \(elapsed / 1e6) ms")
         #expect(await reading.exitStatus(timeout: 120) == 0)
+        await network.close()
     }
 }
