@@ -357,7 +357,8 @@ private final class ProxyLoop {
                 descriptors.append(
                     pollfd(fd: watched && upstream != 0 ? link.upstream : -1, events: Int16(upstream), revents: 0))
                 for due in [
-                    link.up.blocked ? nil : link.up.nextDue, link.down.blocked ? nil : link.down.nextDue, link.resetDue,
+                    link.up.blocked || link.connecting ? nil : link.up.nextDue,
+                    link.down.blocked ? nil : link.down.nextDue, link.resetDue,
                 ] {
                     if let due { earliest = min(earliest ?? due, due) }
                 }
