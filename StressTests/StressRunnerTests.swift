@@ -1,7 +1,8 @@
 // The StressTests target: runs the stress runner's smoke profile (every scenario) by spawning the built
 // `yashima-stress` next to this test bundle, and fails with the runner's full report when a scenario
-// fails. Also checks that bad arguments exit with status 2. The standard profile is opt-in
-// (YASHIMA_STRESS_STANDARD=1): it takes minutes.
+// fails. Also checks that bad arguments exit with status 2, and runs the opt-in netns scenario (its skip
+// without `ip`; as root, its run at 0 and 10 ms). The standard profile is opt-in (YASHIMA_STRESS_STANDARD=1):
+// it takes minutes.
 
 import ChildProcesses
 import Foundation
@@ -60,10 +61,33 @@ import Testing
         #expect(run.status == 0)
         for name in [
             "burst", "artifact-mix", "lifecycle", "quota", "chaos", "corruption", "cancellation", "expiry", "restart",
-            "hosts", "waits",
+            "hosts", "waits", "netns",
         ] {
             #expect(run.standardOutput.contains("  \(name) "), "--help does not list \(name)")
         }
+    }
+
+    /// Where network namespaces cannot be made (here: no `ip`), the opt-in netns scenario passes with the
+    /// reason it skipped.
+    @Test func netnsScenarioSkipsWithTheReason() async throws {
+        let run = try await RunnerProcess.run(
+            ["--scenario", "netns"], timeoutSeconds: 120,
+            environment: ["YASHIMA_IP": "/nonexistent/ip", "YASHIMA_REQUIRE_NETNS": "0"])
+        let reason = getuid() == 0 ? "skipped: ip (iproute2) not found" : "skipped: not root"
+        #expect(run.status == 0 && run.standardOutput.contains(reason), "\(run.standardOutput)\n\(run.standardError)")
+    }
+
+    /// As root (CI): hosts in network namespaces, Redis behind the delay proxy at 0 and 10 ms each way;
+    /// each key generated once across hosts. Prints the scenario's table of round trips.
+    @Test(.enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/redis-server")))
+    func netnsScenarioPasses() async throws {
+        let run = try await RunnerProcess.run(["--scenario", "netns"], timeoutSeconds: 600)
+        let lastLine = run.standardOutput.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(
+            run.status == 0 && lastLine == "1 passed, 0 failed",
+            "netns scenario failed (exit \(run.status)):\n\(run.standardOutput)\n\(run.standardError)")
+        #expect(run.standardOutput.contains("10 ms | "), "no figures at 10 ms:\n\(run.standardOutput)")
+        print(run.standardOutput.split(separator: "\n").filter { $0.contains(" ms | ") }.joined(separator: "\n"))
     }
 
     private func expectPasses(profile: String, timeoutSeconds: Double) async throws {
@@ -94,11 +118,14 @@ struct RunnerProcess {
 
     /// Runs the stress runner with `arguments`; past `timeoutSeconds` it is killed (its workers exit when
     /// their stdin closes). The status is the exit status, or minus the signal that ended it.
-    static func run(_ arguments: [String], timeoutSeconds: Double) async throws -> RunnerProcess {
+    static func run(_ arguments: [String], timeoutSeconds: Double, environment: [String: String]? = nil) async throws
+        -> RunnerProcess
+    {
         let errorPath = NSTemporaryDirectory() + "stress-runner-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).err"
         defer { unlink(errorPath) }
         let runner = try ChildProcess(
-            productsDirectory.appendingPathComponent("yashima-stress").path, arguments, standardError: .file(errorPath))
+            productsDirectory.appendingPathComponent("yashima-stress").path, arguments, environment: environment,
+            standardError: .file(errorPath))
         runner.closeInput()
         let output = await runner.output(timeout: timeoutSeconds)  // until it exits (or the bound)
         _ = await runner.exitStatus(timeout: 30)

@@ -1,6 +1,7 @@
 // A real redis-server for the tests and the benchmarks: on a Unix socket in a fresh /tmp folder (or a
-// given one), or on a free loopback port; `--save "" --appendonly no`; ready once it answers PING; never
-// the system's instance on 6379. Can be SIGKILLed, stopped and restarted (empty).
+// given one), on a free loopback port, or inside a network namespace on its veth address (NetworkLab);
+// `--save "" --appendonly no`; ready once it answers PING; never the system's instance on 6379. Can be
+// SIGKILLed, stopped and restarted (empty).
 
 import Foundation
 import Glibc
@@ -20,16 +21,21 @@ public final class RedisProcess: Sendable {
     public let directory: String
     /// The Unix socket's path, or nil on TCP.
     public let socketPath: String?
-    /// The TCP port on 127.0.0.1 (and ::1), or 0 on a Unix socket.
+    /// The TCP port on 127.0.0.1 (and ::1), or on `networkAddress`; 0 on a Unix socket alone.
     public let port: Int
     /// `--requirepass`, if any.
     public let password: String?
+    /// The network namespace it runs in (nil: this process's).
+    public let networkNamespace: String?
+    /// The address it listens on in its namespace (nil: loopback, or a Unix socket alone).
+    public let networkAddress: String?
     private let arguments: [String]
     private let ownsDirectory: Bool
     private let process = ServerProcess()
 
     private init(
-        directory: String, socketPath: String?, port: Int, password: String?, arguments: [String], ownsDirectory: Bool
+        directory: String, socketPath: String?, port: Int, password: String?, arguments: [String], ownsDirectory: Bool,
+        networkNamespace: String? = nil, networkAddress: String? = nil
     ) {
         self.directory = directory
         self.socketPath = socketPath
@@ -37,6 +43,8 @@ public final class RedisProcess: Sendable {
         self.password = password
         self.arguments = arguments
         self.ownsDirectory = ownsDirectory
+        self.networkNamespace = networkNamespace
+        self.networkAddress = networkAddress
     }
 
     /// Starts a server and waits until it answers.
@@ -77,8 +85,43 @@ public final class RedisProcess: Sendable {
         }
     }
 
-    /// A URL for this server (no credentials).
-    public var url: String { socketPath.map { "redis+unix://\($0)" } ?? "redis://127.0.0.1:\(port)" }
+    /// Starts a server in network namespace `namespace` (`ip netns exec`), listening on `address`:`port`
+    /// there (with protected mode off: its clients come from other namespaces), and on a Unix socket in
+    /// its folder, which any namespace reaches: readiness is probed there, and administrators may use it.
+    ///
+    /// - Parameters:
+    ///   - namespace: The network namespace (a ``NetworkLab``'s `server`).
+    ///   - address: The address to listen on (``NetworkLab/serverAddress``).
+    ///   - port: The TCP port (the namespace's own: 6379 collides with nothing).
+    ///   - password: `--requirepass`.
+    ///   - extraArguments: More `--option value` arguments.
+    public static func start(
+        inNamespace namespace: String, address: String, port: Int = 6379, password: String? = nil,
+        extraArguments: [String] = []
+    ) async throws -> RedisProcess {
+        guard executablePath != nil else { throw ServerError("redis-server not found") }
+        guard NetworkLab.ipPath != nil else { throw ServerError("ip (iproute2) not found") }
+        let directory = try makeServerFolder("/tmp/ysr-XXXXXX")
+        var arguments = [
+            "--save", "", "--appendonly", "no", "--dir", directory, "--logfile", "\(directory)/redis.log",
+            "--port", String(port), "--bind", address, "--protected-mode", "no",
+            "--unixsocket", "\(directory)/redis.sock", "--unixsocketperm", "700",
+        ]
+        if let password { arguments += ["--requirepass", password] }
+        let server = RedisProcess(
+            directory: directory, socketPath: "\(directory)/redis.sock", port: port, password: password,
+            arguments: arguments + extraArguments, ownsDirectory: true, networkNamespace: namespace,
+            networkAddress: address)
+        try await server.restart()
+        return server
+    }
+
+    /// A URL for this server (no credentials): its TCP address in its namespace, else its Unix socket,
+    /// else loopback.
+    public var url: String {
+        if let networkAddress { return "redis://\(networkAddress):\(port)" }
+        return socketPath.map { "redis+unix://\($0)" } ?? "redis://127.0.0.1:\(port)"
+    }
 
     /// The running server's pid (0 when it does not run).
     public var processID: Int32 { process.processID }
@@ -103,8 +146,12 @@ public final class RedisProcess: Sendable {
         await kill()
         guard let executable = Self.executablePath else { throw ServerError("redis-server not found") }
         let (socketPath, port) = (socketPath, port)
+        var (program, words) = (executable, arguments)
+        if let networkNamespace, let ip = NetworkLab.ipPath {
+            (program, words) = (ip, ["netns", "exec", networkNamespace, executable] + arguments)
+        }
         try await process.launch(
-            executable, arguments, every: 10_000, until: { Self.answersPing(socketPath: socketPath, port: port) },
+            program, words, every: 10_000, until: { Self.answersPing(socketPath: socketPath, port: port) },
             log: { log })
     }
 

@@ -87,6 +87,10 @@ final class WorkerContext: Sendable {
             options.connectTimeout = .milliseconds(timeout)
         }
         if let cooldown = plan.settings["remoteCooldownMs"] { options.breakerCooldown = .milliseconds(cooldown) }
+        if let lease = plan.settings["remoteLeaseMs"] {
+            options.leaseTimeToLive = .milliseconds(lease)
+            options.leaseRecheckInterval = .milliseconds(max(10, lease / 4))
+        }
         return try? WorkerSetup.makeRemote(url, options: options)
     }
 
@@ -169,17 +173,18 @@ final class WorkerContext: Sendable {
     }
 
     /// Fetches the keys `order` names all at once (one task each), each generation recorded and delayed
-    /// by `delayMilliseconds`; with `recordingDigests`, lists `round/index=digest` under "digests" for
-    /// the judge's every-process-saw-one-value check.
+    /// by `delayMilliseconds` (and with `announce`, announced: see `recordingHooks`); with
+    /// `recordingDigests`, lists `round/index=digest` under "digests" for the judge's
+    /// every-process-saw-one-value check.
     func fetchAtOnce(
         _ cache: YCache, order: [Int], delayMilliseconds: Int, recordingDigests: Bool, round: Int,
-        key: @escaping @Sendable (_ index: Int) -> CacheKey
+        announce: Bool = false, key: @escaping @Sendable (_ index: Int) -> CacheKey
     ) async {
         await withTaskGroup(of: Void.self) { group in
             for index in order {
                 group.addTask {
                     let key = key(index)
-                    let hooks = self.recordingHooks(key, delayMilliseconds: delayMilliseconds)
+                    let hooks = self.recordingHooks(key, delayMilliseconds: delayMilliseconds, announce: announce)
                     guard let fetched = await self.fetch(cache, key, hooks: hooks), recordingDigests else { return }
                     self.tally.list("digests", "\(round)/\(index)=\(Digest.hex(fetched.digest))")
                 }
@@ -187,12 +192,18 @@ final class WorkerContext: Sendable {
         }
     }
 
-    /// Hooks that record one ledger line per generation (and optionally wait, to widen races).
-    func recordingHooks(_ key: CacheKey, delayMilliseconds: Int = 0, extra: String = "") -> GeneratorHooks {
+    /// Hooks that record one ledger line per generation (and optionally wait, to widen races); with
+    /// `announce`, a `GENERATING <label>` line to the orchestrator right after the ledger's (chaos kills
+    /// on it).
+    func recordingHooks(_ key: CacheKey, delayMilliseconds: Int = 0, extra: String = "", announce: Bool = false)
+        -> GeneratorHooks
+    {
         let ledger = self.ledger
-        let line = "gen \(StressKey.label(key)) \(pid) \(phase)" + (extra.isEmpty ? "" : " " + extra)
+        let label = StressKey.label(key)
+        let line = "gen \(label) \(pid) \(phase)" + (extra.isEmpty ? "" : " " + extra)
         return GeneratorHooks(willGenerate: {
             ledger.record(line)
+            if announce { WorkerOutput.send("GENERATING \(label)") }
             if delayMilliseconds > 0 { try await Task.sleep(for: .milliseconds(delayMilliseconds)) }
         })
     }

@@ -60,6 +60,9 @@ final class Fleet {
     private(set) var workers: [WorkerProcess] = []
     /// Once set, workers started later get GO as soon as they say READY (replacements).
     var releasesLateWorkers = false
+    /// The words that start worker `index` inside something, before its launcher (`ip netns exec NAME`:
+    /// the netns scenario's hosts); nil or empty: nothing.
+    var launchPrefix: ((_ index: Int) -> [String])?
 
     static let executable: String = {
         var buffer = [CChar](repeating: 0, count: 4096)
@@ -87,13 +90,18 @@ final class Fleet {
     @discardableResult
     func spawn(phase: String, index: Int) throws -> WorkerProcess {
         let launcher = SharedUsers.launcher(forWorker: index, executable: Fleet.executable)
-        let arguments =
-            launcher.arguments.dropFirst() + [  // the launcher's own argv[0] is the program
+        var program = launcher.program
+        var arguments =
+            Array(launcher.arguments.dropFirst()) + [  // the launcher's own argv[0] is the program
                 "worker", "scenario", "--name", scenario, "--plan", planPath, "--index", String(index),
                 "--phase", phase,
             ]
+        if let prefix = launchPrefix?(index), let first = prefix.first {
+            arguments = Array(prefix.dropFirst()) + [program] + arguments
+            program = first
+        }
         let stderrPath = logDirectory + "/\(phase)-\(index).stderr"
-        let child = try ChildProcess(launcher.program, Array(arguments), standardError: .file(stderrPath))
+        let child = try ChildProcess(program, arguments, standardError: .file(stderrPath))
         let worker = WorkerProcess(child: child, index: index, phase: phase, stderrPath: stderrPath)
         workers.append(worker)
         return worker

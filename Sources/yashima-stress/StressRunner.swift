@@ -97,7 +97,7 @@ struct RunOptions {
             var selected: [any Scenario.Type] = []
             for name in names {
                 guard let scenario = ScenarioCatalog.named(name) else {
-                    let known = ScenarioCatalog.all.map { $0.name }.joined(separator: ", ")
+                    let known = (ScenarioCatalog.all + ScenarioCatalog.optIn).map { $0.name }.joined(separator: ", ")
                     throw ArgumentError(description: "unknown scenario '\(name)' (scenarios: \(known))")
                 }
                 if !selected.contains(where: { $0 == scenario }) { selected.append(scenario) }
@@ -244,6 +244,9 @@ enum StressRunner {
         let scenarios = ScenarioCatalog.all.map {
             "  \($0.name.padding(toLength: 14, withPad: " ", startingAt: 0)) \($0.summary)"
         }
+        let optIn = ScenarioCatalog.optIn.map {
+            "  \($0.name.padding(toLength: 14, withPad: " ", startingAt: 0)) \($0.summary)"
+        }
         return """
             yashima-stress: a multi-process stress runner for YashimaShared. It hunts for wrong values, lost
             entries and hangs: worker processes of this executable share one storage directory per scenario,
@@ -274,6 +277,9 @@ enum StressRunner {
 
             scenarios:
             \(scenarios.joined(separator: "\n"))
+
+            run only when named (--scenario NAME):
+            \(optIn.joined(separator: "\n"))
 
             exit status: 0 every scenario passed, 1 a scenario failed, 2 bad arguments.
             (`yashima-stress worker ...` is the hidden worker entry; `yashima-stress bench` runs the benchmarks.)

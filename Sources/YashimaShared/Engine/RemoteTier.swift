@@ -6,7 +6,8 @@ import Foundation
 
 /// The remote tier of one cache: its stores and the production step (see the file's header).
 final class RemoteTier: CacheTier {
-    /// Test seam: called after a production's first remote lookup missed, before the lease is asked for.
+    /// Test seam: called after a production's first remote lookup missed, before the lease is asked for
+    /// (where the lease store holds the values, Redis, its lease call is the lookup: not called).
     @TaskLocal static var afterRemoteMiss: (@Sendable () async -> Void)?
 
     /// Where values are looked up and stored.
@@ -41,18 +42,30 @@ final class RemoteTier: CacheTier {
     ) async throws -> Produced<Codec.Value>? {
         // A refresh always generates, and its value replaces the remote one.
         guard kind == .lookup else { return try await generateAndStore(request, next: next) }
-        if let hit = await lookup(request, shared: false) { return hit }
-        await Self.afterRemoteMiss?()
         // Values kept out of this host's storage (`.memoryOnly`, `.disabled`) are kept out of the remote
         // tier too: no lease, no store.
-        guard let leases, Self.writesRemotely(request.options) else {
-            return try await generateAndStore(request, next: next)
+        let writes = Self.writesRemotely(request.options)
+        // Where the lease store holds the values (Redis), the first lease call is the lookup too: a miss's
+        // lookup and lease in one round trip.
+        var lookingUp = leasesHoldValues && writes ? leases as? any RemoteLookupOrLease : nil
+        if lookingUp == nil {
+            if let hit = await lookup(request, shared: false) { return hit }
+            await Self.afterRemoteMiss?()
         }
+        guard let leases, writes else { return try await generateAndStore(request, next: next) }
         let identity = request.expectation.identity
         let deadline = request.options.crossProcessWaitTimeout.map { RemoteDeadline.after($0) } ?? .distantFuture
         let observer = LockWait.leaseObserver
         while true {
-            switch await leases.acquireLease(identity) {
+            let acquisition: RemoteLeaseAcquisition
+            let combined = lookingUp
+            if let combined {
+                lookingUp = nil
+                acquisition = await combined.lookupOrAcquireLease(identity)
+            } else {
+                acquisition = await leases.acquireLease(identity)
+            }
+            switch acquisition {
             case .acquired(let lease):
                 // With values elsewhere (HTTP), a holder stores its value and then releases its lease: one
                 // that did so after this host's lookup above left a free lease and a value this lookup did
@@ -66,6 +79,8 @@ final class RemoteTier: CacheTier {
                 if let hit = hit(value, request, shared: false) { return hit }
                 return try await generateAndStore(request, next: next)
             case .unavailable:
+                // The lease side may be refused while reads go on (OOM, a replica): then look the value up.
+                if combined != nil, let hit = await lookup(request, shared: false) { return hit }
                 return try await generateAndStore(request, next: next)
             case .heldElsewhere:
                 let timeout = Duration.nanoseconds(deadline.remainingNanoseconds)

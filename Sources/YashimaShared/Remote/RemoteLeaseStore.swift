@@ -24,6 +24,14 @@ protocol RemoteLeaseStore: RemoteValueStore {
     func startRenewal(_ lease: RemoteLease, onLost: @escaping @Sendable () -> Void) -> LeaseRenewal
 }
 
+/// A lease store that holds the values too (Redis): a miss's lookup and its lease in one round trip.
+protocol RemoteLookupOrLease: RemoteLeaseStore {
+    /// The verified value of `identity` when one is stored (a hit), else the lease: taken, or held by
+    /// another. Counted as a lookup (hit, miss, rejected value); a value this host rejects is a miss
+    /// whose lease is then taken past it, to be regenerated and replaced.
+    func lookupOrAcquireLease(_ identity: EntryIdentity) async -> RemoteLeaseAcquisition
+}
+
 /// A lease held by this process on one entry: its keys, the random token and the TTL.
 struct RemoteLease: Equatable, Sendable {
     /// The entry's Redis names.

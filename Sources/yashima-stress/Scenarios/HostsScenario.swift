@@ -1,10 +1,12 @@
 // Scenario 10, several hosts: the workers are split over three storage directories ("hosts") that share
 // one Redis remote tier (`--remote URL`, else a redis-server started for the scenario; without one the
 // scenario is skipped with a note). In each round every worker asks for the same K missing keys at the
-// same instant. Judged from the ledger: each key generated exactly once across all hosts (I16), and in the
-// last round, with the server we started SIGSTOPped past the remote timeout (then SIGCONT), at least once
-// and at most once per host (the tier is bypassed; each host's own lock still holds, I5); every worker
-// got the same, correct bytes; no hangs.
+// same instant. Judged from the ledger: each key generated exactly once across all hosts (I16); in the
+// round before the last, the first two workers to start generating are SIGKILLed (holding their host's
+// lock and the remote lease), and those keys are generated once more, by one taker (I7, I16: after the
+// short lease expires), never more; in the last round, with the server we started SIGSTOPped past the
+// remote timeout (then SIGCONT), at least once and at most once per host (the tier is bypassed; each
+// host's own lock still holds, I5); every surviving worker got the same, correct bytes; no hangs.
 
 import ChildProcesses
 import Foundation
@@ -33,7 +35,8 @@ enum HostsScenario: Scenario {
             let order = shuffled(Array(0..<keys), &random)
             await worker.awaitGo()
             await worker.fetchAtOnce(
-                cache, order: order, delayMilliseconds: delay, recordingDigests: true, round: round
+                cache, order: order, delayMilliseconds: delay, recordingDigests: true, round: round,
+                announce: round == worker.plan["killRound"]
             ) { key(round: round, index: $0) }
         }
     }
@@ -55,9 +58,23 @@ enum HostsScenario: Scenario {
         run.setting("generateMilliseconds", smoke: 60, standard: 80)
         run.setting("remoteTimeoutMs", smoke: 300, standard: 300)
         run.setting("remoteCooldownMs", smoke: 200, standard: 200)
-        let fleet = try run.startPhase("hosts", workers: max(run.workerCount, hosts))
+        // A killed holder's lease keeps the other hosts waiting until it expires: a short one.
+        run.setting("remoteLeaseMs", smoke: 1000, standard: 1000)
+        // The round before the last kills workers (it needs a server, and a worker to spare on each host).
+        let workers = max(run.workerCount, hosts) + (server == nil ? 0 : 2)
+        let killRound = run.setting("killRound", server == nil ? -1 : rounds - 2)
+        var killedProcesses: Set<String> = []
+        let fleet = try run.startPhase("hosts", workers: workers)
+        // The first two workers to announce a generation in the kill round (the only round that announces)
+        // are SIGKILLed at once, while they hold their host's lock and the key's remote lease (and those of
+        // any other key they were generating).
+        let onLine = { (worker: WorkerProcess, line: String) in
+            guard line.hasPrefix("GENERATING "), worker.isRunning, killedProcesses.count < 2 else { return }
+            killedProcesses.insert(String(worker.pid))
+            fleet.kill(worker)
+        }
         for round in 1..<rounds {
-            fleet.release(deadline: run.deadline)
+            fleet.release(deadline: run.deadline, onLine: onLine)
             if round == rounds - 1, let pid = server?.processID {
                 // The last round starts with the server hung for three remote timeouts.
                 kill(pid, SIGSTOP)
@@ -67,7 +84,15 @@ enum HostsScenario: Scenario {
                 }
             }
         }
-        run.finishPhase(fleet)
+        run.finishPhase(fleet, onLine: onLine)
+        run.expect(killRound < 0 || !killedProcesses.isEmpty, "no worker announced a generation in the kill round")
+        // Every key of the kill round a killed worker had started to generate (the ledger's lines of its pid).
+        let killRoundLabels = Set((0..<keys).map { StressKey.label(key(round: killRound, index: $0)) })
+        let killed = Set(
+            run.ledgerRecords("gen").filter { $0.count >= 3 && killedProcesses.contains(String($0[2])) }.map {
+                String($0[1])
+            }
+        ).intersection(killRoundLabels)
 
         let counts = run.generationCounts()
         let chaosRound = server == nil ? nil : rounds - 1
@@ -76,7 +101,8 @@ enum HostsScenario: Scenario {
             for index in 0..<keys {
                 let label = StressKey.label(key(round: round, index: index))
                 let count = counts[label] ?? 0
-                let allowed = round == chaosRound ? 1...hosts : 1...1
+                // A killed generation, then one taker's (unless the kill came after it was stored).
+                let allowed = round == chaosRound ? 1...hosts : killed.contains(label) ? 1...2 : 1...1
                 if !allowed.contains(count) { wrongCounts.append("\(label) ×\(count)") }
             }
         }
@@ -86,8 +112,12 @@ enum HostsScenario: Scenario {
         run.expectRightDigests(of: fleet, rounds: rounds, keys: keys) { key(round: $0, index: $1) }
         let seen = counts.values.reduce(0, +)
         run.note(
-            "\(rounds) rounds × \(keys) keys requested by \(max(run.workerCount, hosts)) workers on \(hosts) hosts at "
-                + "once; \(seen) generations"
+            "\(rounds) rounds × \(keys) keys requested by \(workers) workers on \(hosts) hosts at once; \(seen) generations"
+                + (killRound < 0
+                    ? ""
+                    : "; round \(killRound + 1): \(killedProcesses.count) workers SIGKILLed while generating, "
+                        + "their keys generated "
+                        + killed.sorted().map { "\($0) ×\(counts[$0] ?? 0)" }.joined(separator: ", "))
                 + (chaosRound.map { "; round \($0 + 1) with the server SIGSTOPped (at most once per host)" } ?? ""))
     }
 }

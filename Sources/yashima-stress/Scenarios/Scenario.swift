@@ -27,8 +27,12 @@ enum ScenarioCatalog {
         ]
     }
 
+    /// Scenarios run only when named (`--scenario NAME`): they need more than a machine (root) or
+    /// measure rather than hunt.
+    static var optIn: [any Scenario.Type] { [NetnsScenario.self] }
+
     static func named(_ name: String) -> (any Scenario.Type)? {
-        all.first { $0.name == name }
+        (all + optIn).first { $0.name == name }
     }
 }
 
@@ -87,6 +91,8 @@ final class ScenarioRun {
     private(set) var latency = LatencyHistogram()
     private var fleets: [Fleet] = []
     private let started = monotonicNanoseconds()
+    /// What every worker of later phases is started inside (see `Fleet.launchPrefix`).
+    var launchPrefix: ((_ index: Int) -> [String])?
 
     var planPath: String { directory + "/plan.json" }
     var logDirectory: String { directory + "/logs" }
@@ -164,6 +170,7 @@ final class ScenarioRun {
     func startPhase(_ phase: String, workers count: Int, releaseLateWorkers: Bool = false) throws -> Fleet {
         try plan.save(to: planPath)
         let fleet = Fleet(scenario: name, planPath: planPath, logDirectory: logDirectory, progress: progress)
+        fleet.launchPrefix = launchPrefix
         fleets.append(fleet)
         progress.phase(phase)
         for index in 0..<count { try fleet.spawn(phase: phase, index: index) }

@@ -1,5 +1,5 @@
 // RedisLeaseTests.swift: the lease protocol against a real redis-server: acquire with SET NX PX and a
-// random token, renewal and release by script (never by anyone but the holder), EVALSHA with the EVAL
+// random token, the value or else the lease in one script call, renewal and release by script (never by anyone but the holder), EVALSHA with the EVAL
 // fallback, waiters woken by the holder's PUBLISH (subscribed before their check), the timer re-check
 // when a notification is lost, takeover after a holder dies, timeouts, cancellation, a killed
 // subscriber connection, the renewal loop, and a lease evicted under maxmemory found lost on renewal.
@@ -78,6 +78,44 @@ struct RedisLeaseTests {
         }
         #expect(value.payload == payload(100))
         #expect(!(try await server.exists(store.keys(for: id).lease)))
+        await server.stop()
+    }
+
+    @Test("lookup or lease in one call: a value is a hit with no lease; none: the lease; held: held elsewhere")
+    func lookupOrAcquire() async throws {
+        let server = try await RedisServer.start()
+        let store = try makeStore(server)
+        let other = try makeStore(server)
+        let stored = entryIdentity("combined-stored")
+        #expect(await store.store(stored, payload: payload(100), createdAt: 1, expiresAt: 0) == .stored)
+        #expect(
+            await other.lookupOrAcquireLease(stored)
+                == .found(RemoteValue(payload: payload(100), createdAt: 1, expiresAt: 0)))
+        #expect(!(try await server.exists(store.keys(for: stored).lease)))
+        let absent = entryIdentity("combined-absent")
+        let lease = try #require(await store.lookupOrAcquireLease(absent).lease)
+        #expect(try await server.rawGet(lease.keys.lease) == lease.token)
+        #expect(await other.lookupOrAcquireLease(absent) == .heldElsewhere)
+        #expect(await store.release(lease))
+        // Counted as lookups: one hit, two misses; two leases taken in all.
+        let counts = [store.statistics.snapshot, other.statistics.snapshot]
+        #expect(counts.map { $0[.hits] }.reduce(0, +) == 1 && counts.map { $0[.misses] }.reduce(0, +) == 2)
+        #expect(store.statistics.snapshot[.leasesAcquired] == 1 && other.statistics.snapshot[.leasesAcquired] == 0)
+        await server.stop()
+    }
+
+    @Test("lookup or lease: a rejected value (planted, another type) is a miss whose lease is taken past it")
+    func lookupOrAcquireRejected() async throws {
+        let server = try await RedisServer.start()
+        let store = try makeStore(server)
+        let planted = entryIdentity("combined-planted")
+        try await server.run(RESPCommand("SET", store.keys(for: planted).value, Array("not an envelope".utf8)))
+        let lease = try #require(await store.lookupOrAcquireLease(planted).lease)
+        #expect(store.statistics.snapshot[.rejectedValues] == 1 && store.statistics.snapshot[.misses] == 1)
+        #expect(await store.release(lease))
+        let listed = entryIdentity("combined-list")
+        try await server.run(RESPCommand("LPUSH", store.keys(for: listed).value, Array("x".utf8)))
+        #expect(await store.lookupOrAcquireLease(listed).lease != nil)  // WRONGTYPE reads as none
         await server.stop()
     }
 

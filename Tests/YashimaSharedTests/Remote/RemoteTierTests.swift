@@ -268,6 +268,71 @@ struct RemoteTierTests {
         #expect(reader.statistics.remotePuts == 0)
     }
 
+    @Test("a server that refuses writes (a replica cut off from its primary) still serves remote hits")
+    func writesRefusedReadsServed() async throws {
+        let server = try await RedisServer.start()
+        defer { Task { await server.stop() } }
+        let (writing, reading) = (TemporaryDirectory("refusing-writer"), TemporaryDirectory("refusing-reader"))
+        let writer = YCache(storageDirectory: writing.url, remote: try testRemote(server))
+        _ = try await writer.value(for: CacheKey("kept"), codec: codec) { payload(9) }
+        // A replica of a primary that is not there: its data stays readable, every write is READONLY.
+        try await server.run(["REPLICAOF", "127.0.0.1", String(RedisServer.freePort())])
+        // A miss first: its lease is refused (READONLY), which opens the write breaker for a minute.
+        let reader = YCache(
+            storageDirectory: reading.url, remote: try testRemote(server) { $0.breakerCooldown = .seconds(60) })
+        let missed = try await reader.resolve(for: CacheKey("new"), codec: codec) { payload(10) }
+        #expect(missed.origin == .generated && reader.statistics.remotePuts == 0)
+        // The lease side bypassed, the value is still read.
+        let hit = try await reader.resolve(for: CacheKey("kept"), codec: codec) {
+            Issue.record("generated although the value was readable")
+            return Data()
+        }
+        #expect(hit.origin == .remote && hit.value == payload(9))
+    }
+
+    @Test("the README's ACL user has every right the tier uses: a miss, a wait woken by the holder, a hit")
+    func readmeACL() async throws {
+        // The README's `user yashima on …` line, word for word, as the server's only user.
+        let readme = try String(contentsOf: packageRoot().appendingPathComponent("README.md"), encoding: .utf8)
+        let line = try #require(readme.split(separator: "\n").first { $0.hasPrefix("user yashima on ") })
+        let rules = line.split(separator: " ").map(String.init)
+        let password = try #require(rules.first { $0.hasPrefix(">") }).dropFirst()
+        let server = try await RedisServer.start(tcp: true, extraArguments: ["--user"] + rules.dropFirst())
+        defer { Task { await server.stop() } }
+        var options = YCache.Remote.Options(
+            operationTimeout: .seconds(60), connectTimeout: .seconds(10), leaseTimeToLive: .seconds(600),
+            leaseRecheckInterval: .seconds(600))  // only the holder's release message wakes the waiter
+        options.keyPrefix = "yashima"
+        let remote = try YCache.Remote.redis("redis://yashima:\(password)@127.0.0.1:\(server.port)", options: options)
+        let (one, two, three) = (TemporaryDirectory("acl-1"), TemporaryDirectory("acl-2"), TemporaryDirectory("acl-3"))
+        let (holder, waiter) = (
+            YCache(storageDirectory: one.url, remote: remote), YCache(storageDirectory: two.url, remote: remote)
+        )
+        let (generating, waiting) = (Gate(), Gate())
+        async let held = holder.resolve(for: CacheKey("acl"), codec: codec) {
+            generating.open()
+            _ = await waiting.wait(within: 60)  // the bound: a waiter that never waits fails, not hangs
+            return payload(64)
+        }
+        // The holder has the lease (it generates) before the other host asks.
+        #expect(await generating.wait(within: 60))
+        // The waiter says when it blocks on the holder's lease; only then does the holder finish.
+        let woken = try await LockWait.$leaseObserver.withValue({ waiting.open() }) {
+            try await waiter.resolve(for: CacheKey("acl"), codec: codec) {
+                Issue.record("generated twice")
+                return Data()
+            }
+        }
+        #expect(try await held.origin == .generated)
+        #expect(woken.origin == .remote && woken.wasSharedGeneration && woken.value == payload(64))
+        let reader = YCache(storageDirectory: three.url, remote: remote)
+        #expect(try await reader.resolve(for: CacheKey("acl"), codec: codec) { Data() }.origin == .remote)
+        for cache in [holder, waiter, reader] {
+            #expect(cache.statistics.remoteErrors == 0 && cache.statistics.remoteTimeouts == 0)
+        }
+        #expect(holder.statistics.remotePuts == 1 && waiter.statistics.remoteLeaseWaits == 1)
+    }
+
     @Test("store(_:for:) replaces the remote value; values kept out of storage stay out of the remote tier")
     func writesFollowTheWritePolicy() async throws {
         let server = try await RedisServer.start()

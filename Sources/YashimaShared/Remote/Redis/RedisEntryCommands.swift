@@ -1,7 +1,8 @@
 // RedisEntryCommands.swift: the Redis-level operations on one entry's keys (RemoteKeys): get, put with
-// a TTL, delete, and the lease commands (acquire with SET NX PX and a random token, renew and release
-// by script), each pipelined with what the next step needs so the common paths take one round trip.
-// Blocking calls that throw `RemoteError`; RedisRemoteStore adds the envelope, breaker and statistics.
+// a TTL, delete, and the lease commands (acquire with SET NX PX and a random token, the value or else the
+// lease with a script that takes it unless a value is stored, renew and release by script), each pipelined with what the next step needs so the
+// common paths take one round trip. Blocking calls that throw `RemoteError`; RedisRemoteStore adds the
+// envelope, breaker and statistics.
 
 /// Redis commands on entries, through a router. Blocking.
 struct RedisEntryCommands: Sendable {
@@ -91,6 +92,39 @@ struct RedisEntryCommands: Sendable {
         let lease =
             acquired ? RemoteLease(keys: keys, token: token, timeToLiveMilliseconds: timeToLiveMilliseconds) : nil
         return Acquisition(lease: lease, value: value)
+    }
+
+    /// `GET value` and the script that takes the lease unless a value is stored, pipelined: a miss's
+    /// lookup and lease in one round trip, a hit with no lease. `value` is the stored bytes (nil when
+    /// absent or of another type); `lease` is set when this call took it (rarely with a value too: one
+    /// stored meanwhile or deleted between the two commands). Blocking.
+    func lookupOrAcquire(_ keys: RemoteKeys, timeToLiveMilliseconds: Int64, deadline: RemoteDeadline)
+        throws(RemoteError) -> Acquisition
+    {
+        let token = Array(Syscall.randomBytes(16).map { String(format2: $0) }.joined().utf8)
+        let replies = try RedisScript.execute(
+            [
+                RESPCommand("GET", keys.value),
+                RedisScript.acquireUnlessStored.command(
+                    keys: [keys.value, keys.lease], arguments: [token, timeToLiveMilliseconds.respBytes]),
+            ], on: router, routingKey: keys.routingKey, deadline: deadline)
+        let value: [UInt8]?
+        if case .error(let error) = replies[0], error.kind == .wrongType {
+            value = nil  // a planted value of another type: a miss; the generator's SET replaces it
+        } else {
+            value = try Self.bulk(replies[0])
+        }
+        let lease = RemoteLease(keys: keys, token: token, timeToLiveMilliseconds: timeToLiveMilliseconds)
+        switch replies[1] {
+        case .integer(1): return Acquisition(lease: lease, value: value)
+        case .integer(0): return Acquisition(lease: nil, value: value)
+        case .integer(2):
+            // Stored between the two commands: look again, taking the lease if it went meanwhile.
+            guard value == nil else { return Acquisition(lease: nil, value: value) }
+            return try acquire(keys, timeToLiveMilliseconds: timeToLiveMilliseconds, deadline: deadline)
+        case .error(let error): throw .server(error)
+        case let reply: throw .unexpectedReply(reply.shape)
+        }
     }
 
     /// Extends `lease` by its TTL if this process still holds it (script). Blocking.

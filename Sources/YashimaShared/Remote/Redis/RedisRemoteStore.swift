@@ -23,10 +23,12 @@ import Synchronization
 /// caller's next store overwrites it. Values whose envelope exceeds `maximumValueBytes` stay local.
 ///
 /// ## Lease protocol
-/// 1. The caller looked locally and remotely and missed.
-/// 2. ``acquireLease(_:)``: `SET lease <random token> NX PX <leaseTTL>` pipelined with `GET value`.
-///    The value arrived meanwhile: `.found` (a lease taken by that call is released). The lease is
-///    someone else's: `.heldElsewhere`, go to 5.
+/// 1. The caller looked locally and missed, holding the key's local lock.
+/// 2. ``lookupOrAcquireLease(_:)``: `GET value` pipelined with a script that takes the lease (`SET lease
+///    <random token> NX PX <leaseTTL>`) only when no value is stored: the remote lookup and the lease in
+///    one round trip. A value: `.found` (a hit, no lease taken). The lease is someone else's:
+///    `.heldElsewhere`, go to 5. After a wait, ``acquireLease(_:)`` (`SET NX` pipelined with `GET
+///    value`; a lease taken by a call that also finds the value is released) asks again.
 /// 3. `.acquired`: the caller generates, with ``startRenewal(_:onLost:)`` renewing the lease every third
 ///    of its TTL (a script: `PEXPIRE` only if the token is still ours). A lost lease is reported, not
 ///    fatal: the value is still right, only exactly-once is no longer guaranteed for it.
@@ -48,7 +50,7 @@ import Synchronization
 /// call decides. `OOM`, `READONLY` and `MISCONF` open only the write breaker: lookups go on.
 /// `WRONGTYPE` and oversized replies are misses of that key. In read-only mode nothing is written and
 /// no lease is taken (generation is then coordinated per host only).
-final class RedisRemoteStore: RemoteLeaseStore {
+final class RedisRemoteStore: RemoteLookupOrLease {
     /// The settings.
     let configuration: RedisConfiguration
     /// The tier's counters.
@@ -158,6 +160,37 @@ final class RedisRemoteStore: RemoteLeaseStore {
             case .found: statistics.add(.hits)
             default: break
             }
+            return acquisition
+        case .keyFailure, .unavailable: return .unavailable
+        }
+    }
+
+    /// The value of `identity`, or when there is none usable its lease (see ``RemoteLookupOrLease``): one
+    /// round trip (`GET` and the acquire-unless-stored script, pipelined); a rejected value costs a second
+    /// (`SET NX` past it).
+    func lookupOrAcquireLease(_ identity: EntryIdentity) async -> RemoteLeaseAcquisition {
+        let keys = keys(for: identity)
+        let (commands, secret) = (commands, configuration.secret)
+        let ttl = configuration.leaseTimeToLive.remoteMilliseconds
+        let attempt = await remoteGuard.perform(scope: router.scope(for: keys.routingKey), access: .write) {
+            (deadline) throws(RemoteError) -> (RemoteLookup, RemoteLeaseAcquisition) in
+            let found = try commands.lookupOrAcquire(keys, timeToLiveMilliseconds: ttl, deadline: deadline)
+            guard let bytes = found.value else {
+                return (.miss(.absent), found.lease.map { .acquired($0) } ?? .heldElsewhere)
+            }
+            let lookup = Self.verify(bytes, identity: identity, secret: secret)
+            if case .hit(let value) = lookup {
+                if let lease = found.lease { _ = try? commands.release(lease, deadline: deadline) }
+                return (lookup, .found(value))
+            }
+            if let lease = found.lease { return (lookup, .acquired(lease)) }
+            let past = try commands.acquire(keys, timeToLiveMilliseconds: ttl, deadline: deadline)
+            return (lookup, past.lease.map { .acquired($0) } ?? .heldElsewhere)
+        }
+        switch attempt {
+        case .completed(let (lookup, acquisition)):
+            _ = finishLookup(.completed(lookup))
+            if case .acquired = acquisition { statistics.add(.leasesAcquired) }
             return acquisition
         case .keyFailure, .unavailable: return .unavailable
         }

@@ -1,6 +1,6 @@
-// RedisScripts.swift: the two Lua scripts of the lease protocol (renew, release) and how they are run:
-// `EVALSHA` by the script's SHA-1, then `EVAL` of the source for any command the server answered
-// `NOSCRIPT` (a restarted or new server, or a cluster node that never ran it). The SHA-1 digests are
+// RedisScripts.swift: the Lua scripts of the lease protocol (renew, release, acquire-unless-stored) and how
+// they are run: `EVALSHA` by the script's SHA-1, then `EVAL` of the source for any command the server
+// answered `NOSCRIPT` (a restarted or new server, or a cluster node that never ran it). The SHA-1 digests are
 // constants; a test checks them against `SCRIPT LOAD` on a real server, so no SHA-1 code is needed.
 
 /// A Lua script run with `EVALSHA`, falling back to `EVAL`.
@@ -41,8 +41,19 @@ struct RedisScript: Equatable, Sendable {
             "local h = redis.pcall('GETRANGE', KEYS[1], 0, 11) if type(h) == 'string' and string.len(h) == 12 and string.sub(h, 1, 8) == 'YSHREMOT' and string.byte(h, 11) % 2 == 1 then return 0 end redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1",
         sha1: "f603f921e6a6bc3afc878a5f0923f84ad10d650b")
 
+
+    /// Takes the lease unless a value is stored, so that a `GET` of the value pipelined before it makes a
+    /// miss's lookup and lease one round trip, and a hit takes no lease (the value is never copied through
+    /// Lua). `KEYS[1]` value key, `KEYS[2]` lease key, `ARGV[1]` token, `ARGV[2]` TTL in milliseconds.
+    /// Returns 2 when a string is stored (a key of another type counts as none: the generator's `SET`
+    /// replaces it), else 1 when the lease was taken, 0 when another holds it.
+    static let acquireUnlessStored = RedisScript(
+        source:
+            "if redis.call('TYPE', KEYS[1])['ok'] == 'string' then return 2 end if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end return 0",
+        sha1: "dae3a4323bc89d6f9a69508348fbe28ba4155353")
+
     /// Every script, for the `NOSCRIPT` fallback.
-    static let all: [RedisScript] = [renew, release, storeUnlessSigned]
+    static let all: [RedisScript] = [renew, release, storeUnlessSigned, acquireUnlessStored]
 
     /// `EVALSHA sha1 numkeys keys... args...`.
     func command(keys: [[UInt8]], arguments: [[UInt8]]) -> RESPCommand {
