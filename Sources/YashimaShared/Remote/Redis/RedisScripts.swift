@@ -41,7 +41,6 @@ struct RedisScript: Equatable, Sendable {
             "local h = redis.pcall('GETRANGE', KEYS[1], 0, 11) if type(h) == 'string' and string.len(h) == 12 and string.sub(h, 1, 8) == 'YSHREMOT' and string.byte(h, 11) % 2 == 1 then return 0 end redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1",
         sha1: "f603f921e6a6bc3afc878a5f0923f84ad10d650b")
 
-
     /// Takes the lease unless a value is stored, so that a `GET` of the value pipelined before it makes a
     /// miss's lookup and lease one round trip, and a hit takes no lease (the value is never copied through
     /// Lua). `KEYS[1]` value key, `KEYS[2]` lease key, `ARGV[1]` token, `ARGV[2]` TTL in milliseconds.
