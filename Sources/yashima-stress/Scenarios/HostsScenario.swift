@@ -56,10 +56,13 @@ enum HostsScenario: Scenario {
         let rounds = run.setting("rounds", smoke: 3, standard: 5)
         let keys = run.setting("keys", smoke: 8, standard: 24)
         run.setting("generateMilliseconds", smoke: 60, standard: 80)
-        run.setting("remoteTimeoutMs", smoke: 300, standard: 300)
+        // Exactly once across hosts needs the leases to hold, so their renewals must not time out on a loaded
+        // machine (the whole test suite runs beside this on two cores): a 1 s timeout and a 3 s lease. A
+        // killed holder's lease keeps the other hosts waiting until it expires (3 s at most), and the last
+        // round hangs the server for 2.5 timeouts.
+        let timeout = run.setting("remoteTimeoutMs", smoke: 1000, standard: 1000)
         run.setting("remoteCooldownMs", smoke: 200, standard: 200)
-        // A killed holder's lease keeps the other hosts waiting until it expires: a short one.
-        run.setting("remoteLeaseMs", smoke: 1000, standard: 1000)
+        run.setting("remoteLeaseMs", smoke: 3000, standard: 3000)
         // The round before the last kills workers (it needs a server, and a worker to spare on each host).
         let workers = max(run.workerCount, hosts) + (server == nil ? 0 : 2)
         let killRound = run.setting("killRound", server == nil ? -1 : rounds - 2)
@@ -76,10 +79,10 @@ enum HostsScenario: Scenario {
         for round in 1..<rounds {
             fleet.release(deadline: run.deadline, onLine: onLine)
             if round == rounds - 1, let pid = server?.processID {
-                // The last round starts with the server hung for three remote timeouts.
+                // The last round starts with the server hung for 2.5 remote timeouts.
                 kill(pid, SIGSTOP)
                 Thread.detachNewThread {
-                    usleep(900_000)
+                    usleep(useconds_t(timeout) * 2500)
                     kill(pid, SIGCONT)
                 }
             }
