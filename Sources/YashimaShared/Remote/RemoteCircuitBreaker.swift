@@ -156,6 +156,17 @@ final class RemoteCircuitBreaker: Sendable {
         }
     }
 
+    /// Closes the breaker because the server answered a call of the other direction that proves this one
+    /// works too (a write answered: the server reads as well). Nothing when it is closed already.
+    func closeBecauseServerAnswered() {
+        withWords { words in
+            guard ysh_atomic_load_i64(words + Word.openUntil) != 0 else { return }
+            Self.store(words, Word.openUntil, 0)
+            Self.store(words, Word.cooldown, 0)
+            Self.store(words, Word.probeUntil, 0)
+        }
+    }
+
     private static func store(_ words: UnsafeMutablePointer<Int64>, _ index: Int, _ value: Int64) {
         ysh_atomic_store_u64(
             UnsafeMutableRawPointer(words + index).assumingMemoryBound(to: UInt64.self), UInt64(bitPattern: value))

@@ -183,6 +183,10 @@ final class RemoteGuard: Sendable {
         switch result {
         case .success(let value):
             own.record(success: true, admission: admission)
+            // A server that answered a write answers reads too (the converse does not hold: a read-only
+            // replica): a write's success closes the read breaker a server failure opened with it. Without
+            // this, get-or-generate (whose Redis lookup goes with the lease, a write) never probes reads.
+            if access == .write { readBreakers[scope].closeBecauseServerAnswered() }
             return .completed(value)
         case .failure(let error):
             if (error.isTimeout && callerBound) || error == .cancelled {

@@ -68,9 +68,9 @@ struct CLIRemoteHealthTests {
         let runs = a.lines("ledger").count
         #expect(runs >= 1 && runs <= 2, "the command ran \(runs) times")
         // The bounds (see above) with room for a loaded machine (the suite runs beside this on two cores):
-        // B's whole run +5 s, A +4 s. B's wait itself (from stats, below) is held to its bound more closely.
+        // B's whole run +5 s, A +8 s. B's wait itself (from stats, below) is held to its bound more closely.
         #expect(endB - ended < 7 + 5, "B ended \(endB - ended) s after A's command")
-        #expect(endA - ended < 2 + 4, "A ended \(endA - ended) s after its command")
+        #expect(endA - ended < 2 + 8, "A ended \(endA - ended) s after its command")
         #expect(resultB.error.contains("remote: waited"), "\(resultB.error)")
         let stats = try await yashima(["stats", "--json"] + b.dir)
         let remote = stats.json["remote"] as? [String: Any]
@@ -107,12 +107,18 @@ struct CLIRemoteHealthTests {
         }
         let total = seconds(start.duration(to: .now))
         print("10 runs against a SIGSTOPped Redis: \(total) s; the same 10 with no remote: \(floor) s")
-        #expect(total - floor < 2, "ten runs took \(total) s, \(total - floor) s over ten runs without a remote")
         let stats = try await yashima(["stats", "--json"] + hung.dir)
         let remote = stats.json["remote"] as? [String: Any]
         let counters = remote?["counters"] as? [String: Any]
-        #expect(counters?["timeouts"] as? Int == 1, "\(stats.text)")
-        #expect((counters?["bypassed"] as? Int ?? 0) >= 9, "\(stats.text)")
+        // One process pays the timeout and the others skip the server, until the cooldown (5 s, doubling
+        // while probes fail) lets one process probe again: a loaded machine that takes longer than the
+        // cooldown for ten runs sees a probe (a timeout) per cooldown, never one per process.
+        let timeouts = counters?["timeouts"] as? Int ?? 0
+        #expect(timeouts >= 1 && timeouts <= 1 + Int(total / 5), "\(timeouts) timeouts in \(total) s: \(stats.text)")
+        #expect((counters?["bypassed"] as? Int ?? 0) >= 10 - timeouts, "\(stats.text)")
+        #expect(
+            total - floor < Double(timeouts) + 1.5,
+            "ten runs took \(total) s, \(total - floor) s over ten runs without a remote (\(timeouts) timeouts)")
         let servers = remote?["servers"] as? [[String: Any]] ?? []
         #expect(servers.count == 2 && servers.allSatisfy { $0["state"] as? String == "open" }, "\(stats.text)")
         #expect(servers.allSatisfy { $0["reason"] as? String == "timed out" }, "\(stats.text)")
