@@ -1,6 +1,7 @@
-// In-process single-flight: at most one producer task per (entry, kind) in this process; other calls
-// join it. Waiters leave at once when cancelled; with `.cancelWhenNoWaiters` the producer is cancelled
-// when its last waiter leaves and its result is never stored (the commit gate). No I/O here.
+// In-process single-flight: at most one production per (entry, kind) in this process; other calls join
+// it. A flight waiting for another process's lock has no task of its own: its callers wait, and one of
+// them (the leader) is woken to take the next step. Waiters leave at once when cancelled; with
+// `.cancelWhenNoWaiters` the production is cancelled when its last waiter leaves (the commit gate). No I/O.
 
 import Synchronization
 
@@ -12,6 +13,25 @@ enum FlightResult: Sendable {
     /// An optional generator returned nil: nothing stored, shared with current waiters only.
     case noValue
     case failure(any Error)
+}
+
+/// Why a flight's next step is due (see `Flight.lead`).
+enum FlightStep: Sendable {
+    /// The key's lock holder in another process is gone (released, published, died): look in storage,
+    /// then try the lock again.
+    case released
+    /// The wait passed the caller's timeout (I8): produce without the lock.
+    case timedOut
+    /// The wait failed (a probe's error): the flight's result.
+    case failed(any Error)
+}
+
+/// What a waiter of a flight is resumed with.
+enum FlightEvent: Sendable {
+    /// The flight's result.
+    case result(FlightResult)
+    /// This waiter leads: it takes the flight's next step (`Flight.advance`), then waits again.
+    case lead(FlightStep)
 }
 
 /// Lookup flights serve `value`/`optionalValue`; refresh flights serve `refresh`. A lookup may join a
@@ -28,18 +48,34 @@ struct FlightKey: Hashable, Sendable {
 }
 
 /// One in-flight production and its waiters.
+///
+/// A production is a task of its own only while it produces (the generator, the publish). While it
+/// waits for another process's lock it is a registered wait of the lock-wait thread (LockWatch) and a
+/// `stepper`: when the wait ends, one waiting caller is resumed with `.lead` and runs the next step on
+/// its own task (so the step has its task-locals and priority, and no task's frames are held per key
+/// waited on). With no caller left (`.share`: the production keeps going), the step runs on a new task.
 final class Flight: Sendable {
     let kind: FlightKind
     let cancelsWhenNoWaiters: Bool
 
     private struct State {
-        var waiters: [Int: CheckedContinuation<FlightResult, any Error>] = [:]
+        var waiters: [Int: CheckedContinuation<FlightEvent, any Error>] = [:]
         var departed: Set<Int> = []  // waiters cancelled before they registered
         var nextWaiter = 0
         var result: FlightResult?
         var producer: Task<Void, Never>?
         var cancelled = false
         var committed = false
+        /// A waiter was resumed with `.lead` and has not registered again yet.
+        var leading = false
+        /// A step that came due while a leader was busy: the leader takes it when it registers again.
+        var pendingStep: FlightStep?
+        /// The next step of a production that is not a task (nil once it is one, or when it never was).
+        var stepper: (@Sendable (FlightStep) -> Void)?
+        /// Ends the lock wait in progress, if any (a cancelled flight stops waiting).
+        var cancelWait: (@Sendable () -> Void)?
+        /// Called once with the result, before waiters are resumed (FlightTable removes the flight).
+        var onComplete: (@Sendable () -> Void)?
     }
 
     private let state = Mutex(State())
@@ -61,51 +97,157 @@ final class Flight: Sendable {
     func setProducer(_ task: Task<Void, Never>) {
         let cancelNow = state.withLock { state -> Bool in
             state.producer = task
+            state.stepper = nil
             return state.cancelled
         }
         if cancelNow { task.cancel() }
     }
 
-    /// Registers a waiter; false when the flight was cancelled (start a new one).
-    func register(_ id: Int, _ continuation: CheckedContinuation<FlightResult, any Error>) -> Bool {
-        enum Action { case wait, resume(FlightResult), cancelled, gone }
+    /// Sets what runs the production's next step while it is not a task (see the type's comment).
+    func setStepper(_ stepper: @escaping @Sendable (FlightStep) -> Void) {
+        state.withLock { $0.stepper = stepper }
+    }
+
+    /// Records how to end the lock wait the stepper just began; false (and nothing recorded) when the
+    /// flight was cancelled meanwhile: the caller ends the wait itself.
+    func setWait(cancel: @escaping @Sendable () -> Void) -> Bool {
+        state.withLock { state in
+            guard !state.cancelled, state.result == nil else { return false }
+            state.cancelWait = cancel
+            return true
+        }
+    }
+
+    /// Called once with the result, before any waiter is resumed.
+    func setOnComplete(_ body: @escaping @Sendable () -> Void) {
+        state.withLock { $0.onComplete = body }
+    }
+
+    /// Registers a waiter; false when the flight was cancelled (start a new one). The waiter is resumed
+    /// with the result, or with `.lead` when the production's next step falls to it.
+    func register(_ id: Int, _ continuation: CheckedContinuation<FlightEvent, any Error>) -> Bool {
+        let cancelsWhenNoWaiters = cancelsWhenNoWaiters
+        enum Action { case wait, resume(FlightEvent), cancelled(Abandoned?), gone }
         let action = state.withLock { state -> Action in
-            if state.departed.remove(id) != nil { return .cancelled }
-            if let result = state.result { return .resume(result) }
+            state.leading = false
+            if state.departed.remove(id) != nil {
+                return .cancelled(cancelsWhenNoWaiters ? Self.cancelIfAbandoned(&state) : nil)
+            }
+            if let result = state.result { return .resume(.result(result)) }
             if state.cancelled { return .gone }
+            if let step = state.pendingStep {
+                state.pendingStep = nil
+                state.leading = true
+                return .resume(.lead(step))
+            }
             state.waiters[id] = continuation
             return .wait
         }
         switch action {
         case .wait: return true
-        case .resume(let result):
-            continuation.resume(returning: result)
+        case .resume(let event):
+            continuation.resume(returning: event)
             return true
-        case .cancelled:
+        case .cancelled(let abandoned):
             continuation.resume(throwing: CancellationError())
+            abandoned?.cancel()
             return true
         case .gone:
             return false
         }
     }
 
-    /// A waiter was cancelled: it leaves at once. Returns true when this cancelled the producer.
+    /// What a flight nobody waits for any more must stop: its producer task, its lock wait.
+    struct Abandoned {
+        let producer: Task<Void, Never>?
+        let wait: (@Sendable () -> Void)?
+
+        func cancel() {
+            producer?.cancel()
+            wait?()
+        }
+    }
+
+    /// With `.cancelWhenNoWaiters`, cancels a flight that has no waiter and no leader left and has not
+    /// committed: returns what to stop (outside the lock).
+    private static func cancelIfAbandoned(_ state: inout State) -> Abandoned? {
+        guard state.waiters.isEmpty, !state.leading, !state.committed, state.result == nil, !state.cancelled
+        else { return nil }
+        state.cancelled = true
+        state.stepper = nil
+        state.pendingStep = nil
+        defer { state.cancelWait = nil }
+        return Abandoned(producer: state.producer, wait: state.cancelWait)
+    }
+
+    /// A waiter was cancelled: it leaves at once. Returns true when this cancelled the production.
     func depart(_ id: Int) -> Bool {
-        let (continuation, producerToCancel) = state.withLock {
-            state -> (CheckedContinuation<FlightResult, any Error>?, Task<Void, Never>?) in
+        let cancelsWhenNoWaiters = cancelsWhenNoWaiters
+        let (continuation, abandoned) = state.withLock {
+            state -> (CheckedContinuation<FlightEvent, any Error>?, Abandoned?) in
             let continuation = state.waiters.removeValue(forKey: id)
             if continuation == nil, state.result == nil { state.departed.insert(id) }
-            // A waiter cancelled before it registered leaves too: when it was the last, the producer goes
+            // A waiter cancelled before it registered leaves too: when it was the last, the production goes
             // (waiters holding an id but not yet registered will find the flight cancelled and start anew).
-            if state.waiters.isEmpty, cancelsWhenNoWaiters, !state.committed, state.result == nil {
-                state.cancelled = true
-                return (continuation, state.producer)
-            }
-            return (continuation, nil)
+            return (continuation, cancelsWhenNoWaiters ? Self.cancelIfAbandoned(&state) : nil)
         }
         continuation?.resume(throwing: CancellationError())
-        producerToCancel?.cancel()
-        return producerToCancel != nil
+        abandoned?.cancel()
+        return abandoned != nil
+    }
+
+    /// The production's next step is due (its lock wait ended): one waiter is resumed to take it; while
+    /// a leader is busy it is kept for it; with no waiter at all it runs on a new task (`.share`).
+    func lead(_ step: FlightStep) {
+        let cancelsWhenNoWaiters = cancelsWhenNoWaiters
+        enum Action {
+            case resume(CheckedContinuation<FlightEvent, any Error>)
+            case later
+            case detached(@Sendable (FlightStep) -> Void)
+            case none
+        }
+        let action = state.withLock { state -> Action in
+            state.cancelWait = nil
+            guard !state.cancelled, state.result == nil else { return .none }
+            if state.leading {
+                state.pendingStep = step
+                return .later
+            }
+            if let id = state.waiters.keys.min(), let continuation = state.waiters.removeValue(forKey: id) {
+                state.leading = true
+                return .resume(continuation)
+            }
+            guard !cancelsWhenNoWaiters, let stepper = state.stepper else { return .none }
+            state.leading = true
+            return .detached(stepper)
+        }
+        switch action {
+        case .resume(let continuation): continuation.resume(returning: .lead(step))
+        case .detached(let stepper):
+            // Nobody waits any more, and the production keeps going (`.share`): its step on a task of its own.
+            Task { [self] in
+                stepper(step)
+                self.orphanStepDone()
+            }
+        case .later, .none: break
+        }
+    }
+
+    /// A step run without a waiter ended; a step that came due meanwhile runs next.
+    private func orphanStepDone() {
+        let next = state.withLock { state -> FlightStep? in
+            state.leading = false
+            defer { state.pendingStep = nil }
+            return state.pendingStep
+        }
+        if let next { lead(next) }
+    }
+
+    /// Runs the step a `.lead` event handed this waiter (nothing when the production became a task or
+    /// was cancelled meanwhile).
+    func advance(_ step: FlightStep) {
+        guard let stepper = state.withLock({ $0.cancelled ? nil : $0.stepper }) else { return }
+        stepper(step)
     }
 
     /// The commit gate: true when the producer may store its result (and then can no longer be cancelled).
@@ -117,15 +259,39 @@ final class Flight: Sendable {
         }
     }
 
-    /// Delivers the result to every waiter.
+    /// Delivers the result to every waiter (the first result only).
     func complete(_ result: FlightResult) {
-        let waiters = state.withLock { state -> [CheckedContinuation<FlightResult, any Error>] in
+        let (waiters, onComplete) = state.withLock {
+            state -> ([CheckedContinuation<FlightEvent, any Error>], (@Sendable () -> Void)?) in
+            guard state.result == nil else { return ([], nil) }
             state.result = result
+            state.stepper = nil
+            state.pendingStep = nil
             let waiters = Array(state.waiters.values)
             state.waiters.removeAll()
-            return waiters
+            defer { state.onComplete = nil }
+            return (waiters, state.onComplete)
         }
-        for waiter in waiters { waiter.resume(returning: result) }
+        onComplete?()
+        for waiter in waiters { waiter.resume(returning: .result(result)) }
+    }
+
+    /// Waits for this flight's next event as waiter `id`: the result, or `.lead` (take the next step, then
+    /// call again). Throws `CancellationError` at once when the task is cancelled; nil when the flight was
+    /// cancelled before this waiter registered (start a new one).
+    func next(_ id: Int, onCancel: @escaping @Sendable () -> Void) async throws -> FlightEvent? {
+        var registered = true
+        let event = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<FlightEvent, any Error>) in
+                if !register(id, continuation) {
+                    registered = false
+                    continuation.resume(returning: .result(.noValue))
+                }
+            }
+        } onCancel: {
+            if depart(id) { onCancel() }
+        }
+        return registered ? event : nil
     }
 }
 
@@ -133,11 +299,12 @@ final class Flight: Sendable {
 final class FlightTable: Sendable {
     private let flights = Mutex<[FlightKey: Flight]>([:])
 
-    /// Joins the flight for `key` (or, for a lookup, a refresh flight of the same entry), or starts one
-    /// running `produce`. Returns the flight's result and whether this call joined someone else's flight.
+    /// Joins the flight for `key` (or, for a lookup, a refresh flight of the same entry), or starts one:
+    /// `start` is called once on a new flight, on the caller's task, and must end with the flight
+    /// completed, a producer task set, or a stepper set with its wait begun. Returns the flight's result
+    /// and whether this call joined someone else's flight.
     func run(
-        _ key: FlightKey, cancelsWhenNoWaiters: Bool,
-        produce: @escaping @Sendable (Flight) async -> FlightResult
+        _ key: FlightKey, cancelsWhenNoWaiters: Bool, start: (Flight) -> Void
     ) async throws -> (result: FlightResult, joined: Bool, kind: FlightKind) {
         while true {
             try Task.checkCancellation()
@@ -153,36 +320,38 @@ final class FlightTable: Sendable {
                 return (flight, true)
             }
             let id = flight.newWaiterID()
+            let tableKey = FlightKey(entry: key.entry, kind: flight.kind)
+            let remove: @Sendable () -> Void = { [weak self, weak flight] in
+                self?.flights.withLock { table in
+                    if let flight, table[tableKey] === flight { table[tableKey] = nil }
+                }
+            }
             if isNew {
-                let tableKey = FlightKey(entry: key.entry, kind: flight.kind)
-                let task = Task {
-                    let result = await produce(flight)
-                    self.flights.withLock { table in
-                        if table[tableKey] === flight { table[tableKey] = nil }
-                    }
-                    flight.complete(result)
-                }
-                flight.setProducer(task)
+                flight.setOnComplete(remove)
+                start(flight)
             }
-            var registered = true
-            let result = try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation {
-                    (continuation: CheckedContinuation<FlightResult, any Error>) in
-                    if !flight.register(id, continuation) {
-                        registered = false
-                        continuation.resume(returning: .noValue)
-                    }
-                }
-            } onCancel: {
-                if flight.depart(id) {
-                    self.flights.withLock { table in
-                        let tableKey = FlightKey(entry: key.entry, kind: flight.kind)
-                        if table[tableKey] === flight { table[tableKey] = nil }
-                    }
+            var outcome: FlightResult?
+            while outcome == nil {
+                guard let event = try await flight.next(id, onCancel: remove) else { break }
+                switch event {
+                case .result(let result): outcome = result
+                case .lead(let step): flight.advance(step)
                 }
             }
-            if !registered { continue }  // joined a flight that was cancelled meanwhile: start anew
-            return (result, !isNew, flight.kind)
+            guard let outcome else { continue }  // joined a flight that was cancelled meanwhile: start anew
+            return (outcome, !isNew, flight.kind)
+        }
+    }
+
+    /// `run(_:cancelsWhenNoWaiters:start:)` for a production that is a task from the start: `produce`
+    /// runs on a new task (inheriting the caller's task-locals and priority) and its result is the
+    /// flight's.
+    func run(
+        _ key: FlightKey, cancelsWhenNoWaiters: Bool,
+        produce: @escaping @Sendable (Flight) async -> FlightResult
+    ) async throws -> (result: FlightResult, joined: Bool, kind: FlightKind) {
+        try await run(key, cancelsWhenNoWaiters: cancelsWhenNoWaiters) { flight in
+            flight.setProducer(Task { flight.complete(await produce(flight)) })
         }
     }
 }

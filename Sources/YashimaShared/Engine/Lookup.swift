@@ -93,7 +93,7 @@ extension CacheEngine {
                 FlightKey(entry: request.memoryKey, kind: .lookup),
                 cancelsWhenNoWaiters: request.options.singleFlightPolicy == .cancelWhenNoWaiters
             ) { flight in
-                await Production(engine: self, request: request, flight: flight, kind: .lookup).run()
+                Production(engine: self, request: request, flight: flight, kind: .lookup).start(flight)
             }
             switch result {
             case .value(let value, let metadata, let source, let sharedAcrossProcesses, let epochs):
