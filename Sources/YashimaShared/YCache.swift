@@ -167,7 +167,7 @@ public final class YCache: Sendable {
     @_specialize(exported:true,where Codec == DataCodec)
     @_specialize(exported:true,where Codec == StringCodec)
     @inline(__always)
-    public func value<Codec: CacheCodec>(
+    nonisolated(nonsending) public func value<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value
     ) async throws -> Codec.Value {
@@ -189,7 +189,7 @@ public final class YCache: Sendable {
     @_specialize(exported:true,where Codec == DataCodec)
     @_specialize(exported:true,where Codec == StringCodec)
     @inline(__always)
-    public func resolve<Codec: CacheCodec>(
+    nonisolated(nonsending) public func resolve<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value
     ) async throws -> Resolved<Codec.Value> {
@@ -215,7 +215,7 @@ public final class YCache: Sendable {
     ///   throws is rethrown (only a `.cacheOnly` miss becomes `nil`), as in Yashima.
     @_specialize(exported:true,where Codec == DataCodec)
     @_specialize(exported:true,where Codec == StringCodec)
-    public func optionalValue<Codec: CacheCodec>(
+    nonisolated(nonsending) public func optionalValue<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value?
     ) async throws -> Codec.Value? {
@@ -243,10 +243,10 @@ public final class YCache: Sendable {
     ///   `.networkFilesystem`, `.unsupportedLayout`), or the codec's own error when it cannot decode.
     @_specialize(exported:true,where Codec == DataCodec)
     @_specialize(exported:true,where Codec == StringCodec)
-    public func valueIfCached<Codec: CacheCodec>(
+    nonisolated(nonsending) public func valueIfCached<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default
     ) async throws -> Codec.Value? {
-        try engine.cachedValue(key, codec: codec, options: options)?.value
+        try await engine.cachedValue(key, codec: codec, options: options)?.value
     }
 
     /// Generates a fresh value even if one is cached, stores it, and returns it. Concurrent refreshes of
@@ -289,7 +289,7 @@ public final class YCache: Sendable {
     /// - Returns: The value from memory, or `nil` when it is not there (or expired, or removed).
     /// - Throws: `YCache.Error.valueTypeMismatch` when memory holds the key and codec identifier with a
     ///   value of another type.
-    public func peek<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Codec.Value? {
+    nonisolated(nonsending) public func peek<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Codec.Value? {
         try engine.peek(key, codec: codec)
     }
 }

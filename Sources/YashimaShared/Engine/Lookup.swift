@@ -29,32 +29,95 @@ extension CacheEngine {
             expectation: expectations.expectation(for: memoryKey), generate: generate)
     }
 
-    /// Get-or-generate (`value`, `resolve`, `optionalValue`, `refresh`): the `.beforeFlight` tiers, then the
-    /// flight. Returns nil only when an optional generator produced nil, or a cache-only lookup missed.
-    func resolve<Codec: CacheCodec>(
+    /// Get-or-generate (`value`, `resolve`, `optionalValue`, `refresh`) on the caller's executor: the
+    /// `.beforeFlight` tiers there (a hit costs no executor hop), then, on a miss or for work that may take
+    /// long (`LeavesCallerExecutor`), the rest on the cooperative pool (`resolveOnPool`). Returns nil only
+    /// when an optional generator produced nil, or a cache-only lookup missed.
+    nonisolated(nonsending) func resolve<Codec: CacheCodec>(
         _ key: CacheKey, codec: Codec, options: YCache.Options, optional: Bool,
         generate: @escaping @Sendable () async throws -> Codec.Value?
     ) async throws -> YCache.Resolved<Codec.Value>? {
-        if options.lookupPolicy == .refresh {
-            let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
-            return try await refresh(request(memoryKey, codec: codec, options: options, generate: generate))
+        var looked = false
+        if options.lookupPolicy != .refresh {
+            switch try lookupOnCallerExecutor(key, codec: codec, options: options) {
+            case .hit(let hit): return hit
+            case .missed:
+                if options.lookupPolicy == .cacheOnly { return nil }
+                looked = true
+            case .leaves:
+                break
+            }
         }
-        // The memory key lives in the lookup only: a hit copies it nowhere else.
-        var lookup = TierLookup(
-            MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options, in: self)
-        if let hit = try walk(&lookup) { return hit }
-        if options.lookupPolicy == .cacheOnly { return nil }
-        return try await flightTier(
-            request(lookup.memoryKey, codec: codec, options: options, generate: generate), optional: optional)
+        return try await resolveOnPool(key, codec: codec, options: options, optional: optional, looked: looked, generate)
     }
 
-    /// A lookup that never generates (`valueIfCached`): the `.beforeFlight` tiers.
-    func cachedValue<Codec: CacheCodec>(_ key: CacheKey, codec: Codec, options: YCache.Options) throws
-        -> YCache.Resolved<Codec.Value>?
+    /// The rest of `resolve` on the cooperative pool: the `.beforeFlight` tiers unless they were asked
+    /// already (`looked`: a miss), then the flight (or a refresh).
+    @concurrent @inline(never)
+    func resolveOnPool<Codec: CacheCodec>(
+        _ key: CacheKey, codec: Codec, options: YCache.Options, optional: Bool, looked: Bool,
+        _ generate: @escaping @Sendable () async throws -> Codec.Value?
+    ) async throws -> YCache.Resolved<Codec.Value>? {
+        let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
+        if options.lookupPolicy == .refresh {
+            return try await refresh(request(memoryKey, codec: codec, options: options, generate: generate))
+        }
+        if !looked {
+            // The memory key lives in the lookup only: a hit copies it nowhere else.
+            var lookup = TierLookup(memoryKey, codec: codec, options: options, in: self)
+            if let hit = try walk(&lookup) { return hit }
+            if options.lookupPolicy == .cacheOnly { return nil }
+        }
+        return try await flightTier(request(memoryKey, codec: codec, options: options, generate: generate), optional: optional)
+    }
+
+    /// A lookup that never generates (`valueIfCached`), on the caller's executor as `resolve` is.
+    nonisolated(nonsending) func cachedValue<Codec: CacheCodec>(
+        _ key: CacheKey, codec: Codec, options: YCache.Options
+    ) async throws -> YCache.Resolved<Codec.Value>? {
+        switch try lookupOnCallerExecutor(key, codec: codec, options: options) {
+        case .hit(let hit): return hit
+        case .missed: return nil
+        case .leaves: return try await cachedValueOnPool(key, codec: codec, options: options)
+        }
+    }
+
+    @concurrent @inline(never)
+    private func cachedValueOnPool<Codec: CacheCodec>(_ key: CacheKey, codec: Codec, options: YCache.Options)
+        async throws -> YCache.Resolved<Codec.Value>?
     {
         var lookup = TierLookup(
             MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options, in: self)
         return try walk(&lookup)
+    }
+
+    /// What the `.beforeFlight` tiers found on the caller's executor.
+    enum CallerExecutorLookup<Value: Sendable> {
+        case hit(YCache.Resolved<Value>)
+        /// Every tier missed.
+        case missed
+        /// Continue on the pool: storage is not open yet, or a tier would read a large entry or decode
+        /// with a decompressing codec (LeavesCallerExecutor).
+        case leaves
+    }
+
+    /// The `.beforeFlight` tiers, run where the caller runs: only what costs a few syscalls (memory, an
+    /// entry file up to `Policy.callerExecutorReadLimit` bytes); nothing that opens the directory, reads a
+    /// large file, or waits.
+    @inline(never)
+    func lookupOnCallerExecutor<Codec: CacheCodec>(_ key: CacheKey, codec: Codec, options: YCache.Options) throws
+        -> CallerExecutorLookup<Codec.Value>
+    {
+        guard let opened = storageIfOpen(for: .read) else { return .leaves }
+        var lookup = TierLookup(
+            MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options, opened: opened,
+            readLimit: Policy.callerExecutorReadLimit)
+        do {
+            if let hit = try walk(&lookup) { return .hit(hit) }
+        } catch is LeavesCallerExecutor {
+            return .leaves
+        }
+        return .missed
     }
 
     /// The `.beforeFlight` tiers again, for a lookup that is about to join or start another flight.
@@ -66,7 +129,7 @@ extension CacheEngine {
     }
 
     /// Asks the `.beforeFlight` tiers in order; the first hit is the lookup's.
-    private func walk<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>) throws -> YCache.Resolved<Codec.Value>? {
+    func walk<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>) throws -> YCache.Resolved<Codec.Value>? {
         // Through the buffer: no retain of the array, no copy of a tier (a few nanoseconds a hit).
         try lookupTiers.withUnsafeBufferPointer { tiers in
             for index in tiers.indices {
@@ -82,6 +145,7 @@ extension CacheEngine {
     /// Joins this process's flight for the entry or starts one. A joiner whose flight gave it nothing it
     /// may use (a value made before a removal it must not see, an optional generator's nil, a refresh's
     /// error) looks again and tries another flight, then produces on its own.
+    @inline(never)
     private func flightTier<Codec: CacheCodec>(_ request: ProductionRequest<Codec>, optional: Bool) async throws
         -> YCache.Resolved<Codec.Value>?
     {
@@ -121,6 +185,7 @@ extension CacheEngine {
     }
 
     /// `refresh`: always generates (sharing with concurrent refreshes of the same entry), then stores.
+    @inline(never)
     private func refresh<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) async throws
         -> YCache.Resolved<Codec.Value>?
     {
@@ -156,3 +221,8 @@ extension CacheEngine {
         return epochs.stamp.matches(storage.directory.state.stamp(epochs.slots))
     }
 }
+
+/// Thrown by a `.beforeFlight` tier asked on the caller's executor (`TierLookup.readLimit` set) when its
+/// answer needs work that may take long (a large read, a decompressing decode): the lookup goes on on the
+/// cooperative pool. Never reaches a caller.
+struct LeavesCallerExecutor: Error {}
