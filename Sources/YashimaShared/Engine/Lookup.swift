@@ -20,6 +20,7 @@ struct ProductionRequest<Codec: CacheCodec>: Sendable {
 extension CacheEngine {
     /// The request of a lookup that missed memory: the entry expectation is computed (or found in the
     /// expectation cache) only now, so a memory hit never hashes the key.
+    @inline(never)
     func request<Codec: CacheCodec>(
         _ memoryKey: MemoryKey, codec: Codec, options: YCache.Options,
         generate: @escaping @Sendable () async throws -> Codec.Value?
@@ -63,12 +64,23 @@ extension CacheEngine {
             return try await refresh(request(memoryKey, codec: codec, options: options, generate: generate))
         }
         if !looked {
-            // The memory key lives in the lookup only: a hit copies it nowhere else.
-            var lookup = TierLookup(memoryKey, codec: codec, options: options, in: self)
-            if let hit = try walk(&lookup) { return hit }
-            if options.lookupPolicy == .cacheOnly { return nil }
+            switch try lookupOnPool(memoryKey, codec: codec, options: options) {
+            case .hit(let hit): return hit
+            case .missed, .leaves: if options.lookupPolicy == .cacheOnly { return nil }
+            }
         }
         return try await flightTier(request(memoryKey, codec: codec, options: options, generate: generate), optional: optional)
+    }
+
+    /// The `.beforeFlight` tiers on the pool (any read size).
+    @inline(never)
+    private func lookupOnPool<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec, options: YCache.Options) throws
+        -> CallerExecutorLookup<Codec.Value>
+    {
+        // The memory key lives in the lookup only: a hit copies it nowhere else.
+        var lookup = TierLookup(memoryKey, codec: codec, options: options, in: self)
+        if let hit = try walk(&lookup) { return .hit(hit) }
+        return .missed
     }
 
     /// A lookup that never generates (`valueIfCached`), on the caller's executor as `resolve` is.
@@ -145,43 +157,78 @@ extension CacheEngine {
     /// Joins this process's flight for the entry or starts one. A joiner whose flight gave it nothing it
     /// may use (a value made before a removal it must not see, an optional generator's nil, a refresh's
     /// error) looks again and tries another flight, then produces on its own.
+    ///
+    /// Its frame, and every frame below it, is held per key while the flight waits for another process,
+    /// so it keeps only a reference to the request (`FlightRequest`) and an outcome across its awaits; the
+    /// work between them is in functions that do not suspend.
     @inline(never)
     private func flightTier<Codec: CacheCodec>(_ request: ProductionRequest<Codec>, optional: Bool) async throws
         -> YCache.Resolved<Codec.Value>?
     {
-        guard request.options.singleFlightPolicy != .disabled else {
-            return try await Production(engine: self, request: request, flight: nil, kind: .lookup).resolve()
-        }
+        let boxed = FlightRequest(request)
+        guard request.options.singleFlightPolicy != .disabled else { return try await produceDirectly(boxed) }
         for _ in 0..<Policy.joinedFlightAttempts {
-            let (result, joined, kind) = try await flights.run(
-                FlightKey(entry: request.memoryKey, kind: .lookup),
-                cancelsWhenNoWaiters: request.options.singleFlightPolicy == .cancelWhenNoWaiters
-            ) { flight in
-                Production(engine: self, request: request, flight: flight, kind: .lookup).start(flight)
+            let outcome = try await joinFlight(boxed)
+            switch try settle(outcome, boxed, optional: optional) {
+            case .done(let resolution): return resolution
+            case .again: continue
             }
-            switch result {
-            case .value(let value, let metadata, let source, let sharedAcrossProcesses, let epochs):
-                // Another codec with this identifier but another value type made it (as Yashima: an error).
-                guard let value = value as? Codec.Value else { throw YCache.Error.valueTypeMismatch }
-                // I10: the flight may have read or made its value before a removal that finished before
-                // this caller joined; then look again rather than return what was removed.
-                if joined, !isCurrent(epochs) { break }
-                if joined {
-                    count { $0.sharedGenerations += 1 }
-                    stateIfOpen?.add(.misses)  // shared counters; a producer counts its own
-                }
-                return YCache.Resolved(
-                    value: value, origin: source, metadata: metadata,
-                    wasSharedGeneration: joined || sharedAcrossProcesses)
-            case .noValue:
-                if optional || !joined { return nil }
-            case .failure(let error):
-                if kind == .refresh && joined { break }  // a refresh's error is private to its callers
-                throw error
-            }
-            if let hit = try lookAgain(request) { return hit }
         }
-        return try await Production(engine: self, request: request, flight: nil, kind: .lookup).resolve()
+        return try await produceDirectly(boxed)
+    }
+
+    /// A production without a flight (single-flight disabled, or a caller that found no flight's value it
+    /// may use): the caller's own.
+    @inline(never)
+    private func produceDirectly<Codec: CacheCodec>(_ boxed: FlightRequest<Codec>) async throws
+        -> YCache.Resolved<Codec.Value>?
+    {
+        try await Production(engine: self, request: boxed.request, flight: nil, kind: .lookup).resolve()
+    }
+
+    /// Joins this process's lookup flight for the entry, or starts one.
+    @inline(never)
+    private func joinFlight<Codec: CacheCodec>(_ boxed: FlightRequest<Codec>) async throws -> FlightOutcome {
+        let request = boxed.request
+        let (result, joined, kind) = try await flights.run(
+            FlightKey(entry: request.memoryKey, kind: .lookup),
+            cancelsWhenNoWaiters: request.options.singleFlightPolicy == .cancelWhenNoWaiters
+        ) { flight in
+            Production(engine: self, request: boxed.request, flight: flight, kind: .lookup).start(flight)
+        }
+        return FlightOutcome(result: result, joined: joined, kind: kind)
+    }
+
+    /// What a flight's outcome means for this caller: its result, or (a value it may not use, an optional
+    /// generator's nil it did not ask for, a refresh's error) another look in storage and another flight.
+    @inline(never)
+    private func settle<Codec: CacheCodec>(_ outcome: FlightOutcome, _ boxed: FlightRequest<Codec>, optional: Bool)
+        throws -> Settled<Codec.Value>
+    {
+        let joined = outcome.joined
+        switch outcome.result {
+        case .value(let value, let metadata, let source, let sharedAcrossProcesses, let epochs):
+            // Another codec with this identifier but another value type made it (as Yashima: an error).
+            guard let value = value as? Codec.Value else { throw YCache.Error.valueTypeMismatch }
+            // I10: the flight may have read or made its value before a removal that finished before
+            // this caller joined; then look again rather than return what was removed.
+            if joined, !isCurrent(epochs) { break }
+            if joined {
+                count { $0.sharedGenerations += 1 }
+                stateIfOpen?.add(.misses)  // shared counters; a producer counts its own
+            }
+            return .done(
+                YCache.Resolved(
+                    value: value, origin: source, metadata: metadata,
+                    wasSharedGeneration: joined || sharedAcrossProcesses))
+        case .noValue:
+            if optional || !joined { return .done(nil) }
+        case .failure(let error):
+            if outcome.kind == .refresh && joined { break }  // a refresh's error is private to its callers
+            throw error
+        }
+        if let hit = try lookAgain(boxed.request) { return .done(hit) }
+        return .again
     }
 
     /// `refresh`: always generates (sharing with concurrent refreshes of the same entry), then stores.
@@ -226,3 +273,24 @@ extension CacheEngine {
 /// answer needs work that may take long (a large read, a decompressing decode): the lookup goes on on the
 /// cooperative pool. Never reaches a caller.
 struct LeavesCallerExecutor: Error {}
+
+/// A lookup's production request on the heap: what the frames of a waiting lookup hold instead of the
+/// request itself (see `flightTier`).
+final class FlightRequest<Codec: CacheCodec>: Sendable {
+    let request: ProductionRequest<Codec>
+
+    init(_ request: ProductionRequest<Codec>) { self.request = request }
+}
+
+/// A flight's result for one of its callers.
+struct FlightOutcome: Sendable {
+    let result: FlightResult
+    let joined: Bool
+    let kind: FlightKind
+}
+
+/// What `settle` made of a flight's outcome.
+enum Settled<Value: Sendable> {
+    case done(YCache.Resolved<Value>?)
+    case again
+}

@@ -107,6 +107,7 @@ struct Production<Codec: CacheCodec>: Sendable {
     }
 
     /// `run()` for a direct call: its value as the caller's result.
+    @inline(never)
     func resolve() async throws -> YCache.Resolved<Codec.Value>? {
         switch await run() {
         case .value(let value, let metadata, let source, let shared, _):
@@ -235,6 +236,7 @@ extension Production {
     /// storage (I13) and, when the production coordinates across processes, takes the first step of the
     /// key's lock (FlightCoordination). Otherwise, and once the lock is held or given up, the production is
     /// a task of its own (inheriting the caller's task-locals and priority) running the remaining steps.
+    @inline(never)
     func start(_ flight: Flight) {
         let storage: StorageContext?
         do { storage = try openStorage() } catch {
