@@ -70,7 +70,9 @@ extension YCache {
         /// - Throws: Only under `readFailurePolicy: .throwError`; see `YCache.valueIfCached(for:codec:options:)`.
         @_specialize(exported:true,where Codec == DataCodec)
         @_specialize(exported:true,where Codec == StringCodec)
-        nonisolated(nonsending) public func valueIfCached(for key: CacheKey, options: Options = .default) async throws -> Codec.Value? {
+        nonisolated(nonsending) public func valueIfCached(for key: CacheKey, options: Options = .default) async throws
+            -> Codec.Value?
+        {
             try await cache.valueIfCached(for: key, codec: codec, options: options)
         }
 

@@ -22,6 +22,15 @@ import Foundation
 /// process dies, a waiter takes over at once. The storage budget holds for the directory as a whole.
 /// The protocol and its invariants are in `CrossProcessProtocol`.
 ///
+/// Where the work runs: the lookups (`value`, `resolve`, `optionalValue`, `valueIfCached`, `peek`, and the
+/// conveniences and `Typed` views over them) are `nonisolated(nonsending)`: they start on the caller's
+/// executor, and a hit from memory or of an entry file up to 64 KiB is served there, with no executor
+/// hop (a call from the main actor or another actor costs what it costs from a plain task). Everything
+/// that may take long continues on the cooperative pool and never on the caller's executor: the first
+/// open of the storage directory, larger entries, decompressing codecs (`CompressedDataCodec`), and every
+/// miss (waiting for another process, the generator, publishing); blocking waits and large writes run on
+/// threads of their own, never on the pool. A generator runs on the pool, not on the caller's actor.
+///
 /// - Important: Store only what can be regenerated. Entries can be trimmed, removed by another process,
 ///   or found corrupt (and then regenerated) at any time.
 public final class YCache: Sendable {
@@ -289,7 +298,9 @@ public final class YCache: Sendable {
     /// - Returns: The value from memory, or `nil` when it is not there (or expired, or removed).
     /// - Throws: `YCache.Error.valueTypeMismatch` when memory holds the key and codec identifier with a
     ///   value of another type.
-    nonisolated(nonsending) public func peek<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Codec.Value? {
+    nonisolated(nonsending) public func peek<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Codec
+        .Value?
+    {
         try engine.peek(key, codec: codec)
     }
 }

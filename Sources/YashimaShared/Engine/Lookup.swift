@@ -1,6 +1,6 @@
-// The lookup pipeline, every public lookup's one path: the `.beforeFlight` tiers (memory, storage), each
-// asked once; on a miss the in-process flight, joined or started (Production.swift: the key's lock, the
-// `.underKeyLock` tiers, publish). A joiner takes a flight's value only under current epochs (I10).
+// The lookup pipeline, every public lookup's one path: the `.beforeFlight` tiers (memory, storage) on the
+// caller's executor up to 64 KiB reads, the rest on the pool; on a miss the in-process flight, joined or
+// started (Production.swift). A joiner takes a flight's value only under current epochs (I10).
 
 /// What a production needs to generate and store one entry.
 struct ProductionRequest<Codec: CacheCodec>: Sendable {
@@ -49,7 +49,8 @@ extension CacheEngine {
                 break
             }
         }
-        return try await resolveOnPool(key, codec: codec, options: options, optional: optional, looked: looked, generate)
+        return try await resolveOnPool(
+            key, codec: codec, options: options, optional: optional, looked: looked, generate)
     }
 
     /// The rest of `resolve` on the cooperative pool: the `.beforeFlight` tiers unless they were asked
@@ -69,7 +70,8 @@ extension CacheEngine {
             case .missed, .leaves: if options.lookupPolicy == .cacheOnly { return nil }
             }
         }
-        return try await flightTier(request(memoryKey, codec: codec, options: options, generate: generate), optional: optional)
+        return try await flightTier(
+            request(memoryKey, codec: codec, options: options, generate: generate), optional: optional)
     }
 
     /// The `.beforeFlight` tiers on the pool (any read size).
