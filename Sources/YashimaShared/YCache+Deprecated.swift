@@ -93,7 +93,7 @@ extension YCache {
     /// - Throws: The errors of `value(for:codec:options:_:)`.
     @available(*, deprecated, renamed: "value(for:codec:options:_:)")
     @_disfavoredOverload
-    public func value<Codec: CacheCodec>(
+    nonisolated(nonsending) public func value<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         generate: @escaping @Sendable () async throws -> Codec.Value
     ) async throws -> Codec.Value {
@@ -110,7 +110,7 @@ extension YCache {
     /// - Throws: The errors of `value(for:codec:options:_:)`.
     @available(*, deprecated, renamed: "resolve(for:codec:options:_:)")
     @_disfavoredOverload
-    public func resolve<Codec: CacheCodec>(
+    nonisolated(nonsending) public func resolve<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         generate: @escaping @Sendable () async throws -> Codec.Value
     ) async throws -> Resolved<Codec.Value> {
@@ -127,7 +127,7 @@ extension YCache {
     /// - Throws: The errors of `optionalValue(for:codec:options:_:)`.
     @available(*, deprecated, renamed: "optionalValue(for:codec:options:_:)")
     @_disfavoredOverload
-    public func optionalValue<Codec: CacheCodec>(
+    nonisolated(nonsending) public func optionalValue<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         generate: @escaping @Sendable () async throws -> Codec.Value?
     ) async throws -> Codec.Value? {
@@ -160,7 +160,7 @@ extension YCache {
     /// - Throws: The errors of `value(for:codec:options:_:)`.
     @available(*, deprecated, renamed: "data(for:options:_:)")
     @_disfavoredOverload
-    public func data(
+    nonisolated(nonsending) public func data(
         for key: CacheKey, options: Options = .default, generate: @escaping @Sendable () async throws -> Data
     ) async throws -> Data {
         try await data(for: key, options: options, generate)
@@ -175,7 +175,7 @@ extension YCache {
     /// - Throws: The errors of `value(for:codec:options:_:)`.
     @available(*, deprecated, renamed: "string(for:options:_:)")
     @_disfavoredOverload
-    public func string(
+    nonisolated(nonsending) public func string(
         for key: CacheKey, options: Options = .default, generate: @escaping @Sendable () async throws -> String
     ) async throws -> String {
         try await string(for: key, options: options, generate)
@@ -192,7 +192,7 @@ extension YCache {
     /// - Throws: The errors of `value(for:codec:options:_:)`.
     @available(*, deprecated, renamed: "codable(for:as:format:options:_:)")
     @_disfavoredOverload
-    public func codable<Value: Codable & Sendable>(
+    nonisolated(nonsending) public func codable<Value: Codable & Sendable>(
         for key: CacheKey, as type: Value.Type = Value.self, format: CodableCodec<Value>.Format = .json,
         options: Options = .default, generate: @escaping @Sendable () async throws -> Value
     ) async throws -> Value {
@@ -210,7 +210,7 @@ extension YCache.Typed {
     /// - Throws: The errors of `YCache.value(for:codec:options:_:)`.
     @available(*, deprecated, renamed: "value(for:options:_:)")
     @_disfavoredOverload
-    public func value(
+    nonisolated(nonsending) public func value(
         for key: CacheKey, options: YCache.Options = .default,
         generate: @escaping @Sendable () async throws -> Codec.Value
     ) async throws -> Codec.Value {
@@ -226,7 +226,7 @@ extension YCache.Typed {
     /// - Throws: The errors of `YCache.value(for:codec:options:_:)`.
     @available(*, deprecated, renamed: "resolve(for:options:_:)")
     @_disfavoredOverload
-    public func resolve(
+    nonisolated(nonsending) public func resolve(
         for key: CacheKey, options: YCache.Options = .default,
         generate: @escaping @Sendable () async throws -> Codec.Value
     ) async throws -> YCache.Resolved<Codec.Value> {
@@ -242,7 +242,7 @@ extension YCache.Typed {
     /// - Throws: The errors of `YCache.optionalValue(for:codec:options:_:)`.
     @available(*, deprecated, renamed: "optionalValue(for:options:_:)")
     @_disfavoredOverload
-    public func optionalValue(
+    nonisolated(nonsending) public func optionalValue(
         for key: CacheKey, options: YCache.Options = .default,
         generate: @escaping @Sendable () async throws -> Codec.Value?
     ) async throws -> Codec.Value? {

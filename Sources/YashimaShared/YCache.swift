@@ -22,6 +22,15 @@ import Foundation
 /// process dies, a waiter takes over at once. The storage budget holds for the directory as a whole.
 /// The protocol and its invariants are in `CrossProcessProtocol`.
 ///
+/// Where the work runs: the lookups (`value`, `resolve`, `optionalValue`, `valueIfCached`, `peek`, and the
+/// conveniences and `Typed` views over them) are `nonisolated(nonsending)`: they start on the caller's
+/// executor, and a hit from memory or of an entry file up to 64 KiB is served there, with no executor
+/// hop (a call from the main actor or another actor costs what it costs from a plain task). Everything
+/// that may take long continues on the cooperative pool and never on the caller's executor: the first
+/// open of the storage directory, larger entries, decompressing codecs (`CompressedDataCodec`), and every
+/// miss (waiting for another process, the generator, publishing); blocking waits and large writes run on
+/// threads of their own, never on the pool. A generator runs on the pool, not on the caller's actor.
+///
 /// - Important: Store only what can be regenerated. Entries can be trimmed, removed by another process,
 ///   or found corrupt (and then regenerated) at any time.
 public final class YCache: Sendable {
@@ -167,7 +176,7 @@ public final class YCache: Sendable {
     @_specialize(exported:true,where Codec == DataCodec)
     @_specialize(exported:true,where Codec == StringCodec)
     @inline(__always)
-    public func value<Codec: CacheCodec>(
+    nonisolated(nonsending) public func value<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value
     ) async throws -> Codec.Value {
@@ -189,7 +198,7 @@ public final class YCache: Sendable {
     @_specialize(exported:true,where Codec == DataCodec)
     @_specialize(exported:true,where Codec == StringCodec)
     @inline(__always)
-    public func resolve<Codec: CacheCodec>(
+    nonisolated(nonsending) public func resolve<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value
     ) async throws -> Resolved<Codec.Value> {
@@ -215,7 +224,7 @@ public final class YCache: Sendable {
     ///   throws is rethrown (only a `.cacheOnly` miss becomes `nil`), as in Yashima.
     @_specialize(exported:true,where Codec == DataCodec)
     @_specialize(exported:true,where Codec == StringCodec)
-    public func optionalValue<Codec: CacheCodec>(
+    nonisolated(nonsending) public func optionalValue<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value?
     ) async throws -> Codec.Value? {
@@ -243,10 +252,10 @@ public final class YCache: Sendable {
     ///   `.networkFilesystem`, `.unsupportedLayout`), or the codec's own error when it cannot decode.
     @_specialize(exported:true,where Codec == DataCodec)
     @_specialize(exported:true,where Codec == StringCodec)
-    public func valueIfCached<Codec: CacheCodec>(
+    nonisolated(nonsending) public func valueIfCached<Codec: CacheCodec>(
         for key: CacheKey, codec: Codec, options: Options = .default
     ) async throws -> Codec.Value? {
-        try engine.cachedValue(key, codec: codec, options: options)?.value
+        try await engine.cachedValue(key, codec: codec, options: options)?.value
     }
 
     /// Generates a fresh value even if one is cached, stores it, and returns it. Concurrent refreshes of
@@ -289,7 +298,9 @@ public final class YCache: Sendable {
     /// - Returns: The value from memory, or `nil` when it is not there (or expired, or removed).
     /// - Throws: `YCache.Error.valueTypeMismatch` when memory holds the key and codec identifier with a
     ///   value of another type.
-    public func peek<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Codec.Value? {
+    nonisolated(nonsending) public func peek<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Codec
+        .Value?
+    {
         try engine.peek(key, codec: codec)
     }
 }

@@ -102,7 +102,7 @@ enum WorkerCommand {
             Array(words.dropFirst()),
             flagNames: [
                 "go", "announce", "announce-wait", "process-local", "all", "refresh", "uniform", "lookup-only",
-                "open-first", "current", "no-cache", "linger",
+                "open-first", "current", "no-cache", "linger", "terse",
                 "read", "pause", "exhaust-inotify-instances",
             ])
         switch command {
@@ -111,6 +111,7 @@ enum WorkerCommand {
         case "churn": return try await churn(&arguments)
         case "scenario": return try await ScenarioWorker.run(&arguments)
         case "flock-wait": return try BenchWorker.flockWait(&arguments)
+        case "flock-floor": return try BenchWorker.flockFloor(&arguments)
         case "handoff-wait": return try await BenchWorker.handoffWait(&arguments)
         case "mix": return try await BenchWorker.mix(&arguments)
         case "first-hit": return try await BenchWorker.firstHit(&arguments)
@@ -144,6 +145,8 @@ enum WorkerCommand {
         let refresh = arguments.flag("refresh")
         let openFirst = arguments.flag("open-first")
         let linger = arguments.flag("linger")
+        // `--terse`: the stampede's `DONE` line (writeStampedeLine) instead of the JSON line.
+        let terse = arguments.flag("terse")
         let writeFailure = arguments.string("write-failure") ?? "throw"
         guard writeFailure == "throw" || writeFailure == "best-effort" else {
             throw ArgumentError(description: "--write-failure must be throw or best-effort, not '\(writeFailure)'")
@@ -174,10 +177,12 @@ enum WorkerCommand {
             let key = CacheKey(namespace: namespace, identity: count == 1 ? identity : "\(identity)-\(index)")
             let expected = Payload.bytes(seed, key: key, kind: .data, size: size)
             let start = DispatchTime.now().uptimeNanoseconds
+            let generatorStarted = Stamp()
             let resolution: YCache.Resolved<Data>
             do {
                 let lookup = {
                     try await cache.resolve(for: key, codec: DataCodec(), options: options) {
+                        generatorStarted.set(monotonicNanoseconds())
                         if announce { emit("GENERATING \(key.identity)") }
                         ledger?.record("\(key.namespace)/\(key.identity) data \(pid)")
                         // No tolerance: Dispatch's default timer leeway let a 200 ms sleep overshoot by up to
@@ -201,8 +206,13 @@ enum WorkerCommand {
                 return 3
             }
             let elapsed = DispatchTime.now().uptimeNanoseconds - start
+            let returned = monotonicNanoseconds()
             let correct = resolution.value == expected
             allCorrect = allCorrect && correct
+            if terse {
+                writeStampedeLine(finished: returned, holdStarted: generatorStarted.value, correct: correct)
+                continue
+            }
             emit(
                 jsonLine([
                     "key": key.identity, "source": resolution.source.rawValue, "origin": resolution.origin.rawValue,

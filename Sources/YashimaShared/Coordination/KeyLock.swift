@@ -61,18 +61,29 @@ struct KeyLock: ~Copyable {
         case unavailable(SystemCallError)
     }
 
-    /// Takes the key's lock (I5): locks `path` without waiting; when another process holds it, waits for
-    /// that holder off the cooperative pool (at most `timeout`, I8) and then calls `lookAgain`, since the
-    /// holder most likely published; and once the lock is held, calls `lookAgain` before handing it over.
+    /// What one step of an acquisition found (`step`).
+    enum Step<Found: Sendable>: ~Copyable {
+        /// Another process published while we waited (or just before we locked).
+        case found(KeyLock.Found<Found>)
+        /// We hold the key's lock, and storage had no entry once we held it.
+        case acquired(KeyLock)
+        /// Another process holds it: wait for it (LockWait, or a flight's wait), then step again.
+        case busy
+        /// The lock file could not be used: generate without the lock (see `Acquisition.unavailable`).
+        case unavailable(SystemCallError)
+    }
+
+    /// One step of taking the key's lock (I5), without waiting: after a wait (`afterWait`), storage is
+    /// looked at first, since the holder most likely published; then the lock is tried, and once held,
+    /// storage is looked at again before the lock is handed over. A few syscalls: safe on any thread.
     /// - Parameter lookAgain: The storage lookup of the entry; nil for a refresh, which must not be
     ///   answered from storage.
-    /// - Throws: `CancellationError` promptly when the task is cancelled; whatever `lookAgain` throws.
-    static func acquire<Found: Sendable>(
-        _ path: LockPath, in directory: Directory, timeout: Duration?, lookAgain: (() throws -> Found?)?
-    ) async throws -> Acquisition<Found> {
-        let deadline = timeout.map { ContinuousClock.now.advanced(by: $0) }
+    /// - Throws: Whatever `lookAgain` throws.
+    static func step<Found: Sendable>(
+        _ path: LockPath, in directory: Directory, afterWait: Bool, lookAgain: (() throws -> Found?)?
+    ) throws -> Step<Found> {
+        if afterWait, let found = try lookAgain?() { return .found(KeyLock.Found(found)) }
         while true {
-            try Task.checkCancellation()
             switch attempt(path, in: directory) {
             case .failed(let error):
                 return .unavailable(error)
@@ -92,6 +103,31 @@ struct KeyLock: ~Copyable {
                 held.entryKnownAbsent = true
                 return .acquired(held)
             case .busy:
+                return .busy
+            case .stale:
+                // The lock file was renamed or unlinked under us (I6): look in storage before trying again.
+                if let found = try lookAgain?() { return .found(KeyLock.Found(found)) }
+            }
+        }
+    }
+
+    /// Takes the key's lock (I5), waiting for another holder off the cooperative pool (at most `timeout`,
+    /// I8): `step` until it is not busy, with a `LockWait` between steps.
+    /// - Parameter lookAgain: The storage lookup of the entry; nil for a refresh, which must not be
+    ///   answered from storage.
+    /// - Throws: `CancellationError` promptly when the task is cancelled; whatever `lookAgain` throws.
+    static func acquire<Found: Sendable>(
+        _ path: LockPath, in directory: Directory, timeout: Duration?, lookAgain: (() throws -> Found?)?
+    ) async throws -> Acquisition<Found> {
+        let deadline = timeout.map { ContinuousClock.now.advanced(by: $0) }
+        var afterWait = false
+        while true {
+            try Task.checkCancellation()
+            switch try step(path, in: directory, afterWait: afterWait, lookAgain: lookAgain) {
+            case .found(let found): return .found(found)
+            case .acquired(let lock): return .acquired(lock)
+            case .unavailable(let error): return .unavailable(error)
+            case .busy:
                 var remaining: Duration?
                 if let deadline {
                     remaining = ContinuousClock.now.duration(to: deadline)
@@ -99,12 +135,8 @@ struct KeyLock: ~Copyable {
                 }
                 switch try await LockWait.wait(for: path, in: directory, timeout: remaining) {
                 case .timedOut: return .timedOut
-                case .released: break  // the holder finished, most likely after publishing
+                case .released: afterWait = true  // the holder finished, most likely after publishing
                 }
-                if let found = try lookAgain?() { return .found(KeyLock.Found(found)) }
-            case .stale:
-                // The lock file was renamed or unlinked under us (I6): look in storage before trying again.
-                if let found = try lookAgain?() { return .found(KeyLock.Found(found)) }
             }
         }
     }

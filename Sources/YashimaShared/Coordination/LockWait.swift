@@ -43,7 +43,7 @@ enum LockWait {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Outcome, any Error>) in
                 watch.register(
                     identifier, path: path, in: directory, deadline: deadline, recheck: recheck,
-                    continuation: continuation, announcing: observer)
+                    resume: { continuation.resume(with: $0) }, announcing: observer)
             }
         } onCancel: {
             watch.finish(identifier, with: .failure(CancellationError()))

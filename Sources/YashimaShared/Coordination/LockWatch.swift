@@ -64,12 +64,13 @@ final class LockWatch: Sendable {
     // MARK: Waits (any thread)
 
     /// Adds a wait: watches its folder first, then probes it once on the caller's thread (a release
-    /// before the watch was added is seen by that probe, one after it by the watch). Resumes the
-    /// continuation at once when the lock is already free, the probe fails, or the task was cancelled;
-    /// otherwise calls `observer` and leaves the wait to the thread.
+    /// before the watch was added is seen by that probe, one after it by the watch). Calls `resume` at once
+    /// when the lock is already free, the probe fails, or (`checkingCancellation`) the task was cancelled;
+    /// otherwise calls `observer` and leaves the wait to the thread, which calls `resume` exactly once.
     func register(
         _ identifier: UInt64, path: LockPath, in directory: Directory, deadline: Int64?, recheck: Int64? = nil,
-        continuation: CheckedContinuation<LockWait.Outcome, any Error>,
+        checkingCancellation: Bool = true,
+        resume: @escaping @Sendable (Result<LockWait.Outcome, any Error>) -> Void,
         announcing observer: (@Sendable (LockPath) -> Void)?
     ) {
         let now = Syscall.monotonicNanoseconds
@@ -79,13 +80,12 @@ final class LockWatch: Sendable {
             let interval = recheck ?? recheckInterval
             let waiter = Waiter(
                 path: path, directory: directory, watch: watch, deadline: deadline, recheckInterval: interval,
-                nextProbe: now + (watch == nil ? pollFirst : interval), pollStep: pollFirst,
-                continuation: continuation)
+                nextProbe: now + (watch == nil ? pollFirst : interval), pollStep: pollFirst, resume: resume)
             table.insert(identifier, waiter)
             return waiter.due
         }
         // Cancelled before the handler could find the wait in the table: resume it here (exactly once).
-        if Task.isCancelled {
+        if checkingCancellation, Task.isCancelled {
             finish(identifier, with: .failure(CancellationError()))
             return
         }
@@ -112,7 +112,7 @@ final class LockWatch: Sendable {
     func finish(_ identifier: UInt64, with result: Result<LockWait.Outcome, any Error>) {
         let inotify = inotify
         guard let waiter = table.withLock({ $0.remove(identifier, inotify: inotify) }) else { return }
-        waiter.continuation.resume(with: result)
+        waiter.resume(result)
     }
 
     /// How many waits are in progress (tests).
@@ -228,7 +228,8 @@ private struct Waiter {
     var rechecksAfterEvent = 0
     /// A polled wait's current interval (doubling).
     var pollStep: Int64
-    let continuation: CheckedContinuation<LockWait.Outcome, any Error>
+    /// Called once when the wait ends (LockWait's continuation, or a flight's next step).
+    let resume: @Sendable (Result<LockWait.Outcome, any Error>) -> Void
 
     /// When the thread must look at it next: its next probe or its deadline.
     var due: Int64 { min(deadline ?? .max, nextProbe) }

@@ -39,7 +39,9 @@
 ///   event means "probe now", never "free". Worst case for a release no event reports (a forked child
 ///   still holding the descriptor, a lost event): 1 s, the recheck every wait gets; a probe that an event
 ///   found busy is repeated after 1 and 10 ms (a dead holder's close is reported just before its lock
-///   goes); without inotify a wait polls, doubling from 1 ms to 100 ms. (KeyLock, LockWait, LockWatch)
+///   goes); without inotify a wait polls, doubling from 1 ms to 100 ms. A flight waiting on another
+///   process holds no task: the wait's end wakes one of its callers, which looks in storage and tries the
+///   lock again. (KeyLock, LockWait, LockWatch, SingleFlight)
 /// - **I6 Lock files bind to an inode**: only its holder unlinks or renames one, every locker checks the
 ///   path still names what it locked, and a generator's lock file is its staging file (a large remote
 ///   hit's is a file in `tmp/`, renamed into place while the lock is held). (KeyLock, RemoteStaging)

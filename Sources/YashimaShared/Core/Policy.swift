@@ -11,6 +11,10 @@ enum Policy {
     /// open+mmap+touch+munmap 13–14 µs; at 1 MiB read(2) 58–72 µs against mmap 35–37 µs. So read below
     /// 128 KiB, map above.
     static let mapThreshold = 128 * 1024
+    /// The largest entry file a lookup reads and decodes on its caller's executor (the main actor, an
+    /// actor): a few microseconds of syscalls and copying. A larger one, a first open of the directory,
+    /// a decompressing codec, and every miss continue on the cooperative pool (Engine/Lookup.swift).
+    static let callerExecutorReadLimit = 64 * 1024
 
     /// A payload's checksum is re-verified unless this process verified the same inode with the
     /// same ctime before. Only ctimes at least this old are trusted for that, because a coarse kernel

@@ -91,6 +91,18 @@ final class CacheEngine: Sendable {
         }
     }
 
+    /// `storage(for:)` when the directory is open and usable as it is; nil when getting it would open
+    /// (or reopen) the directory, which a lookup on its caller's executor leaves to the pool.
+    func storageIfOpen(for purpose: StoragePurpose) -> Result<StorageContext, YCache.Error>? {
+        let usable = opening.withLock { opening -> StorageContext? in
+            guard case .open(let context) = opening,
+                context.directory.isUsable(verifyingRoot: purpose == .write, now: Syscall.monotonicNanoseconds)
+            else { return nil }
+            return context
+        }
+        return usable.map { .success($0) }
+    }
+
     /// The open directory's state file, without opening the directory (nil until it is open): where the
     /// statistics are mirrored, which must never be what opens storage.
     var stateIfOpen: SharedState? {

@@ -30,7 +30,7 @@ extension CacheEngine {
             return key.metadata(
                 header: header, codecIdentifier: codec.identifier, cost: nil,
                 lastAccessedAt: status.modifiedNanoseconds)
-        case .failure(.missing), .failure(.corrupt), .failure(.expired):
+        case .failure(.missing), .failure(.corrupt), .failure(.expired), .failure(.overLimit):
             return liveMemoryItem(memoryKey, now: Syscall.realtimeNanoseconds, storage: context)?.metadata
         case .failure(.system(let error)):
             throw .system(error, path: storagePath, operation: "reading an entry header")

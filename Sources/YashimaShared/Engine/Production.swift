@@ -2,6 +2,8 @@
 // decision and the key lock (I5), epochs (I10), the `.underKeyLock` tiers, the commit gate, publish, the
 // tiers' after-publish work (I16). Whatever ends it early abandons the key lock. Steps: `run()`.
 
+import Synchronization
+
 /// What a production is for.
 enum ProductionKind: Sendable {
     /// A lookup that missed: may be answered from storage; a publish adds an entry.
@@ -51,14 +53,24 @@ struct Production<Codec: CacheCodec>: Sendable {
     /// Runs the steps (storage, coordination, epochs, tiers, commit gate, publish, after-publish; told one
     /// by one in Docs/Internals.md) and hands the result to the flight's callers.
     func run() async -> FlightResult {
+        let storage: StorageContext?
+        do { storage = try openStorage() } catch { return .failure(error) }
+        if kind == .lookup { storage?.directory.state.add(.misses) }  // shared counters, in the verified root
+        let permit: WritePermit
         do {
-            let storage = try openStorage()
-            if kind == .lookup { storage?.directory.state.add(.misses) }  // shared counters, in the verified root
-            let permit: WritePermit
             switch try await coordinate(storage) {
             case .found(let result): return result
             case .granted(let granted): permit = granted
             }
+        } catch {
+            return .failure(error)
+        }
+        return await produce(storage, permit: permit)
+    }
+
+    /// Steps 3 to 7, with the permit the coordination step granted.
+    func produce(_ storage: StorageContext?, permit: consuming WritePermit) async -> FlightResult {
+        do {
             let epochs = engine.epochs(of: request, in: storage)
             let produced: Produced<Codec.Value>
             do {
@@ -95,6 +107,7 @@ struct Production<Codec: CacheCodec>: Sendable {
     }
 
     /// `run()` for a direct call: its value as the caller's result.
+    @inline(never)
     func resolve() async throws -> YCache.Resolved<Codec.Value>? {
         switch await run() {
         case .value(let value, let metadata, let source, let shared, _):
@@ -111,7 +124,7 @@ struct Production<Codec: CacheCodec>: Sendable {
     /// publish below are writes, and they use this context without checking again. None for a refresh
     /// whose write policy keeps storage out. A directory that cannot be opened is a miss (nil), unless
     /// `.throwError`.
-    private func openStorage() throws(YCache.Error) -> StorageContext? {
+    fileprivate func openStorage() throws(YCache.Error) -> StorageContext? {
         guard kind == .lookup || request.options.writePolicy == .memoryAndStorage else { return nil }
         return try engine.storage(for: .write).orMiss(under: request.options.readFailurePolicy)
     }
@@ -131,7 +144,7 @@ struct Production<Codec: CacheCodec>: Sendable {
     /// value goes to storage (otherwise waiters would find nothing there); on a local filesystem (flock
     /// across machines is not trusted); and not for a refresh outside a flight, which is one caller's own
     /// retry after its joined refresh was overtaken by a removal and does not queue behind other processes.
-    private func coordinatesAcrossProcesses(_ storage: StorageContext) -> Bool {
+    fileprivate func coordinatesAcrossProcesses(_ storage: StorageContext) -> Bool {
         let options = request.options
         return options.crossProcess == .coordinate && options.singleFlightPolicy != .disabled
             && options.writePolicy == .memoryAndStorage && storage.isLocalFilesystem
@@ -169,7 +182,7 @@ struct Production<Codec: CacheCodec>: Sendable {
         }
     }
 
-    private static func result(of hit: StorageHit<Codec.Value>, sharedAcrossProcesses: Bool) -> FlightResult {
+    fileprivate static func result(of hit: StorageHit<Codec.Value>, sharedAcrossProcesses: Bool) -> FlightResult {
         .value(
             hit.resolution.value, hit.resolution.metadata, .storage, sharedAcrossProcesses: sharedAcrossProcesses,
             epochs: hit.epochs)
@@ -213,5 +226,159 @@ struct Production<Codec: CacheCodec>: Sendable {
     private func commitGate() -> Bool {
         if let flight { return flight.commit() }
         return !(request.options.singleFlightPolicy == .cancelWhenNoWaiters && Task.isCancelled)
+    }
+}
+
+// MARK: A lookup flight's production
+
+extension Production {
+    /// Starts a lookup flight's production on its first caller's task (FlightTable.run's `start`): opens
+    /// storage (I13) and, when the production coordinates across processes, takes the first step of the
+    /// key's lock (FlightCoordination). Otherwise, and once the lock is held or given up, the production is
+    /// a task of its own (inheriting the caller's task-locals and priority) running the remaining steps.
+    @inline(never)
+    func start(_ flight: Flight) {
+        let storage: StorageContext?
+        do { storage = try openStorage() } catch {
+            flight.complete(.failure(error))
+            return
+        }
+        if kind == .lookup { storage?.directory.state.add(.misses) }  // shared counters, in the verified root
+        guard kind == .lookup, let storage, coordinatesAcrossProcesses(storage) else {
+            let production = self
+            flight.setProducer(
+                Task {
+                    let result: FlightResult
+                    do {
+                        switch try await production.coordinate(storage) {
+                        case .found(let found): result = found
+                        case .granted(let permit): result = await production.produce(storage, permit: permit)
+                        }
+                    } catch {
+                        result = .failure(error)
+                    }
+                    flight.complete(result)
+                })
+            return
+        }
+        let coordination = FlightCoordination(production: self, storage: storage, flight: flight)
+        flight.setStepper { coordination.step($0) }
+        coordination.step(nil)
+    }
+}
+
+/// The coordination step of a lookup flight's production while it is not a task (I5, I8): the key's
+/// lock tried without waiting (`KeyLock.step`); while another process holds it, a wait of the process's
+/// lock-wait thread whose end makes one of the flight's callers take the next step (Flight.lead). What a
+/// step needs is here, on the heap, so a key waited on holds no task and no production frames.
+private final class FlightCoordination<Codec: CacheCodec>: Sendable {
+    let production: Production<Codec>
+    let storage: StorageContext
+    let flight: Flight
+    let lockPath: LockPath
+    /// Monotonic nanoseconds (I8); nil: wait as long as the holder holds the lock.
+    let deadline: Int64?
+    /// Taken from the first caller's task, as its producer task would have inherited them.
+    let observer: (@Sendable (LockPath) -> Void)?
+    let recheck: Int64?
+
+    init(production: Production<Codec>, storage: StorageContext, flight: Flight) {
+        self.production = production
+        self.storage = storage
+        self.flight = flight
+        lockPath = storage.directory.lockPath(forKeyDigest: production.request.expectation.keyDigest)
+        deadline = production.request.options.crossProcessWaitTimeout.map {
+            Syscall.monotonicNanoseconds + max(0, $0.nanoseconds)
+        }
+        observer = LockWait.observer
+        recheck = LockWait.recheckInterval?.nanoseconds
+    }
+
+    /// One step: nil for the first (storage was just missed), else why the wait ended.
+    func step(_ reason: FlightStep?) {
+        let engine = production.engine
+        switch reason {
+        case .failed(let error)?:
+            flight.complete(.failure(error))
+            return
+        case .timedOut?:
+            engine.count { $0.crossProcessTimeouts += 1 }
+            spawn(.uncoordinated)
+            return
+        case .released?, nil:
+            break
+        }
+        let (request, storage) = (production.request, storage)
+        do {
+            switch try KeyLock.step(
+                lockPath, in: storage.directory, afterWait: reason != nil,
+                lookAgain: { try engine.storageHit(request, in: storage, shared: true) })
+            {
+            case .found(let hit):
+                engine.count { $0.sharedGenerations += 1 }
+                flight.complete(Production<Codec>.result(of: hit.value, sharedAcrossProcesses: true))
+            case .acquired(let lock):
+                spawn(.keyLock(lock))
+            case .unavailable:
+                engine.count { $0.crossProcessLockFailures += 1 }
+                spawn(.uncoordinated)
+            case .busy:
+                wait()
+            }
+        } catch {
+            flight.complete(.failure(error))
+        }
+    }
+
+    /// The production's remaining steps on a task of its own, with `permit`.
+    private func spawn(_ permit: consuming WritePermit) {
+        let held = HeldPermit(permit)
+        let (production, storage, flight) = (production, storage, flight)
+        flight.setProducer(Task { flight.complete(await production.produce(storage, permit: held.take())) })
+    }
+
+    /// Waits for the lock's holder on the lock-wait thread; its end leads the flight's next step.
+    private func wait() {
+        if let deadline, deadline <= Syscall.monotonicNanoseconds {
+            step(.timedOut)
+            return
+        }
+        let watch: LockWatch
+        switch LockWatch.current() {
+        case .success(let current): watch = current
+        case .failure(let error):
+            flight.complete(.failure(error))
+            return
+        }
+        let identifier = watch.newIdentifier()
+        guard flight.setWait(cancel: { watch.finish(identifier, with: .failure(CancellationError())) }) else { return }
+        let flight = flight
+        watch.register(
+            identifier, path: lockPath, in: storage.directory, deadline: deadline, recheck: recheck,
+            checkingCancellation: false,
+            resume: { outcome in
+                switch outcome {
+                case .success(.released): flight.lead(.released)
+                case .success(.timedOut): flight.lead(.timedOut)
+                case .failure(let error): flight.lead(.failed(error))
+                }
+            }, announcing: observer)
+        // Cancelled between `setWait` and the registration: the wait ends here.
+        if flight.isCancelled { watch.finish(identifier, with: .failure(CancellationError())) }
+    }
+}
+
+/// A write permit handed to the production's task (a noncopyable value cannot be captured).
+private final class HeldPermit: Sendable {
+    private let permit: Mutex<WritePermit?>
+
+    init(_ permit: consuming WritePermit) { self.permit = Mutex(permit) }
+
+    /// The permit; `.uncoordinated` if it was taken already (never: each is taken once).
+    func take() -> WritePermit {
+        permit.withLock { held in
+            guard let permit = held.take() else { return WritePermit.uncoordinated }
+            return permit
+        }
     }
 }

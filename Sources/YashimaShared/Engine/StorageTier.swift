@@ -21,9 +21,12 @@ struct StorageTier: CacheTier {
     private static func hit<Codec: CacheCodec>(_ lookup: TierLookup<Codec>, engine: CacheEngine) throws
         -> YCache.Resolved<Codec.Value>?
     {
+        // A decompressing codec may turn a small payload into a large value: decoded on the pool.
+        if lookup.readLimit != nil, Codec.self == CompressedDataCodec.self { throw LeavesCallerExecutor() }
         let request = engine.request(lookup.memoryKey, codec: lookup.codec, options: lookup.options) { nil }
         let storage = try lookup.opened.orMiss(under: request.options.readFailurePolicy)
-        return try engine.storageHit(request, in: storage, shared: false, now: lookup.now)?.resolution
+        return try engine.storageHit(request, in: storage, shared: false, now: lookup.now, limit: lookup.readLimit)?
+            .resolution
     }
 
     /// Unlinks the entry between two bumps of its epochs (I10). A storage directory that cannot be opened
@@ -51,15 +54,17 @@ extension CacheEngine {
     /// - Parameters:
     ///   - shared: Whether a hit is another process's generation this lookup waited for.
     ///   - now: The lookup's realtime clock when it has one (nil: read it now).
+    ///   - limit: The largest entry file to read; a larger one throws `LeavesCallerExecutor` (nil: any).
     func storageHit<Codec: CacheCodec>(
-        _ request: ProductionRequest<Codec>, in storage: StorageContext?, shared: Bool, now: Int64? = nil
+        _ request: ProductionRequest<Codec>, in storage: StorageContext?, shared: Bool, now: Int64? = nil,
+        limit: Int? = nil
     ) throws -> StorageHit<Codec.Value>? {
         guard let storage else { return nil }
         let epochs = epochs(of: request, in: storage)
         let path = request.expectation.path
         let now = now ?? Syscall.realtimeNanoseconds
         let read = storage.files.read(
-            path, expecting: request.expectation, now: now, useMapping: storage.isLocalFilesystem)
+            path, expecting: request.expectation, now: now, useMapping: storage.isLocalFilesystem, limit: limit)
         let strict = request.options.readFailurePolicy == .throwError
         switch read {
         case .success(let entry):
@@ -107,6 +112,8 @@ extension CacheEngine {
         case .failure(.system(let error)):
             if strict { throw YCache.Error.system(error, path: storagePath, operation: "reading an entry") }
             return nil
+        case .failure(.overLimit):
+            throw LeavesCallerExecutor()
         }
     }
 

@@ -80,13 +80,24 @@ struct TierLookup<Codec: CacheCodec> {
     let now: Int64
     /// What `storage(for: .read)` returned, asked once per lookup.
     let opened: Result<StorageContext, YCache.Error>
+    /// Set on the caller's executor: the largest entry file a tier may read (a larger one, or a decode that
+    /// may take long, throws `LeavesCallerExecutor`); nil on the pool.
+    let readLimit: Int?
 
     init(_ memoryKey: MemoryKey, codec: Codec, options: YCache.Options, in engine: CacheEngine) {
+        self.init(memoryKey, codec: codec, options: options, opened: engine.storage(for: .read), readLimit: nil)
+    }
+
+    init(
+        _ memoryKey: MemoryKey, codec: Codec, options: YCache.Options, opened: Result<StorageContext, YCache.Error>,
+        readLimit: Int?
+    ) {
         self.memoryKey = memoryKey
         self.codec = codec
         self.options = options
         now = Syscall.realtimeNanoseconds
-        opened = engine.storage(for: .read)
+        self.opened = opened
+        self.readLimit = readLimit
     }
 }
 

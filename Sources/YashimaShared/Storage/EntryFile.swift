@@ -64,6 +64,9 @@ enum EntryReadFailure: Error, Sendable {
     case expired(allocatedBytes: Int64)
     case corrupt(EntryFormat.Corruption, allocatedBytes: Int64)
     case system(SystemCallError)
+    /// The file is larger than the reader's limit: nothing was read (a lookup on its caller's executor
+    /// leaves large reads to the cooperative pool, Engine/Lookup.swift).
+    case overLimit
 }
 
 /// Entry-file operations relative to one storage root.
@@ -74,9 +77,10 @@ struct EntryFile {
 
     /// Reads and fully validates the entry at `path`: header, identity, expiry and payload checksum.
     /// Large payloads are mapped privately (copy-on-write), small ones read into a heap buffer.
-    func read(_ path: EntryPath, expecting expectation: EntryExpectation, now: Int64, useMapping: Bool)
-        -> Result<StoredEntry, EntryReadFailure>
-    {
+    /// With `limit`, a file larger than `limit` bytes is not read (`.overLimit`).
+    func read(
+        _ path: EntryPath, expecting expectation: EntryExpectation, now: Int64, useMapping: Bool, limit: Int? = nil
+    ) -> Result<StoredEntry, EntryReadFailure> {
         let fd: Int32
         let status: FileStatus
         switch openEntry(path.relative) {
@@ -88,6 +92,7 @@ struct EntryFile {
             return .failure(.corrupt(.tooShort, allocatedBytes: status.allocatedBytes))
         }
         let size = Int(status.size)
+        if let limit, size > limit { return .failure(.overLimit) }
         if useMapping && size >= Policy.mapThreshold {
             return readMapped(fd, status: status, size: size, expecting: expectation, now: now)
         }

@@ -137,6 +137,10 @@ final class BenchReport {
 
 enum Bench {
     static let sections = ["single", "crossprocess", "scale", "observation", "remote"]
+    /// Parts of the sections above that can be run alone (only when named): `stampede` (the stampede
+    /// against the bare-flock floor, from crossprocess) and `executors` (hits from the main actor, an
+    /// actor and a detached task, from single).
+    static let parts = ["stampede", "executors"]
 
     static let help = """
         usage: yashima-stress bench [--quick] [--format text|json] [--svg FILE] [--section NAME ...]
@@ -146,7 +150,10 @@ enum Bench {
           --quick          fewer rounds (under a minute)
           --format         text (default) or json
           --svg FILE       also draw the main results as an SVG chart
-          --section NAME   run only these sections (repeatable)
+          --section NAME   run only these sections (repeatable); also \(parts.joined(separator: ", ")), parts
+                           of crossprocess and single run alone
+          --stampede-sizes N,N,...  the process counts of the stampede against the bare-flock floor
+                           (default 8,32,64)
           --directory D    where to put benchmark files (default: a fresh folder under $TMPDIR)
           --remote URL     the Redis server of the remote section (default: a redis-server started there;
                            none installed: the section is skipped)
@@ -173,9 +180,9 @@ enum Bench {
         let svg = arguments.string("svg")
         let remoteURL = arguments.string("remote")
         var chosen = arguments.strings("section")
-        for name in chosen where !sections.contains(name) {
+        for name in chosen where !sections.contains(name) && !parts.contains(name) {
             throw ArgumentError(
-                description: "unknown section '\(name)' (sections: \(sections.joined(separator: ", ")))")
+                description: "unknown section '\(name)' (sections: \((sections + parts).joined(separator: ", ")))")
         }
         if chosen.isEmpty { chosen = sections }
         let base =
@@ -193,6 +200,15 @@ enum Bench {
                 return size
             }
         }
+        var stampedeSizes = [8, 32, 64]
+        if let sizes = arguments.string("stampede-sizes") {
+            stampedeSizes = try sizes.split(separator: ",").map {
+                guard let size = Int($0), size >= 2, size <= 256 else {
+                    throw ArgumentError(description: "--stampede-sizes: '\($0)' is not a process count (2 to 256)")
+                }
+                return size
+            }
+        }
         try arguments.rejectUnknown()
         removeTree(base)
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
@@ -206,16 +222,19 @@ enum Bench {
             print(quick ? "(quick mode: fewer rounds)" : "(full mode)")
         }
         let context = BenchContext(
-            base: base, quick: quick, report: report, scaleDirectory: scaleDirectory, scaleSizes: scaleSizes)
+            base: base, quick: quick, report: report, scaleDirectory: scaleDirectory, scaleSizes: scaleSizes,
+            stampedeSizes: stampedeSizes)
         var sectionSeconds: [String: Double] = [:]
         var cleanupSeconds: [String: Double] = [:]
         let began = monotonicNanoseconds()
-        for name in sections where chosen.contains(name) {
+        for name in sections + parts where chosen.contains(name) {
             let start = monotonicNanoseconds()
             switch name {
             case "single": try await SingleProcessBench.run(context)
             case "crossprocess": try await CrossProcessBench.run(context)
             case "observation": try await ObservationBench.run(context)
+            case "stampede": try await CrossProcessBench.stampedeAgainstFloor(context)
+            case "executors": try await SingleProcessBench.executors(context)
             case "remote":
                 try await RemoteBench.run(context, url: remoteURL)
                 try await HTTPRemoteBench.run(context)
@@ -379,6 +398,8 @@ struct BenchContext {
     var scaleDirectory: String = ""
     /// The directory sizes the scale section measures.
     var scaleSizes: [Int] = []
+    /// The process counts of the stampede against the bare-flock floor.
+    var stampedeSizes: [Int] = [8, 32, 64]
 
     /// A fresh directory for one measurement.
     func directory(_ name: String) -> URL {

@@ -61,6 +61,8 @@ enum SingleProcessBench {
             }
         }
 
+        try await executors(context)
+
         report.section("single process: memory hits, writes, inspection")
         let memoryCache = YCache(
             storageDirectory: directory.appendingPathComponent("memory"), storageMaximumByteCount: nil)
@@ -140,6 +142,54 @@ enum SingleProcessBench {
             _ = try await cache.metadata(for: inspectKey, codec: DataCodec())
         }
         report.add(BenchRow(section: "single", name: "YCache metadata (header read)", samples: metadata))
+    }
+
+    /// The same storage hit (4 KiB, memory layer off) called from the main actor, from an actor and from
+    /// a detached task, in alternating rounds (issue 25: the main actor's ≤ 1.3x the detached task's).
+    /// Each caller loops on its own executor, so what differs is only where the call starts.
+    static func executors(_ context: BenchContext) async throws {
+        let report = context.report
+        report.section("single process: a 4 KiB storage hit by where its caller runs")
+        let cache = YCache(
+            storageDirectory: context.directory("executors").appendingPathComponent("cache"), memoryMaximumCost: 0,
+            storageMaximumByteCount: nil)
+        let key = CacheKey(namespace: "bench", identity: "executors")
+        let payload = Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+        _ = try await cache.data(for: key) { payload }
+        try await Task.sleep(for: .milliseconds(2100))  // past the coarse-timestamp window (see `run`)
+        let iterations = context.quick ? 2000 : 10_000
+        let caller = HitCaller()
+        var main = Samples()
+        var actor = Samples()
+        var detached = Samples()
+        for round in 0..<(context.quick ? 3 : 6) {
+            let order = round % 2 == 0 ? [0, 1, 2] : [2, 1, 0]
+            for which in order {
+                switch which {
+                case 0: main.append(contentsOf: try await mainActorHits(cache, key, iterations))
+                case 1: actor.append(contentsOf: try await caller.hits(cache, key, iterations))
+                default:
+                    detached.append(
+                        contentsOf: try await Task.detached { try await detachedHits(cache, key, iterations) }.value)
+                }
+            }
+        }
+        report.add(BenchRow(section: "single", name: "storage hit 4 KiB from a detached task", samples: detached))
+        report.add(
+            BenchRow(section: "single", name: "storage hit 4 KiB from an actor", samples: actor),
+            comparedTo: "storage hit 4 KiB from a detached task")
+        report.add(
+            BenchRow(section: "single", name: "storage hit 4 KiB from the main actor", samples: main),
+            comparedTo: "storage hit 4 KiB from a detached task", limit: 1.3)
+    }
+
+    @MainActor
+    private static func mainActorHits(_ cache: YCache, _ key: CacheKey, _ iterations: Int) async throws -> Samples {
+        try await timedHits(cache, key, iterations)
+    }
+
+    private static func detachedHits(_ cache: YCache, _ key: CacheKey, _ iterations: Int) async throws -> Samples {
+        try await timedHits(cache, key, iterations)
     }
 
     /// Times the first read of `count` freshly published entries of `size` bytes.
@@ -272,4 +322,24 @@ func rawWriteRename(directory: String, name: String, _ payload: Data) {
     }
     close(fd)
     rename(temp, directory + "/" + name)
+}
+
+/// Times `iterations` storage hits of `key` on the caller's executor (one warm-up call first).
+nonisolated(nonsending) func timedHits(_ cache: YCache, _ key: CacheKey, _ iterations: Int) async throws -> Samples {
+    var samples = Samples()
+    for index in 0...iterations {
+        let start = monotonicNanoseconds()
+        let value = try await cache.data(for: key) { Data() }
+        let elapsed = Double(monotonicNanoseconds() - start)
+        blackHole(value.first ?? 0)
+        if index > 0 { samples.append(elapsed) }
+    }
+    return samples
+}
+
+/// An actor whose methods call the cache (the bench's "from an actor" caller).
+actor HitCaller {
+    func hits(_ cache: YCache, _ key: CacheKey, _ iterations: Int) async throws -> Samples {
+        try await timedHits(cache, key, iterations)
+    }
 }

@@ -33,10 +33,14 @@ struct SingleFlightTests {
     }
 
     static func register(_ flight: Flight, _ id: Int) async throws -> FlightResult {
-        try await withCheckedThrowingContinuation { continuation in
-            if !flight.register(id, continuation) { continuation.resume(returning: .noValue) }
+        let event = try await withCheckedThrowingContinuation { continuation in
+            if !flight.register(id, continuation) { continuation.resume(returning: .result(.noValue)) }
         }
+        guard case .result(let result) = event else { return .failure(LeadUnexpected()) }
+        return result
     }
+
+    struct LeadUnexpected: Error {}
 
     // MARK: Flight
 
