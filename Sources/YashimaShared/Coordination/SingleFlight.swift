@@ -59,6 +59,10 @@ struct FlightKey: Hashable, Sendable {
 final class Flight: Sendable {
     let kind: FlightKind
     let cancelsWhenNoWaiters: Bool
+    /// The entry it produces, and the table it is listed in: it takes itself out when it completes, and
+    /// when its last waiter left and cancelled it (a new caller then starts anew). No closure per waiter.
+    let entry: MemoryKey
+    private weak let table: FlightTable?
 
     private struct State {
         var waiters: [Int: CheckedContinuation<FlightEvent, any Error>] = [:]
@@ -81,15 +85,15 @@ final class Flight: Sendable {
         var stepper: (@Sendable (FlightStep) -> Void)?
         /// Ends the lock wait in progress, if any (a cancelled flight stops waiting).
         var cancelWait: (@Sendable () -> Void)?
-        /// Called once with the result, before waiters are resumed (FlightTable removes the flight).
-        var onComplete: (@Sendable () -> Void)?
     }
 
     private let state = Mutex(State())
 
-    init(kind: FlightKind, cancelsWhenNoWaiters: Bool) {
+    init(kind: FlightKind, cancelsWhenNoWaiters: Bool, entry: MemoryKey, table: FlightTable?) {
         self.kind = kind
         self.cancelsWhenNoWaiters = cancelsWhenNoWaiters
+        self.entry = entry
+        self.table = table
     }
 
     var isCancelled: Bool { state.withLock { $0.cancelled } }
@@ -123,11 +127,6 @@ final class Flight: Sendable {
             state.cancelWait = cancel
             return true
         }
-    }
-
-    /// Called once with the result, before any waiter is resumed.
-    func setOnComplete(_ body: @escaping @Sendable () -> Void) {
-        state.withLock { $0.onComplete = body }
     }
 
     /// Registers a waiter; false when the flight was cancelled (start a new one). The waiter is resumed
@@ -274,27 +273,26 @@ final class Flight: Sendable {
         }
     }
 
-    /// Delivers the result to every waiter (the first result only).
+    /// Delivers the result to every waiter (the first result only), after taking the flight out of its
+    /// table.
     func complete(_ result: FlightResult) {
-        let (waiters, onComplete) = state.withLock {
-            state -> ([CheckedContinuation<FlightEvent, any Error>], (@Sendable () -> Void)?) in
-            guard state.result == nil else { return ([], nil) }
+        let waiters = state.withLock { state -> [CheckedContinuation<FlightEvent, any Error>]? in
+            guard state.result == nil else { return nil }
             state.result = result
             state.stepper = nil
             state.pendingStep = nil
-            let waiters = Array(state.waiters.values)
-            state.waiters.removeAll()
-            defer { state.onComplete = nil }
-            return (waiters, state.onComplete)
+            defer { state.waiters.removeAll() }
+            return Array(state.waiters.values)
         }
-        onComplete?()
+        guard let waiters else { return }
+        table?.remove(self)
         for waiter in waiters { waiter.resume(returning: .result(result)) }
     }
 
     /// Waits for this flight's next event as waiter `id`: the result, or `.lead` (take the next step, then
     /// call again). Throws `CancellationError` at once when the task is cancelled; nil when the flight was
     /// cancelled before this waiter registered (start a new one).
-    func next(_ id: Int, onCancel: @escaping @Sendable () -> Void) async throws -> FlightEvent? {
+    func next(_ id: Int) async throws -> FlightEvent? {
         var registered = true
         let event = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<FlightEvent, any Error>) in
@@ -304,10 +302,18 @@ final class Flight: Sendable {
                 }
             }
         } onCancel: {
-            if depart(id) { onCancel() }
+            if depart(id) { table?.remove(self) }
         }
         return registered ? event : nil
     }
+}
+
+/// A caller's place in a flight (`FlightTable.join`): the flight, its waiter id, and whether it joined
+/// someone else's flight. Small on purpose: it is what a waiting lookup's frame holds.
+struct FlightTicket: Sendable {
+    let flight: Flight
+    let id: Int
+    let joined: Bool
 }
 
 /// The flights of one cache instance.
@@ -316,45 +322,51 @@ final class FlightTable: Sendable {
 
     /// Joins the flight for `key` (or, for a lookup, a refresh flight of the same entry), or starts one:
     /// `start` is called once on a new flight, on the caller's task, and must end with the flight
-    /// completed, a producer task set, or a stepper set with its wait begun. Returns the flight's result
-    /// and whether this call joined someone else's flight.
+    /// completed, a producer task set, or a stepper set with its wait begun. Does not wait: the caller
+    /// waits for the ticket's flight (`Flight.next`, taking the steps handed to it), in its own frame.
+    /// - Throws: `CancellationError` when the task is cancelled.
+    func join(_ key: FlightKey, cancelsWhenNoWaiters: Bool, start: (Flight) -> Void) throws -> FlightTicket {
+        try Task.checkCancellation()
+        let (flight, isNew) = flights.withLock { table -> (Flight, Bool) in
+            if key.kind == .lookup, let refresh = table[FlightKey(entry: key.entry, kind: .refresh)],
+                !refresh.isCancelled
+            {
+                return (refresh, false)
+            }
+            if let existing = table[key], !existing.isCancelled { return (existing, false) }
+            let flight = Flight(
+                kind: key.kind, cancelsWhenNoWaiters: cancelsWhenNoWaiters, entry: key.entry, table: self)
+            table[key] = flight
+            return (flight, true)
+        }
+        let id = flight.newWaiterID()
+        if isNew { start(flight) }
+        return FlightTicket(flight: flight, id: id, joined: !isNew)
+    }
+
+    /// Takes `flight` out of the table if it is still the one listed for its entry and kind.
+    fileprivate func remove(_ flight: Flight) {
+        let key = FlightKey(entry: flight.entry, kind: flight.kind)
+        flights.withLock { table in
+            if table[key] === flight { table[key] = nil }
+        }
+    }
+
+    /// Joins or starts the flight for `key` and waits for its result, taking the production's steps
+    /// handed to it (`.lead`), and joining again when the flight was cancelled before this caller
+    /// registered. Returns the flight's result and whether this call joined someone else's flight. (A
+    /// lookup waits in its own frame instead: `CacheEngine.resolveOnPool`.)
     func run(
         _ key: FlightKey, cancelsWhenNoWaiters: Bool, start: (Flight) -> Void
     ) async throws -> (result: FlightResult, joined: Bool, kind: FlightKind) {
         while true {
-            try Task.checkCancellation()
-            let (flight, isNew) = flights.withLock { table -> (Flight, Bool) in
-                if key.kind == .lookup, let refresh = table[FlightKey(entry: key.entry, kind: .refresh)],
-                    !refresh.isCancelled
-                {
-                    return (refresh, false)
-                }
-                if let existing = table[key], !existing.isCancelled { return (existing, false) }
-                let flight = Flight(kind: key.kind, cancelsWhenNoWaiters: cancelsWhenNoWaiters)
-                table[key] = flight
-                return (flight, true)
-            }
-            let id = flight.newWaiterID()
-            let tableKey = FlightKey(entry: key.entry, kind: flight.kind)
-            let remove: @Sendable () -> Void = { [weak self, weak flight] in
-                self?.flights.withLock { table in
-                    if let flight, table[tableKey] === flight { table[tableKey] = nil }
-                }
-            }
-            if isNew {
-                flight.setOnComplete(remove)
-                start(flight)
-            }
-            var outcome: FlightResult?
-            while outcome == nil {
-                guard let event = try await flight.next(id, onCancel: remove) else { break }
+            let ticket = try join(key, cancelsWhenNoWaiters: cancelsWhenNoWaiters, start: start)
+            while let event = try await ticket.flight.next(ticket.id) {
                 switch event {
-                case .result(let result): outcome = result
-                case .lead(let step): flight.advance(step)
+                case .result(let result): return (result, ticket.joined, ticket.flight.kind)
+                case .lead(let step): ticket.flight.advance(step)
                 }
             }
-            guard let outcome else { continue }  // joined a flight that was cancelled meanwhile: start anew
-            return (outcome, !isNew, flight.kind)
         }
     }
 

@@ -18,7 +18,7 @@ struct SingleFlightTests {
     /// A flight whose producer runs until the returned gate opens.
     static func flight(cancelsWhenNoWaiters: Bool) -> (Flight, Task<Void, Never>, Gate) {
         let release = Gate()
-        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: cancelsWhenNoWaiters)
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: cancelsWhenNoWaiters, entry: Self.entry, table: nil)
         let producer = producer(release)
         flight.setProducer(producer)
         return (flight, producer, release)
@@ -46,7 +46,7 @@ struct SingleFlightTests {
 
     @Test("a waiter registering after completion gets the result at once")
     func lateRegistration() async throws {
-        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: false)
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: false, entry: Self.entry, table: nil)
         let id = flight.newWaiterID()
         flight.complete(.noValue)
         guard case .noValue = try await Self.register(flight, id) else {
@@ -118,7 +118,7 @@ struct SingleFlightTests {
     @Test("a producer set after the flight was cancelled is cancelled at once")
     func lateProducerCancelled() async {
         let release = Gate()
-        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: true)
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: true, entry: Self.entry, table: nil)
         let (id, waiting) = await Self.waiter(of: flight)
         _ = flight.depart(id)
         let producer = Self.producer(release)
