@@ -34,6 +34,8 @@ enum FlightEvent: Sendable {
     case result(FlightResult)
     /// This waiter leads: it takes the flight's next step (`Flight.advance`), then waits again.
     case lead(FlightStep)
+    /// The flight was cancelled before this waiter registered: join (or start) another.
+    case gone
 }
 
 /// Lookup flights serve `value`/`optionalValue`; refresh flights serve `refresh`. A lookup may join a
@@ -289,22 +291,17 @@ final class Flight: Sendable {
         for waiter in waiters { waiter.resume(returning: .result(result)) }
     }
 
-    /// Waits for this flight's next event as waiter `id`: the result, or `.lead` (take the next step, then
-    /// call again). Throws `CancellationError` at once when the task is cancelled; nil when the flight was
-    /// cancelled before this waiter registered (start a new one).
-    func next(_ id: Int) async throws -> FlightEvent? {
-        var registered = true
-        let event = try await withTaskCancellationHandler {
+    /// Waits for this flight's next event as waiter `id`: the result, `.lead` (take the next step, then
+    /// call again), or `.gone` when the flight was cancelled before this waiter registered (start a new
+    /// one). Throws `CancellationError` at once when the task is cancelled.
+    func next(_ id: Int) async throws -> FlightEvent {
+        try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<FlightEvent, any Error>) in
-                if !register(id, continuation) {
-                    registered = false
-                    continuation.resume(returning: .result(.noValue))
-                }
+                if !register(id, continuation) { continuation.resume(returning: .gone) }
             }
         } onCancel: {
             if depart(id) { table?.remove(self) }
         }
-        return registered ? event : nil
     }
 }
 
@@ -359,13 +356,12 @@ final class FlightTable: Sendable {
     func run(
         _ key: FlightKey, cancelsWhenNoWaiters: Bool, start: (Flight) -> Void
     ) async throws -> (result: FlightResult, joined: Bool, kind: FlightKind) {
+        var ticket = try join(key, cancelsWhenNoWaiters: cancelsWhenNoWaiters, start: start)
         while true {
-            let ticket = try join(key, cancelsWhenNoWaiters: cancelsWhenNoWaiters, start: start)
-            while let event = try await ticket.flight.next(ticket.id) {
-                switch event {
-                case .result(let result): return (result, ticket.joined, ticket.flight.kind)
-                case .lead(let step): ticket.flight.advance(step)
-                }
+            switch try await ticket.flight.next(ticket.id) {
+            case .result(let result): return (result, ticket.joined, ticket.flight.kind)
+            case .lead(let step): ticket.flight.advance(step)
+            case .gone: ticket = try join(key, cancelsWhenNoWaiters: cancelsWhenNoWaiters, start: start)
             }
         }
     }

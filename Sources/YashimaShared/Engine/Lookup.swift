@@ -36,108 +36,138 @@ extension CacheEngine {
     /// caller keeps of the resolution (`hit`: the value alone for `value`), or nil only when an optional
     /// generator produced nil, or a cache-only lookup missed.
     ///
-    /// Inlined into the public entry points, whose frame a lookup waiting for another process holds: the
-    /// only values it keeps across its await are what `hit` keeps and a reference (`LookupResolution`).
-    /// An async frame holds every value its function handles, even one used before its first await, so
-    /// nothing larger goes through it (a `YCache.Resolved` is 147 bytes).
-    @inline(__always)
+    /// Inlined into the public entry points, even in a debug build (transparent), so that it is no frame
+    /// of its own: a lookup waiting for another process holds its caller's frame and `resolveOnPool`'s,
+    /// and only what `hit` keeps and a reference (`LookupResolution`) cross its await. An async frame
+    /// holds every value its function handles, even one used before its first await, so nothing larger
+    /// goes through it (a `YCache.Resolved` is 147 bytes): the look on the caller's executor is a call
+    /// (`firstLook`).
+    @_transparent
     nonisolated(nonsending) func resolve<Codec: CacheCodec, Hit>(
         _ key: CacheKey, codec: Codec, options: YCache.Options, optional: Bool,
         generate: @escaping @Sendable () async throws -> Codec.Value?,
         hit: (YCache.Resolved<Codec.Value>) -> Hit
     ) async throws -> Hit? {
-        var looked = false
-        if options.lookupPolicy != .refresh {
-            switch try lookupOnCallerExecutor(key, codec: codec, options: options, hit: hit) {
-            case .hit(let found): return found
-            case .missed:
-                if options.lookupPolicy == .cacheOnly { return nil }
-                looked = true
-            case .leaves:
-                break
-            }
+        switch try firstLook(key, codec: codec, options: options, hit: hit) {
+        case .hit(let found): return found
+        case .missed: return nil
+        case .onPool(let looked):
+            let resolution = try await resolveOnPool(
+                .boxing(key, codec: codec, options: options, optional: optional, looked: looked, generate))
+            return resolution.map { hit($0.resolution) }
         }
-        let resolution = try await resolveOnPool(
-            .boxing(key, codec: codec, options: options, optional: optional, looked: looked, generate))
-        return resolution.map { hit($0.resolution) }
+    }
+
+    /// What a lookup's look on its caller's executor found.
+    enum FirstLook<Hit> {
+        case hit(Hit)
+        /// A cache-only lookup missed.
+        case missed
+        /// The rest runs on the pool (`resolveOnPool`); `looked`: the `.beforeFlight` tiers were asked.
+        case onPool(looked: Bool)
+    }
+
+    /// The `.beforeFlight` tiers on the caller's executor (`lookupOnCallerExecutor`), unless the lookup
+    /// is a refresh.
+    @inline(never)
+    func firstLook<Codec: CacheCodec, Hit>(
+        _ key: CacheKey, codec: Codec, options: YCache.Options, hit: (YCache.Resolved<Codec.Value>) -> Hit
+    ) throws -> FirstLook<Hit> {
+        guard options.lookupPolicy != .refresh else { return .onPool(looked: false) }
+        switch try lookupOnCallerExecutor(key, codec: codec, options: options, hit: hit) {
+        case .hit(let found): return .hit(found)
+        case .missed: return options.lookupPolicy == .cacheOnly ? .missed : .onPool(looked: true)
+        case .leaves: return .onPool(looked: false)
+        }
     }
 
     /// The rest of `resolve` on the cooperative pool: the `.beforeFlight` tiers unless they were asked
     /// already (`looked`: a miss), then a refresh, or this process's flight for the entry, joined or
     /// started, and waited for here.
     ///
-    /// A joiner whose flight gave it nothing it may use (a value made before a removal it must not see,
-    /// an optional generator's nil, a refresh's error) looks again and tries another flight, then produces
-    /// on its own.
-    ///
     /// A lookup waiting for another process holds this frame and those above it up to the public call,
-    /// so the wait is here, not in a function below, and this frame keeps only references, a ticket and a
-    /// count across its awaits: the arguments come boxed and are consumed, and the steps between awaits
-    /// are functions that do not suspend (`prepareOnPool`, `joinFlight`, `Flight.advance`, `settle`).
+    /// so the wait is here, not in a function below, and this frame is small: one await for the flight's
+    /// next event, the arguments boxed and consumed, the lookup's state on the heap (`PoolLookup`), every
+    /// step between awaits a function that does not suspend (`prepareOnPool`, `afterFlightEvent`).
     @concurrent @inline(never)
     func resolveOnPool<Codec: CacheCodec>(_ arguments: consuming LookupArguments<Codec>) async throws
         -> LookupResolution<Codec.Value>?
     {
-        let optional = arguments.optional
-        let boxed: FlightRequest<Codec>
-        switch try prepareOnPool(arguments) {
-        case .done(let resolution): return resolution
-        case .refresh(let request): return try await refresh(request)
-        case .directly(let request): return try await produceDirectly(request)
-        case .flight(let request): boxed = request
+        let lookup = try prepareOnPool(arguments)
+        while let ticket = lookup.ticket {
+            try afterFlightEvent(await ticket.flight.next(ticket.id), lookup)
         }
-        var attempts = 0
-        var ticket = try joinFlight(boxed)
-        while true {
-            guard let event = try await ticket.flight.next(ticket.id) else {
-                ticket = try joinFlight(boxed)  // joined a flight that was cancelled meanwhile: start anew
-                continue
-            }
-            let result: FlightResult
-            switch event {
-            case .lead(let step):
-                ticket.flight.advance(step)  // this caller takes the production's next step, then waits again
-                continue
-            case .result(let flightResult):
-                result = flightResult
-            }
-            switch try settle(result, joined: ticket.joined, kind: ticket.flight.kind, boxed, optional: optional) {
-            case .done(let resolution): return resolution
-            case .again:
-                attempts += 1
-                if attempts == Policy.joinedFlightAttempts { return try await produceDirectly(boxed) }
-                ticket = try joinFlight(boxed)
-            }
-        }
-    }
-
-    /// What `resolveOnPool` does next.
-    enum PoolStep<Codec: CacheCodec> {
-        case done(LookupResolution<Codec.Value>?)
-        case refresh(FlightRequest<Codec>)
-        /// Single-flight disabled: the caller's own production.
-        case directly(FlightRequest<Codec>)
-        case flight(FlightRequest<Codec>)
+        return try await finish(lookup)
     }
 
     /// The `.beforeFlight` tiers unless they were asked already, then the production request (its entry
-    /// expectation computed, or found in the expectation cache, only now) for a refresh or a flight.
+    /// expectation computed, or found in the expectation cache, only now) for a refresh or a flight,
+    /// joined or started.
     @inline(never)
     private func prepareOnPool<Codec: CacheCodec>(_ arguments: consuming LookupArguments<Codec>) throws
-        -> PoolStep<Codec>
+        -> PoolLookup<Codec>
     {
         let options = arguments.options
         let memoryKey = MemoryKey(key: arguments.key, codecIdentifier: arguments.codec.identifier)
         if !arguments.looked && options.lookupPolicy != .refresh {
             switch try lookupOnPool(memoryKey, codec: arguments.codec, options: options) {
-            case .hit(let hit): return .done(hit)
-            case .missed, .leaves: if options.lookupPolicy == .cacheOnly { return .done(nil) }
+            case .hit(let hit): return PoolLookup(.done(hit))
+            case .missed, .leaves: if options.lookupPolicy == .cacheOnly { return PoolLookup(.done(nil)) }
             }
         }
         let boxed = FlightRequest(
-            request(memoryKey, codec: arguments.codec, options: options, generate: arguments.generate))
-        if options.lookupPolicy == .refresh { return .refresh(boxed) }
-        return options.singleFlightPolicy == .disabled ? .directly(boxed) : .flight(boxed)
+            request(memoryKey, codec: arguments.codec, options: options, generate: arguments.generate),
+            optional: arguments.optional)
+        if options.lookupPolicy == .refresh { return PoolLookup(.alone(boxed, kind: .refresh)) }
+        if options.singleFlightPolicy == .disabled { return PoolLookup(.alone(boxed, kind: .lookup)) }
+        return PoolLookup(boxed, ticket: try joinFlight(boxed))
+    }
+
+    /// What a flight's event means for a waiting lookup: take the step it was handed, join another
+    /// flight (the one it joined was cancelled before it registered), or settle the result: the lookup's
+    /// outcome, or (nothing it may use) another flight, at most `Policy.joinedFlightAttempts` in all.
+    @inline(never)
+    private func afterFlightEvent<Codec: CacheCodec>(_ event: FlightEvent, _ lookup: PoolLookup<Codec>) throws {
+        guard let ticket = lookup.ticket, let boxed = lookup.boxed else { return }
+        let result: FlightResult
+        switch event {
+        case .lead(let step):
+            ticket.flight.advance(step)  // this caller takes the production's next step, then waits again
+            return
+        case .gone:
+            lookup.ticket = try joinFlight(boxed)
+            return
+        case .result(let flightResult):
+            result = flightResult
+        }
+        lookup.ticket = nil
+        switch try settle(result, joined: ticket.joined, kind: ticket.flight.kind, boxed) {
+        case .done(let resolution):
+            lookup.outcome = .done(resolution)
+        case .again:
+            lookup.attempts += 1
+            if lookup.attempts < Policy.joinedFlightAttempts {
+                lookup.ticket = try joinFlight(boxed)
+            } else {
+                lookup.outcome = .alone(boxed, kind: .lookup)
+            }
+        }
+    }
+
+    /// A lookup's result once it waits no more: its outcome, or a production of the caller's own, without
+    /// a lookup flight: a refresh (which shares refresh flights), or a lookup's (single-flight disabled,
+    /// or no flight's value it may use).
+    @inline(never)
+    private func finish<Codec: CacheCodec>(_ lookup: PoolLookup<Codec>) async throws -> LookupResolution<Codec.Value>? {
+        switch lookup.outcome {
+        case .done(let resolution):
+            return resolution
+        case .alone(let boxed, kind: .refresh):
+            return try await refresh(boxed.request).map(LookupResolution.init)
+        case .alone(let boxed, kind: _):
+            return try await Production(engine: self, request: boxed.request, flight: nil, kind: .lookup).resolve()
+                .map(LookupResolution.init)
+        }
     }
 
     /// The `.beforeFlight` tiers on the pool (any read size); a hit boxed (see `resolve`).
@@ -222,16 +252,6 @@ extension CacheEngine {
 
     // MARK: Flights
 
-    /// A production without a flight (single-flight disabled, or a caller that found no flight's value it
-    /// may use): the caller's own.
-    @inline(never)
-    private func produceDirectly<Codec: CacheCodec>(_ boxed: FlightRequest<Codec>) async throws
-        -> LookupResolution<Codec.Value>?
-    {
-        try await Production(engine: self, request: boxed.request, flight: nil, kind: .lookup).resolve().map(
-            LookupResolution.init)
-    }
-
     /// Joins this process's lookup flight for the entry, or starts one (without waiting for it).
     @inline(never)
     private func joinFlight<Codec: CacheCodec>(_ boxed: FlightRequest<Codec>) throws -> FlightTicket {
@@ -248,7 +268,7 @@ extension CacheEngine {
     /// generator's nil it did not ask for, a refresh's error) another look in storage and another flight.
     @inline(never)
     private func settle<Codec: CacheCodec>(
-        _ result: FlightResult, joined: Bool, kind: FlightKind, _ boxed: FlightRequest<Codec>, optional: Bool
+        _ result: FlightResult, joined: Bool, kind: FlightKind, _ boxed: FlightRequest<Codec>
     ) throws -> Settled<Codec.Value> {
         switch result {
         case .value(let value, let metadata, let source, let sharedAcrossProcesses, let epochs):
@@ -267,7 +287,7 @@ extension CacheEngine {
                         value: value, origin: source, metadata: metadata,
                         wasSharedGeneration: joined || sharedAcrossProcesses)))
         case .noValue:
-            if optional || !joined { return .done(nil) }
+            if boxed.optional || !joined { return .done(nil) }
         case .failure(let error):
             if kind == .refresh && joined { break }  // a refresh's error is private to its callers
             throw error
@@ -277,14 +297,7 @@ extension CacheEngine {
     }
 
     /// `refresh`: always generates (sharing with concurrent refreshes of the same entry), then stores.
-    @inline(never)
-    private func refresh<Codec: CacheCodec>(_ boxed: FlightRequest<Codec>) async throws
-        -> LookupResolution<Codec.Value>?
-    {
-        try await refreshResolved(boxed.request).map(LookupResolution.init)
-    }
-
-    private func refreshResolved<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) async throws
+    private func refresh<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) async throws
         -> YCache.Resolved<Codec.Value>?
     {
         guard request.options.singleFlightPolicy != .disabled else {
@@ -329,8 +342,13 @@ struct LeavesCallerExecutor: Error {}
 /// request itself (see `resolveOnPool`).
 final class FlightRequest<Codec: CacheCodec>: Sendable {
     let request: ProductionRequest<Codec>
+    /// Whether the caller's generator may return nil (`optionalValue`): a flight's nil is its result.
+    let optional: Bool
 
-    init(_ request: ProductionRequest<Codec>) { self.request = request }
+    init(_ request: ProductionRequest<Codec>, optional: Bool) {
+        self.request = request
+        self.optional = optional
+    }
 }
 
 /// A lookup's arguments on the heap (see `CacheEngine.resolveOnPool`).
@@ -363,6 +381,36 @@ final class LookupArguments<Codec: CacheCodec>: Sendable {
         _ generate: @escaping @Sendable () async throws -> Codec.Value?
     ) -> LookupArguments {
         LookupArguments(key: key, codec: codec, options: options, optional: optional, looked: looked, generate)
+    }
+}
+
+/// A lookup on the pool (`CacheEngine.resolveOnPool`), on the heap: the frame of a lookup that waits
+/// for a flight refers to it. Only its own task uses it.
+final class PoolLookup<Codec: CacheCodec> {
+    enum Outcome {
+        case done(LookupResolution<Codec.Value>?)
+        /// A production of the caller's own: a refresh, a lookup with single-flight disabled, or one that
+        /// found no flight's value it may use.
+        case alone(FlightRequest<Codec>, kind: ProductionKind)
+    }
+
+    /// The request, once the `.beforeFlight` tiers missed.
+    let boxed: FlightRequest<Codec>?
+    /// The flight to wait for and this caller's place in it; nil once the outcome is known.
+    var ticket: FlightTicket?
+    /// Flights this lookup joined and found nothing it may use in.
+    var attempts = 0
+    /// Set when `ticket` is nil.
+    var outcome: Outcome = .done(nil)
+
+    init(_ outcome: Outcome) {
+        boxed = nil
+        self.outcome = outcome
+    }
+
+    init(_ boxed: FlightRequest<Codec>, ticket: FlightTicket) {
+        self.boxed = boxed
+        self.ticket = ticket
     }
 }
 
