@@ -135,7 +135,8 @@ struct RemoteHTTPFaultTierTests {
             }
         }
         #expect(await hold.reached.wait(within: 120))
-        #expect(Self.staging(root.url).count == 1, "\(Self.staging(root.url))")
+        // The staging file is made once the value's header is read (it announces a payload to stream).
+        #expect(await eventually(within: 120) { Self.staging(root.url).count == 1 }, "\(Self.staging(root.url))")
         return (cache, call, value)
     }
 

@@ -90,13 +90,14 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
         await lookup(identity, into: nil)
     }
 
-    /// Looks `identity` up; payloads of at least the streaming threshold go into `staging`.
-    func lookup(_ identity: EntryIdentity, staging: RemoteStagingFile) async -> RemoteLookup {
+    /// Looks `identity` up; payloads of at least the streaming threshold go into the slot's file, made
+    /// once the value's header announces one.
+    func lookup(_ identity: EntryIdentity, staging: RemoteStagingSlot) async -> RemoteLookup {
         await lookup(identity, into: staging)
     }
 
     /// A lookup in windows of `downloadWindow` bytes (`Range`), each asked for once the last is written.
-    private func lookup(_ identity: EntryIdentity, into staging: RemoteStagingFile?) async -> RemoteLookup {
+    private func lookup(_ identity: EntryIdentity, into staging: RemoteStagingSlot?) async -> RemoteLookup {
         let (configuration, transport) = (configuration, transport)
         let path = configuration.endpoint.path(for: identity.digest)
         let attempt = await transfer(.read) { (deadline, cancellation) throws(RemoteError) -> RemoteLookup in
