@@ -76,10 +76,10 @@ struct HTTPResponseHead: Sendable, Equatable {
                 break
             }
         }
-        let chunked =
-            transferEncoding.map { encodings in
-                encodings.split(separator: UInt8(ascii: ",")).last.map { lowercased(trimmed($0)) == "chunked" } ?? false
-            } ?? false
+        // Nothing asked for a transfer coding but chunked (no `TE`): another one could not be decoded.
+        let codings = (transferEncoding ?? []).split(separator: UInt8(ascii: ",")).map { lowercased(trimmed($0)) }
+        guard codings.allSatisfy({ $0 == "chunked" }) else { throw .unsupportedTransferCoding }
+        let chunked = !codings.isEmpty
         return HTTPResponseHead(
             status: status, expectedLength: length, range: range, entityTag: entityTag, isChunked: chunked,
             hasTransferEncoding: transferEncoding != nil, keepsConnection: keeps)
@@ -177,6 +177,8 @@ enum HTTPResponseError: Error, Equatable, Sendable, CustomStringConvertible {
     case malformedChunk
     /// A `101 Switching Protocols` (never asked for).
     case unexpectedUpgrade
+    /// A transfer coding other than `chunked` (never asked for: it could not be decoded).
+    case unsupportedTransferCoding
     /// The connection ended before the response did.
     case truncated
 
@@ -188,6 +190,7 @@ enum HTTPResponseError: Error, Equatable, Sendable, CustomStringConvertible {
         case .invalidContentLength: return "invalid Content-Length"
         case .malformedChunk: return "malformed chunked body"
         case .unexpectedUpgrade: return "unexpected 101 Switching Protocols"
+        case .unsupportedTransferCoding: return "unsupported transfer coding"
         case .truncated: return "response ended early"
         }
     }
