@@ -47,12 +47,14 @@ enum HTTPRemoteBench {
             var curlSamples = Samples()
             for time in times.dropFirst(3) { curlSamples.append(time) }
             report.add(BenchRow(section: "remote", name: "curl GET \(label)", samples: curlSamples))
-            // Another host (memory off) reads it, its local copy removed each time.
+            // Another host (memory off) reads it, its local copy removed each time, each hit right after a
+            // local miss-and-publish of the same value (what the hit shares with a generation).
             let reader = YCache(
                 storageDirectory: context.directory("http-reader"), remote: remote, memoryMaximumCost: 0,
                 storageMaximumByteCount: nil)
-            var hits = Samples()
-            for round in 0..<(iterations + 3) {
+            let (hits, misses) = try await RemoteBench.hitsPairedWithLocalMisses(
+                context, value: value, key: key, rounds: iterations + 3, warmUp: 3, folder: "http-local"
+            ) {
                 try await reader.removeAll(in: "bench-http")  // local only: the remote value stays
                 let start = monotonicNanoseconds()
                 let resolution = try await reader.resolve(for: key, codec: DataCodec()) { Data() }
@@ -60,10 +62,10 @@ enum HTTPRemoteBench {
                 guard resolution.origin == .remote, resolution.value.count == size else {
                     throw ArgumentError(description: "http bench: expected a remote hit, got \(resolution.origin)")
                 }
-                if round >= 3 { hits.append(elapsed) }
+                return elapsed
             }
-            let misses = try await RemoteBench.localMissAndPublish(
-                context, value: value, key: key, rounds: iterations + 3, warmUp: 3, folder: "http-local")
+            report.add(
+X
             let floor = RemoteBench.sumOfOrderStatistics(curlSamples, misses)
             report.add(
                 BenchRow(

@@ -45,24 +45,19 @@ enum RemoteBench {
                 if round >= 10 { rawSamples.append(elapsed) }
             }
             report.add(BenchRow(section: "remote", name: "raw GET \(label)", samples: rawSamples))
-            // What the hit costs beyond the round trip is mostly the local miss and publish it shares with
-            // a generation: the same flow without a remote tier, the generator returning at once.
-            let key = CacheKey(namespace: "bench-remote", identity: label)
-            let misses = try await localMissAndPublish(
-                context, value: value, key: key, rounds: iterations + 10, warmUp: 10, folder: "remote-local")
-            report.add(
-                BenchRow(section: "remote", name: "local miss+publish \(label) (no remote tier)", samples: misses))
-            let floor = "raw GET + local miss+publish \(label)"
-            report.add(BenchRow(section: "remote", name: floor, samples: sumOfOrderStatistics(rawSamples, misses)))
-
             // One host publishes the value; another (memory off) reads it, its local copy removed each time.
+            let key = CacheKey(namespace: "bench-remote", identity: label)
             let writer = YCache(storageDirectory: context.directory("remote-writer"), remote: remote)
             try await writer.store(value, for: key, codec: DataCodec())
             let reader = YCache(
                 storageDirectory: context.directory("remote-reader"), remote: remote, memoryMaximumCost: 0,
                 storageMaximumByteCount: nil)
-            var hits = Samples()
-            for round in 0..<(iterations + 10) {
+            // What the hit costs beyond the round trip is mostly the local miss and publish it shares with
+            // a generation: the same flow without a remote tier, the generator returning at once, each
+            // right before a hit.
+            let (hits, misses) = try await hitsPairedWithLocalMisses(
+                context, value: value, key: key, rounds: iterations + 10, warmUp: 10, folder: "remote-local"
+            ) {
                 try await reader.removeAll(in: "bench-remote")  // local only: the remote value stays
                 let start = monotonicNanoseconds()
                 let resolution = try await reader.resolve(for: key, codec: DataCodec()) { Data() }
@@ -70,8 +65,12 @@ enum RemoteBench {
                 guard resolution.origin == .remote, resolution.value.count == size else {
                     throw ArgumentError(description: "remote bench: expected a remote hit, got \(resolution.origin)")
                 }
-                if round >= 10 { hits.append(elapsed) }
+                return elapsed
             }
+            report.add(
+                BenchRow(section: "remote", name: "local miss+publish \(label) (no remote tier)", samples: misses))
+            let floor = "raw GET + local miss+publish \(label)"
+            report.add(BenchRow(section: "remote", name: floor, samples: sumOfOrderStatistics(rawSamples, misses)))
             report.add(
                 BenchRow(
                     section: "remote", name: "remote hit \(label) (YCache, then in local storage)", samples: hits),
@@ -80,23 +79,29 @@ enum RemoteBench {
         try await hostStampede(context, url: url)
     }
 
-    /// `rounds` local misses of `key` and publishes of `value` (a cache without a remote tier, memory off,
-    /// the entry removed before each; the generator returns at once): what a remote hit shares with a
-    /// generation. The first `warmUp` are not counted.
-    static func localMissAndPublish(
-        _ context: BenchContext, value: Data, key: CacheKey, rounds: Int, warmUp: Int, folder: String
-    ) async throws -> Samples {
+    /// `rounds` remote hits (`hit` returns its time), each right after a local miss of `key` and publish
+    /// of `value` (a cache without a remote tier, memory off, the entry removed before each; the generator
+    /// returns at once): what a remote hit shares with a generation, measured next to it (the disk's
+    /// speed drifts during a run). The first `warmUp` rounds are not counted.
+    static func hitsPairedWithLocalMisses(
+        _ context: BenchContext, value: Data, key: CacheKey, rounds: Int, warmUp: Int, folder: String,
+        hit: () async throws -> Double
+    ) async throws -> (hits: Samples, misses: Samples) {
         let local = YCache(
             storageDirectory: context.directory(folder), memoryMaximumCost: 0, storageMaximumByteCount: nil)
-        var misses = Samples()
+        var (hits, misses) = (Samples(), Samples())
         for round in 0..<rounds {
             try await local.removeAll(in: key.namespace)
             let start = monotonicNanoseconds()
             _ = try await local.value(for: key, codec: DataCodec()) { value }
             let elapsed = Double(monotonicNanoseconds() - start)
-            if round >= warmUp { misses.append(elapsed) }
+            let hitElapsed = try await hit()
+            if round >= warmUp {
+                misses.append(elapsed)
+                hits.append(hitElapsed)
+            }
         }
-        return misses
+        return (hits, misses)
     }
 
     /// The floor of a remote hit: the i-th smallest sample of each added (so its median is the sum of
