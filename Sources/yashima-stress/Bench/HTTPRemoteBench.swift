@@ -65,7 +65,8 @@ enum HTTPRemoteBench {
                 return elapsed
             }
             report.add(
-X
+                BenchRow(
+                    section: "remote", name: "local miss+publish \(label) (next to the HTTP hits)", samples: misses))
             let floor = RemoteBench.sumOfOrderStatistics(curlSamples, misses)
             report.add(
                 BenchRow(
