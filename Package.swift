@@ -31,10 +31,25 @@ let package = Package(
         ),
         // The command-line tool: memoizes shell commands (`yashima run`) and operates a storage directory.
         // Uses the library's public API and its `@_spi(Operator)` surface (Sources/YashimaShared/Operator).
+        // All of it but `main` is this library, which the tests import and link.
+        .target(
+            name: "YashimaCommandLine",
+            dependencies: ["YashimaShared", "CFileLock"],
+            path: "Sources/yashima",
+            exclude: ["Main"],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        // The `yashima` executable, linked with the Swift standard library, Foundation and Dispatch
+        // statically and as a fixed-address (non-PIE) executable: a hit is a whole process, and binding
+        // the toolchain's shared libraries, or relocating a position-independent 80 MB binary, cost more at
+        // start-up than the hit itself. Only glibc, libstdc++, libgcc_s, zlib and libm stay dynamic.
+        // Packages depending on this one by URL or path never build this target; the tests do not link it.
         .executableTarget(
             name: "yashima",
-            dependencies: ["YashimaShared", "CFileLock"],
-            swiftSettings: [.swiftLanguageMode(.v6)]
+            dependencies: ["YashimaCommandLine"],
+            path: "Sources/yashima/Main",
+            swiftSettings: [.swiftLanguageMode(.v6), .unsafeFlags(["-static-stdlib"])],
+            linkerSettings: [.unsafeFlags(["-static-stdlib", "-Xclang-linker", "-no-pie"])]
         ),
         // The README's quick start, verbatim, and its guides as one program: every README sample is
         // compiled from here, and ExamplesTests runs them (ReadmeSamplesTests keeps the text in step).
@@ -52,7 +67,7 @@ let package = Package(
             name: "YashimaSharedTests",
             dependencies: [
                 "YashimaShared", "CFileLock", "ChildProcesses", "yashima-stress", "yashima-examples",
-                "yashima-quickstart", "yashima",
+                "yashima-quickstart", "YashimaCommandLine",
             ],
             path: "Tests/YashimaSharedTests",
             swiftSettings: [.swiftLanguageMode(.v6)]

@@ -84,18 +84,17 @@ public final class NginxServer: Sendable {
 
     /// A self-signed P-256 certificate for 127.0.0.1, valid for a day.
     private static func makeCertificate(in directory: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = [
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
-            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", "\(directory)/key.pem",
-            "-out", "\(directory)/cert.pem",
-        ]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw ServerError("openssl req failed") }
+        // A ChildProcess, not Foundation's Process: Process.run reads /proc/self/fd past its buffer when
+        // many descriptors are open (AddressSanitizer stops the test run there).
+        let openssl = try ChildProcess(
+            "/usr/bin/openssl",
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
+                "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", "\(directory)/key.pem",
+                "-out", "\(directory)/cert.pem",
+            ], standardError: .file("\(directory)/openssl.log"), standardInputFromNullDevice: true)
+        _ = openssl.readToEnd()
+        guard openssl.waitForExit(timeout: .seconds(60)) == .exited(0) else { throw ServerError("openssl req failed") }
     }
 
     private var configuration: String {

@@ -48,14 +48,17 @@ final class CacheEngine: Sendable {
         self.allowNetworkFilesystem = allowNetworkFilesystem
         self.memory = MemoryStore(maximumCost: memoryMaximumCost, maximumCount: memoryMaximumEntryCount)
         // Adding a tier is a type and a line here.
-        let tiers: [(any CacheTier)?] = [MemoryTier(), StorageTier(), remote.map(RemoteTier.init), GeneratorTier()]
+        let remoteTier = remote.map(RemoteTier.init)
+        let tiers: [(any CacheTier)?] = [MemoryTier(), StorageTier(), remoteTier, GeneratorTier()]
         self.tiers = tiers.compactMap { $0 }
         lookupTiers = self.tiers.filter { $0.place == .beforeFlight }
         productionTiers = self.tiers.filter { $0.place == .underKeyLock }
         precondition(self.tiers.map(\.place) == lookupTiers.map(\.place) + productionTiers.map(\.place))
         // I17: the remote tier's breakers and counters live in the directory's state file once it is open.
         let board = RemoteSharedBoard(state: { [weak self] in self?.stateIfOpen })
-        for case let tier as RemoteTier in self.tiers { tier.attach(board) }
+        // (No cast over the tiers: casting a struct to a class makes the runtime search every protocol
+        // conformance for a bridging one, a cost every process start-up would pay.)
+        remoteTier?.attach(board)
     }
 
     // MARK: Storage

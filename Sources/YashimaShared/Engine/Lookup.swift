@@ -327,8 +327,19 @@ extension CacheEngine {
 
     /// True while no removal (or replacement) has bumped the epochs `epochs` were taken under (I10); true
     /// when there is nothing to compare (no storage).
-    func isCurrent(_ epochs: EpochSnapshot?) -> Bool {
-        guard let epochs, case .success(let storage) = storage(for: .read) else { return true }
+    ///
+    /// - Parameter taken: The storage whose state file `epochs` came from, when the caller holds it: the
+    ///   stamps are compared there. Without it, the storage open now, which after a root re-check (I13)
+    ///   may be a root that replaced that one, whose stamps say nothing about it.
+    func isCurrent(_ epochs: EpochSnapshot?, in taken: StorageContext? = nil) -> Bool {
+        guard let epochs else { return true }
+        let storage: StorageContext
+        if let taken {
+            storage = taken
+        } else {
+            guard case .success(let current) = self.storage(for: .read) else { return true }
+            storage = current
+        }
         return epochs.stamp.matches(storage.directory.state.stamp(epochs.slots))
     }
 }

@@ -210,7 +210,11 @@ struct Production<Codec: CacheCodec>: Sendable {
     /// bring it back. Its entry is unlinked again and its memory copy dropped; the callers of this
     /// production (which began before the removal ended) still get the value.
     private func discardIfRemoved(_ stored: Stored, storage: StorageContext?, epochs: EpochSnapshot?) {
-        guard let storage, stored.published?.isStoredLocally == true, !engine.isCurrent(epochs) else { return }
+        // The epochs were taken in this storage's state file: compared there, not in a root that replaced it
+        // meanwhile (a root re-check switches the engine to it, whose stamps would read as a removal here).
+        guard let storage, stored.published?.isStoredLocally == true, !engine.isCurrent(epochs, in: storage) else {
+            return
+        }
         engine.memory.remove(request.memoryKey)
         let expectation = request.expectation
         _ = try? engine.unlinkStoredEntry(

@@ -42,26 +42,31 @@ final class StagedEntry: Sendable {
 }
 
 extension RemoteTier {
-    /// Looks `request`'s entry up with its payload streamed into a new staging file of `storage` (see the
-    /// file's header): a hit in the file is returned ready to publish from it; a hit in memory (below
-    /// the threshold) as ``hit(_:_:shared:)`` makes it; nil on a miss.
+    /// Looks `request`'s entry up with its payload streamed into a new staging file of `storage`, made
+    /// only for a payload at or above the backend's threshold (see the file's header): a hit in the file
+    /// is returned ready to publish from it; a hit in memory as ``hit(_:_:shared:)`` makes it; nil on a
+    /// miss.
     func lookupStaged<Codec: CacheCodec>(
         _ request: ProductionRequest<Codec>, storage: StorageContext, shared: Bool
     ) async -> Produced<Codec.Value>? {
         let expectation = request.expectation
-        guard case .success(let (relative, fd)) = storage.files.createStagingFile() else {
-            // No staging file (a local fault): the value comes in memory.
-            guard case .hit(let value) = await values.lookup(expectation.identity) else { return nil }
-            return hit(value, request, shared: shared)
+        // Made by the backend only once the value's header announces a payload to stream (on its I/O
+        // thread): a small hit never creates, and then unlinks, a file. None made (a local fault): memory.
+        let payloadOffset = Int64(expectation.headerSize)
+        let staging = RemoteStagingSlot {
+            guard case .success(let (relative, fd)) = storage.files.createStagingFile() else { return nil }
+            return (RemoteStagingFile(descriptor: fd, payloadOffset: payloadOffset), relative)
         }
-        let staging = RemoteStagingFile(descriptor: fd, payloadOffset: Int64(expectation.headerSize))
         let found = await values.lookup(expectation.identity, staging: staging)
-        guard case .hitInFile(let file) = found else {
-            Syscall.close(fd)
-            _ = Syscall.unlink(relative, in: storage.directory.descriptor)
+        guard case .hitInFile(let file) = found, let (made, relative) = staging.made else {
+            if let (made, relative) = staging.made {
+                Syscall.close(made.descriptor)
+                _ = Syscall.unlink(relative, in: storage.directory.descriptor)
+            }
             guard case .hit(let value) = found else { return nil }
             return hit(value, request, shared: shared)
         }
+        let fd = made.descriptor
         let header = EntryFormat.Header(
             keyByteCount: expectation.keyBytes.count, codecByteCount: expectation.codecBytes.count,
             payloadByteCount: Int64(file.payloadByteCount), createdAtNanoseconds: file.createdAt,

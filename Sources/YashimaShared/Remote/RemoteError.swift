@@ -79,9 +79,11 @@ enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
     case tooManyRedirects
     /// No node of the cluster answered `CLUSTER SLOTS` with a usable map.
     case clusterMapUnavailable
-    /// An HTTP transfer failed below HTTP: refused, reset or closed connection, name resolution, TLS
-    /// (the `URLError` code only).
+    /// An HTTPS transfer failed below HTTP: refused, reset or closed connection, name resolution, TLS
+    /// (libcurl's error code only).
     case transport(code: Int)
+    /// The HTTP server sent bytes that are not a valid HTTP/1.1 response (names the part only).
+    case invalidHTTPResponse(HTTPResponseError)
     /// The HTTP server answered a read with a 5xx status (or 429, too many requests).
     case serverStatus(Int)
     /// The HTTP server refused a write with a status other than 2xx and 413 (5xx, 401, 403, 405, ...).
@@ -157,7 +159,8 @@ enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unexpectedReply(let shape): return "unexpected reply from the remote server: \(shape)"
         case .tooManyRedirects: return "too many cluster redirects"
         case .clusterMapUnavailable: return "no cluster node returned a slot map"
-        case .transport(let code): return "remote HTTP transfer failed (URLError \(code))"
+        case .transport(let code): return "remote HTTPS transfer failed (libcurl error \(code))"
+        case .invalidHTTPResponse(let error): return "invalid reply from the remote HTTP server: \(error)"
         case .serverStatus(let status): return "remote HTTP server error (status \(status))"
         case .writeRefused(let status): return "remote HTTP server refused a write (status \(status))"
         case .payloadTooLarge: return "remote HTTP server refused the value as too large (413)"

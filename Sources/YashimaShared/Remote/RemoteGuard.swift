@@ -116,23 +116,6 @@ final class RemoteGuard: Sendable {
         }
     }
 
-    /// Runs `operation`, one that suspends instead of blocking (an HTTP transfer on URLSession), on the
-    /// calling task unless bypassed, with a deadline of the operation timeout from now. Never throws;
-    /// ``RemoteError/cancelled`` (the caller gave up) says nothing about the server.
-    func performAsync<Value: Sendable>(
-        scope: Int, access: RemoteAccess, _ operation: (RemoteDeadline) async throws(RemoteError) -> Value
-    ) async -> RemoteAttempt<Value> {
-        guard let admission = admit(scope: scope, access: access) else { return .unavailable }
-        let deadline = RemoteDeadline.after(policy.operationTimeout)
-        let result: Result<Value, RemoteError>
-        do throws(RemoteError) {
-            result = .success(try await operation(deadline))
-        } catch {
-            result = .failure(error)
-        }
-        return finish(scope: scope, access: access, admission: admission, result)
-    }
-
     /// Runs `operation` on the calling thread (already off the cooperative pool) unless bypassed.
     /// Blocking.
     ///

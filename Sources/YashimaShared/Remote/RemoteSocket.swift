@@ -90,19 +90,28 @@ final class RemoteSocket: @unchecked Sendable {
     ///   ``RemoteError/socket(_:)``.
     func send(_ parts: [[UInt8]], deadline: RemoteDeadline) throws(RemoteError) {
         for part in parts {
-            var offset = 0
-            while offset < part.count {
-                var err: Int32 = 0
-                let sent = part.withUnsafeBytes { buffer in
-                    ysh_socket_send(descriptor, buffer.baseAddress! + offset, buffer.count - offset, &err)
-                }
-                if sent > 0 {
-                    offset += sent
-                } else if sent < 0 && err == Errno.wouldBlock.rawValue {
-                    try wait(forWriting: true, deadline: deadline)
-                } else {
-                    throw Self.streamError(err, call: "send")
-                }
+            let result = part.withUnsafeBytes { buffer in
+                Result { () throws(RemoteError) in try send(buffer, deadline: deadline) }
+            }
+            try result.get()
+        }
+    }
+
+    /// Sends every byte of `bytes` before `deadline`. Blocking.
+    ///
+    /// - Throws: ``RemoteError/timedOut``, ``RemoteError/connectionClosed`` (EPIPE, ECONNRESET) or
+    ///   ``RemoteError/socket(_:)``.
+    func send(_ bytes: UnsafeRawBufferPointer, deadline: RemoteDeadline) throws(RemoteError) {
+        var offset = 0
+        while offset < bytes.count {
+            var err: Int32 = 0
+            let sent = ysh_socket_send(descriptor, bytes.baseAddress! + offset, bytes.count - offset, &err)
+            if sent > 0 {
+                offset += sent
+            } else if sent < 0 && err == Errno.wouldBlock.rawValue {
+                try wait(forWriting: true, deadline: deadline)
+            } else {
+                throw Self.streamError(err, call: "send")
             }
         }
     }

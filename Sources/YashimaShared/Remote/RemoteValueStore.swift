@@ -44,10 +44,11 @@ protocol RemoteValueStore: AnyObject, Sendable {
     /// Looks `identity` up, the payload in memory. A hit is verified for that identity (and signature).
     func lookup(_ identity: EntryIdentity) async -> RemoteLookup
 
-    /// Looks `identity` up; a payload large enough to stream (the backend decides) is written into
-    /// `staging` and reported as ``RemoteLookup/hitInFile(_:)``, others as ``RemoteLookup/hit(_:)``.
-    /// On anything but `hitInFile` the staging file's bytes are meaningless: the caller discards them.
-    func lookup(_ identity: EntryIdentity, staging: RemoteStagingFile) async -> RemoteLookup
+    /// Looks `identity` up; a payload large enough to stream (the backend decides) is written into the
+    /// slot's file (made then) and reported as ``RemoteLookup/hitInFile(_:)``, others as
+    /// ``RemoteLookup/hit(_:)``. On anything but `hitInFile` the file, if one was made, is meaningless: the
+    /// caller discards it.
+    func lookup(_ identity: EntryIdentity, staging: RemoteStagingSlot) async -> RemoteLookup
 
     /// Stores `payload` as `identity`'s value (replacing whatever is there).
     func store(_ identity: EntryIdentity, payload: Data, createdAt: Int64, expiresAt: Int64) async -> RemoteStoreOutcome
@@ -74,8 +75,13 @@ extension RemoteValueStore {
     func removeAll() async -> Int? { nil }
 
     /// The default for backends whose values come whole (Redis): the payload in memory.
-    func lookup(_ identity: EntryIdentity, staging: RemoteStagingFile) async -> RemoteLookup {
+    func lookup(_ identity: EntryIdentity, staging: RemoteStagingSlot) async -> RemoteLookup {
         await lookup(identity)
+    }
+
+    /// `lookup(_:staging:)` into a file the caller made already.
+    func lookup(_ identity: EntryIdentity, staging file: RemoteStagingFile) async -> RemoteLookup {
+        await lookup(identity, staging: RemoteStagingSlot(file))
     }
 
     /// The default for backends that take values whole (Redis): reads the payload (on a RemoteIO

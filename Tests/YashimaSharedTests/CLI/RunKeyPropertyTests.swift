@@ -8,7 +8,7 @@ import Foundation
 import Testing
 @_spi(Operator) import YashimaShared
 
-@testable import yashima
+@testable import YashimaCommandLine
 
 @Suite struct RunKeyPropertyTests {
     /// What a command line says, as a user gave it (repeats and order included).

@@ -43,16 +43,13 @@ struct HTTPMeasurementTests {
     /// `time_total`, in nanoseconds.
     private static func curl(_ url: URL, count: Int) async throws -> [Int64] {
         try await offPool {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-            process.arguments =
+            let curl = try ChildProcess(
+                "/usr/bin/curl",
                 ["-s", "-w", "%{time_total}\\n"]
-                + Array(repeating: ["-o", "/dev/null", url.absoluteString], count: count + 10).flatMap { $0 }
-            let output = Pipe()
-            process.standardOutput = output
-            try process.run()
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
+                    + Array(repeating: ["-o", "/dev/null", url.absoluteString], count: count + 10).flatMap { $0 },
+                standardInputFromNullDevice: true)
+            let data = curl.readToEnd(timeout: .seconds(600))
+            _ = curl.waitForExit(timeout: .seconds(60))
             let times = String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { Double($0) }
             return times.dropFirst(10).map { Int64($0 * 1e9) }
         }

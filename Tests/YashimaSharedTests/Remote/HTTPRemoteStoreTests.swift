@@ -197,17 +197,12 @@ struct HTTPRemoteStoreTests {
         #expect(secure.statistics.snapshot[.errors] == 1)
         // The server itself is fine: curl, told to trust its certificate, reads the envelope.
         let path = secure.url(for: id).path
-        let fetched = try await offPool { () -> Data in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-            process.arguments = ["-sf", "--cacert", server.certificate, "https://127.0.0.1:\(server.tlsPort)\(path)"]
-            let output = Pipe()
-            process.standardOutput = output
-            try process.run()
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return data
-        }
+        // ChildProcess, not Foundation's Process (whose run reads /proc/self/fd past a buffer under ASan).
+        let curl = try ChildProcess(
+            "/usr/bin/curl", ["-sf", "--cacert", server.certificate, "https://127.0.0.1:\(server.tlsPort)\(path)"],
+            standardInputFromNullDevice: true)
+        let fetched = await offPool { curl.readToEnd() }
+        _ = await offPool { curl.waitForExit(timeout: .seconds(60)) }
         #expect(
             Array(fetched)
                 == RemoteEnvelope.seal(payload(10), identity: id.digest, createdAt: 1, expiresAt: 0, secret: nil))

@@ -2,7 +2,9 @@
 // otherwise). Prints medians and 90th percentiles in one run, so the figures compare against each
 // other: a PING round trip on a blocking thread over a Unix socket and over TCP loopback, the hop onto
 // a RemoteIO thread and back, a thread started per call (BlockingWork), a PING through the hop, ten
-// PINGs pipelined against ten in turn, and a 1 KiB lookup through the whole tier.
+// PINGs pipelined against ten in turn, and a 1 KiB lookup through the whole tier; what every guarded call
+// adds (the breaker's words in this process or in the state file's slot, the counters' atomic add), and a
+// 4 KiB store with and without a secret (the script that keeps a signed value) against a raw SET.
 
 import Foundation
 import Testing
@@ -82,5 +84,55 @@ struct RemoteMeasurementTests {
             await Self.asynchronous(5000) { _ = await store.lookup(id) })
         await unix.stop()
         await tcp.stop()
+    }
+
+    @Test("what a guarded call adds (breaker words, shared counters), and a store with and without a secret")
+    func guardAndStores() async throws {
+        let folder = TemporaryDirectory("remote-measure")
+        let directory = try Directory(path: folder.path, sharing: .privateToUser, allowNetworkFilesystem: false)
+        let state = directory.state
+        let board = RemoteSharedBoard(state: { state })
+        let local = RemoteCircuitBreaker(cooldown: .seconds(5), label: "measure local")
+        let link = RemoteBoardLink()
+        link.attach(board)
+        let shared = RemoteCircuitBreaker(cooldown: .seconds(5), label: "measure shared", board: link)
+        for (label, breaker) in [("in this process", local), ("slot in the state file", shared)] {
+            Self.report(
+                "breaker admit + record, \(label)",
+                await Self.blocking(20000) {
+                    let admission = breaker.admit()
+                    breaker.record(success: true, admission: admission)
+                })
+        }
+        let counters = RemoteStatistics()
+        let sharedCounters = RemoteStatistics()
+        sharedCounters.board.attach(board)
+        Self.report("statistics.add(.hits), this process only", await Self.blocking(20000) { counters.add(.hits) })
+        Self.report(
+            "statistics.add(.hits), and the machine's counter", await Self.blocking(20000) { sharedCounters.add(.hits) }
+        )
+        let server = try await RedisServer.start()
+        let unsigned = try makeStore(server)
+        let signed = try makeStore(server) { $0.secret = RemoteSecret("measure") }
+        let value = payload(4096)
+        let pool = RedisConnectionPool(
+            endpoint: server.endpoint(), limits: RESPLimits.forValues(upTo: 1 << 20), connectTimeout: .seconds(1))
+        let bytes = Array(value)
+        Self.report(
+            "raw SET 4 KiB through RemoteIO, Unix socket",
+            await Self.asynchronous(3000) {
+                await RemoteIO.shared.run {
+                    _ = try? pool.withConnection(deadline: .after(.seconds(5))) { (connection) throws(RemoteError) in
+                        try connection.execute(RESPCommand("SET", "measure-raw", bytes), deadline: .after(.seconds(5)))
+                    }
+                }
+            })
+        for (label, store) in [("with a secret (SET)", signed), ("without a secret (script)", unsigned)] {
+            let id = entryIdentity("measure-store-\(label)")
+            Self.report(
+                "store.store 4 KiB \(label)",
+                await Self.asynchronous(3000) { _ = await store.store(id, payload: value, createdAt: 1, expiresAt: 0) })
+        }
+        await server.stop()
     }
 }

@@ -3,6 +3,7 @@
 // RemoteEnvelope.open is this reader over bytes at hand.
 
 import Foundation
+import Synchronization
 
 /// A file the caller opened for writing, into which a large remote payload is streamed (for the engine,
 /// a staging file in the storage's `tmp/`, with room for the local entry header before the payload).
@@ -11,6 +12,47 @@ struct RemoteStagingFile: Sendable {
     let descriptor: Int32
     /// Where the payload's first byte goes (`pwrite`; the descriptor's file position is not used).
     let payloadOffset: Int64
+}
+
+/// Where a lookup's payload goes if it is large enough to stream: a staging file made only then, by the
+/// caller's closure, on the thread reading the value. Most hits are small, and making a file (a new inode
+/// in the storage's `tmp/`, later unlinked) costs more than a small hit's whole round trip on a busy ext4.
+final class RemoteStagingSlot: Sendable {
+    private enum State {
+        case pending(@Sendable () -> (file: RemoteStagingFile, name: String)?)
+        case made((file: RemoteStagingFile, name: String)?)
+    }
+    private let state: Mutex<State>
+
+    /// A slot whose file `make` creates when first asked for: the file and the caller's name for it (the
+    /// engine: its path under the root), or nil when it cannot be made (the payload then stays in memory).
+    init(_ make: @escaping @Sendable () -> (file: RemoteStagingFile, name: String)?) {
+        state = Mutex(.pending(make))
+    }
+
+    /// A slot holding a file the caller made already.
+    init(_ file: RemoteStagingFile) { state = Mutex(.made((file, ""))) }
+
+    /// The file, made now if it was not yet; nil when it could not be made.
+    func file() -> RemoteStagingFile? {
+        state.withLock { state in
+            switch state {
+            case .made(let made): return made?.file
+            case .pending(let make):
+                let made = make()
+                state = .made(made)
+                return made?.file
+            }
+        }
+    }
+
+    /// The file and its name once made (nil when never asked for, or when making it failed).
+    var made: (file: RemoteStagingFile, name: String)? {
+        state.withLock { state in
+            if case .made(let made) = state { return made }
+            return nil
+        }
+    }
 }
 
 /// A verified remote value whose payload was streamed into a ``RemoteStagingFile``.
@@ -55,7 +97,8 @@ struct RemoteEnvelopeReader {
     private let identity: SHA256Digest
     private let secret: RemoteSecret?
     private let maximumBytes: Int
-    private let staging: RemoteStagingFile?
+    private let stagingSlot: RemoteStagingSlot?
+    private var staging: RemoteStagingFile?
     private let streamingThreshold: Int
     private var phase = Phase.header
     private var header: [UInt8] = []
@@ -76,19 +119,29 @@ struct RemoteEnvelopeReader {
     ///   - secret: This host's secret (see ``RemoteEnvelope/open(_:identity:secret:)``).
     ///   - maximumBytes: The largest envelope read (the size cap); a header announcing more fails with
     ///     ``Failure/tooLarge``.
-    ///   - staging: Where payloads of `streamingThreshold` bytes or more go; nil keeps every payload in
-    ///     memory.
+    ///   - staging: Where payloads of `streamingThreshold` bytes or more go (its file is made when the
+    ///     header announces such a payload); nil keeps every payload in memory.
     ///   - streamingThreshold: The smallest payload streamed to `staging`.
     init(
-        identity: SHA256Digest, secret: RemoteSecret?, maximumBytes: Int, staging: RemoteStagingFile? = nil,
+        identity: SHA256Digest, secret: RemoteSecret?, maximumBytes: Int, staging: RemoteStagingSlot? = nil,
         streamingThreshold: Int = 0
     ) {
         self.identity = identity
         self.secret = secret
         self.maximumBytes = maximumBytes
-        self.staging = staging
+        stagingSlot = staging
         self.streamingThreshold = streamingThreshold
         header.reserveCapacity(RemoteEnvelope.headerSize)
+    }
+
+    /// A reader streaming large payloads into `file`, which the caller made already.
+    init(
+        identity: SHA256Digest, secret: RemoteSecret?, maximumBytes: Int, staging file: RemoteStagingFile?,
+        streamingThreshold: Int
+    ) {
+        self.init(
+            identity: identity, secret: secret, maximumBytes: maximumBytes, staging: file.map(RemoteStagingSlot.init),
+            streamingThreshold: streamingThreshold)
     }
 
     /// The value's total byte count, once the header is in (nil before).
@@ -210,7 +263,10 @@ struct RemoteEnvelopeReader {
             mac.update(header)
             self.mac = mac
         }
-        toFile = staging != nil && payloadCount >= streamingThreshold
+        if payloadCount >= streamingThreshold, let stagingSlot {
+            staging = stagingSlot.file()  // made now, on this thread; none made: the payload stays in memory
+        }
+        toFile = staging != nil
         if !toFile { memory.reserveCapacity(payloadCount) }
         phase = payloadCount > 0 ? .payload : (signed ? .tag : .done)
         return .success(())

@@ -49,14 +49,20 @@ struct HTTPEndpoint: Hashable, Sendable, CustomStringConvertible, CustomDebugStr
     /// The environment variable holding the basic password when the URL has none.
     static let passwordVariable = "YASHIMA_HTTP_PASSWORD"
 
-    /// The URL of the prefix, without credentials.
-    var baseURL: String { "\(isSecure ? "https" : "http")://\(address)\(pathPrefix)" }
+    /// The scheme, host and port, without credentials.
+    var origin: String { "\(isSecure ? "https" : "http")://\(address)" }
 
-    /// The URL of `identity`'s value: `<prefix>/<xx>/<identity hex>`.
-    func url(for identity: SHA256Digest) -> URL {
+    /// The URL of the prefix, without credentials.
+    var baseURL: String { origin + pathPrefix }
+
+    /// The path of `identity`'s value: `<prefix>/<xx>/<identity hex>` (nothing to escape).
+    func path(for identity: SHA256Digest) -> String {
         let hex = identity.hex
-        return URL(string: "\(baseURL)/\(hex.prefix(2))/\(hex)")!
+        return "\(pathPrefix)/\(hex.prefix(2))/\(hex)"
     }
+
+    /// The URL of `identity`'s value.
+    func url(for identity: SHA256Digest) -> URL { URL(string: origin + path(for: identity))! }
 
     /// The base URL, plus a note when credentials are configured.
     var description: String { credentials.map { "\(baseURL) (with \($0.description))" } ?? baseURL }

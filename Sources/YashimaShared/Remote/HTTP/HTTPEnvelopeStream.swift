@@ -1,11 +1,11 @@
-// HTTPEnvelopeStream.swift: a streamed store's request body, pulled by URLSession a buffer at a time: the
-// envelope header, the payload (pread from the caller's file, or memory), the HMAC tag. The caller's file
-// is read only while the exchange is live.
+// HTTPEnvelopeStream.swift: a streamed store's request body, pulled by the transport a buffer at a time as
+// the socket takes it: the envelope header, the payload (pread from the caller's file, or memory), the HMAC
+// tag. Read only on the thread doing the transfer, before the store returns; rewound for a retry.
 
 import Foundation
 
-/// An envelope streamed from a file or from memory.
-final class HTTPEnvelopeStream: InputStream {
+/// An envelope streamed from a file or from memory. Not thread-safe: the transfer's thread reads it.
+final class HTTPEnvelopeStream {
     /// Where the payload comes from.
     enum Payload {
         /// A local file's bytes.
@@ -17,11 +17,11 @@ final class HTTPEnvelopeStream: InputStream {
     private let header: [UInt8]
     private let payload: Payload
     private let payloadCount: Int
+    /// The MAC over the header, where every pass starts (nil unsigned).
+    private let initialMAC: HMACSHA256?
     private var mac: HMACSHA256?
     private var tag: [UInt8] = []
     private var position = 0
-    private var status: Stream.Status = .notOpen
-    private weak var exchange: HTTPExchange?
 
     /// The envelope's total byte count.
     let byteCount: Int
@@ -35,53 +35,34 @@ final class HTTPEnvelopeStream: InputStream {
         case .file(let file): (count, checksum) = (file.byteCount, file.checksum)
         case .memory(let data): (count, checksum) = (data.count, data.withUnsafeBytes { CRC32C.checksum($0) })
         }
-        header = RemoteEnvelope.header(
+        let header = RemoteEnvelope.header(
             payloadCount: count, payloadChecksum: checksum, identity: identity, createdAt: createdAt,
             expiresAt: expiresAt, signed: secret != nil)
+        self.header = header
         self.payload = payload
         payloadCount = count
         byteCount = RemoteEnvelope.sealedSize(payloadCount: count, signed: secret != nil)
-        if let secret {
+        initialMAC = secret.map { secret in
             var mac = HMACSHA256(key: secret.bytes)
             mac.update(header)
-            self.mac = mac
+            return mac
         }
-        super.init(data: Data())
+        mac = initialMAC
     }
 
-    /// Reads happen only while `exchange` is live; call before the request starts.
-    func attach(to exchange: HTTPExchange) { self.exchange = exchange }
+    /// True once every byte was read.
+    var isAtEnd: Bool { position == byteCount }
 
-    override func open() { status = .open }
-    override func close() { status = .closed }
-    override var streamStatus: Stream.Status { status }
-    override var streamError: (any Error)? { nil }
-    override var hasBytesAvailable: Bool { position < byteCount }
-
-    override func getBuffer(
-        _ buffer: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>, length len: UnsafeMutablePointer<Int>
-    ) -> Bool { false }
-
-    /// Copies the next bytes into `buffer`; -1 once the exchange has ended or the file failed.
-    override func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength length: Int) -> Int {
-        guard let exchange, length > 0 else { return -1 }
-        let target = UnsafeMutableRawBufferPointer(start: buffer, count: length)
-        let result = exchange.whileLive { () -> Result<Int, SystemCallError> in fill(target) }
-        switch result {
-        case .success(let count)?:
-            if position == byteCount { status = .atEnd }
-            return count
-        case .failure(let error)?:
-            exchange.recordLocalFailure(error)
-            status = .error
-            return -1
-        case nil:
-            return -1
-        }
+    /// Back to the first byte (a retry on another connection).
+    func rewind() {
+        position = 0
+        mac = initialMAC
+        tag = []
     }
 
-    /// Fills `target` from the current position: header, payload, tag.
-    private func fill(_ target: UnsafeMutableRawBufferPointer) -> Result<Int, SystemCallError> {
+    /// Fills `target` from the current position (header, payload, tag): the count (0 at the end), or the
+    /// caller's file's failure (a short file too).
+    func fill(_ target: UnsafeMutableRawBufferPointer) -> Result<Int, SystemCallError> {
         var written = 0
         while written < target.count && position < byteCount {
             let space = UnsafeMutableRawBufferPointer(rebasing: target[written...])

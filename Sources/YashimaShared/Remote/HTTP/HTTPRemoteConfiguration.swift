@@ -18,9 +18,9 @@ struct HTTPRemoteConfiguration: Sendable, Equatable, CustomStringConvertible, Cu
     /// the local entry on stores); smaller ones go through memory. Measured in
     /// HTTPMeasurementTests: below it, memory is faster; above it, a value is never held whole.
     var streamingThreshold = HTTPRemoteConfiguration.defaultStreamingThreshold
-    /// Lookups read values in windows of this many bytes (`Range` requests, the next one asked for once
-    /// the last has been written), so a fast server cannot fill memory ahead of a slow disk: URLSession
-    /// on Linux cannot pause a transfer. Servers that ignore `Range` send the value whole.
+    /// Lookups read values in windows of this many bytes (`Range` requests with `If-Range`, the next one
+    /// asked for once the last has been written): a server replacing the value between two windows is
+    /// caught by its `ETag`. Servers that ignore `Range` send the value whole.
     var downloadWindow = 8 << 20
     /// Headers sent with every request (say `X-Api-Key`). Values are never printed.
     var headers: [String: String] = [:]
@@ -62,8 +62,9 @@ struct HTTPRemoteConfiguration: Sendable, Equatable, CustomStringConvertible, Cu
     /// The description only (a dump must not show header values or the secret).
     var customMirror: Mirror { Mirror(self, children: ["configuration": description]) }
 
-    /// Checks every setting.
+    /// Checks every setting; for `https://`, loads the system's libcurl (once per process).
     func validate() throws(HTTPConfigurationError) {
+        if endpoint.isSecure, let failure = HTTPSecureTransport.loadFailure { throw .tlsUnavailable(failure) }
         switch policy.problem {
         case .invalidTimeout: throw .invalidTimeout
         case .invalidValueCap: throw .invalidValueCap
@@ -103,6 +104,8 @@ enum HTTPConfigurationError: Error, Equatable, Sendable, CustomStringConvertible
     case invalidHeader
     /// A custom header the transport sets itself (`Authorization`, `Content-Length`, `Host`, ...).
     case reservedHeader
+    /// An `https://` URL, and the system's libcurl (which does TLS) could not be loaded: the loader's reason.
+    case tlsUnavailable(String)
 
     var description: String {
         switch self {
@@ -114,6 +117,9 @@ enum HTTPConfigurationError: Error, Equatable, Sendable, CustomStringConvertible
         case .invalidHeader: return "custom HTTP header with an invalid name or value"
         case .reservedHeader:
             return "custom HTTP header the backend sets itself (credentials come from the URL or YASHIMA_HTTP_*)"
+        case .tlsUnavailable(let reason):
+            return
+                "https:// remotes need the system's libcurl (\(HTTPSecureTransport.libraryName), Debian package libcurl4), which could not be loaded: \(reason)"
         }
     }
 }

@@ -23,12 +23,13 @@ import Foundation
 /// ## Streaming
 /// Payloads of ``HTTPRemoteConfiguration/streamingThreshold`` bytes or more never sit in memory whole:
 /// ``lookup(_:staging:)`` writes them into the caller's staging file as they arrive (verifying along the
-/// way, checksum and signature at the end: ``RemoteLookup/hitInFile(_:)``), and stores stream them
-/// (chunked) from the local entry or from memory. Smaller payloads go through memory, with
-/// `Content-Length`. URLSession on Linux cannot pause a download, so a lookup asks for the value in
-/// windows (``HTTPRemoteConfiguration/downloadWindow``, `Range` with `If-Range`), the next once the
-/// last is written: a fast server never gets more than a window ahead of a slow disk. A server that
-/// ignores `Range` sends the value whole; one whose value changes between windows reads as a miss.
+/// way, checksum and signature at the end: ``RemoteLookup/hitInFile(_:)``), and stores stream them from
+/// the local entry or from memory, with `Content-Length` (the envelope's size is known before its first
+/// byte). Smaller payloads go through memory. The transfer runs on a RemoteIO thread that reads from the
+/// socket only as fast as it writes the file, so a fast server never gets ahead of a slow disk; a lookup
+/// still asks for the value in windows (``HTTPRemoteConfiguration/downloadWindow``, `Range` with
+/// `If-Range`), and one whose value changes between windows reads as a miss. A server that ignores
+/// `Range` sends the value whole.
 ///
 /// ## Coordination
 /// HTTP has no locks: hosts that miss the same key at once may each generate it (the last `PUT` wins,
@@ -55,7 +56,7 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
     let remoteGuard: RemoteGuard
     /// Signs stored values; only values signed with it are hits.
     var secret: RemoteSecret? { configuration.secret }
-    private let transport: HTTPTransport
+    private let transport: any HTTPTransport
 
     /// Creates the tier (no connection is made until the first call).
     ///
@@ -67,7 +68,7 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
     ) throws(HTTPConfigurationError) {
         try configuration.validate()
         self.configuration = configuration
-        transport = HTTPTransport(configuration: configuration)
+        transport = makeHTTPTransport(configuration)
         remoteGuard = RemoteGuard(
             policy: configuration.policy, scopes: 1, labels: [configuration.endpoint.baseURL], statistics: statistics,
             now: now)
@@ -89,30 +90,33 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
         await lookup(identity, into: nil)
     }
 
-    /// Looks `identity` up; payloads of at least the streaming threshold go into `staging`.
-    func lookup(_ identity: EntryIdentity, staging: RemoteStagingFile) async -> RemoteLookup {
+    /// Looks `identity` up; payloads of at least the streaming threshold go into the slot's file, made
+    /// once the value's header announces one.
+    func lookup(_ identity: EntryIdentity, staging: RemoteStagingSlot) async -> RemoteLookup {
         await lookup(identity, into: staging)
     }
 
     /// A lookup in windows of `downloadWindow` bytes (`Range`), each asked for once the last is written.
-    private func lookup(_ identity: EntryIdentity, into staging: RemoteStagingFile?) async -> RemoteLookup {
-        let url = url(for: identity)
-        let attempt = await remoteGuard.performAsync(scope: 0, access: .read) {
-            (deadline) throws(RemoteError) -> RemoteLookup in
+    private func lookup(_ identity: EntryIdentity, into staging: RemoteStagingSlot?) async -> RemoteLookup {
+        let (configuration, transport) = (configuration, transport)
+        let path = configuration.endpoint.path(for: identity.digest)
+        let attempt = await transfer(.read) { (deadline, cancellation) throws(RemoteError) -> RemoteLookup in
             let reader = RemoteEnvelopeReader(
                 identity: identity.digest, secret: configuration.secret,
                 maximumBytes: configuration.policy.maximumValueBytes, staging: staging,
                 streamingThreshold: configuration.streamingThreshold)
             let sink = HTTPValueSink(reader: reader, maximumBytes: configuration.policy.maximumValueBytes)
-            let transferDeadline = RemoteDeadline.after(configuration.transferTimeout)
-            var windowDeadline = deadline
+            let stall = configuration.policy.operationTimeout
+            var clock = HTTPTransferClock(
+                deadline: deadline, stall: stall, transferDeadline: .after(configuration.transferTimeout))
             while true {
                 let window = sink.nextWindow(size: configuration.downloadWindow)
-                let outcome = try await transport.send(
-                    "GET", to: url, extraHeaders: window, sink: sink, deadline: windowDeadline,
-                    transferDeadline: transferDeadline)
+                let outcome = try transport.send(
+                    HTTPRequest(method: "GET", path: path, headers: window), sink: sink, clock: &clock,
+                    cancellation: cancellation)
                 if let lookup = try sink.lookup(after: outcome) { return lookup }
-                windowDeadline = .after(configuration.policy.operationTimeout)
+                clock = HTTPTransferClock(
+                    deadline: .after(stall), stall: stall, transferDeadline: clock.transferDeadline)
             }
         }
         return finishLookup(attempt)
@@ -121,10 +125,9 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
     /// Whether a value is stored for `identity` (`HEAD`; not verified). Nil when the tier is unavailable
     /// or the server refused to say.
     func exists(_ identity: EntryIdentity) async -> Bool? {
-        let url = url(for: identity)
-        let attempt = await remoteGuard.performAsync(scope: 0, access: .read) {
-            (deadline) throws(RemoteError) -> Bool? in
-            let status = try await transport.send("HEAD", to: url, deadline: deadline).status
+        let path = configuration.endpoint.path(for: identity.digest)
+        let attempt = await request(.read, "HEAD", path) {
+            (status) throws(RemoteError) -> Bool? in
             switch status {
             case 200..<300: return true
             case 404, 410: return false
@@ -144,13 +147,11 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
         if let skip = skipReason(payloadCount: payload.count, expiresAt: expiresAt) { return .skipped(skip) }
         let secret = configuration.secret
         let streams = payload.count >= configuration.streamingThreshold
-        return await put(identity) {
+        return await put(identity) { () throws(RemoteError) in
             guard streams else {
                 return .bytes(
-                    Data(
-                        RemoteEnvelope.seal(
-                            payload, identity: identity.digest, createdAt: createdAt, expiresAt: expiresAt,
-                            secret: secret)))
+                    RemoteEnvelope.seal(
+                        payload, identity: identity.digest, createdAt: createdAt, expiresAt: expiresAt, secret: secret))
             }
             return .stream(
                 HTTPEnvelopeStream(
@@ -160,36 +161,44 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
     }
 
     /// Stores the payload in `file` (a local entry's) as `identity`'s value, streamed from the file at or
-    /// above the threshold. The caller keeps the descriptor open until this returns.
+    /// above the threshold, else read whole first (on the same I/O thread). The caller keeps the
+    /// descriptor open until this returns.
     func store(
         _ identity: EntryIdentity, payloadFile file: RemotePayloadFile, createdAt: Int64, expiresAt: Int64
     ) async -> RemoteStoreOutcome {
-        guard file.byteCount >= configuration.streamingThreshold else {
-            if let skip = skipReason(payloadCount: file.byteCount, expiresAt: expiresAt) { return .skipped(skip) }
-            guard let payload = await file.readWhole() else {
-                statistics.add(.failedWrites)
-                return .unavailable
-            }
-            return await store(identity, payload: payload, createdAt: createdAt, expiresAt: expiresAt)
-        }
         if let skip = skipReason(payloadCount: file.byteCount, expiresAt: expiresAt) { return .skipped(skip) }
         let secret = configuration.secret
-        let outcome = await put(identity) {
-            .stream(
+        let streams = file.byteCount >= configuration.streamingThreshold
+        let outcome = await put(identity) { () throws(RemoteError) in
+            guard streams else {
+                var payload = Data(count: file.byteCount)
+                let read = payload.withUnsafeMutableBytes { Syscall.read(file.descriptor, into: $0, at: file.offset) }
+                switch read {
+                case .failure(let error): throw .localFile(error)
+                case .success(let count) where count != file.byteCount:
+                    throw .localFile(
+                        SystemCallError(operation: "pread (payload shorter than announced)", errno: .ioError))
+                case .success: break
+                }
+                return .bytes(
+                    RemoteEnvelope.seal(
+                        payload, identity: identity.digest, createdAt: createdAt, expiresAt: expiresAt, secret: secret))
+            }
+            return .stream(
                 HTTPEnvelopeStream(
                     payload: .file(file), identity: identity.digest, createdAt: createdAt, expiresAt: expiresAt,
                     secret: secret))
         }
-        if outcome == .stored { statistics.add(.storesFromFile) }
+        if outcome == .stored && streams { statistics.add(.storesFromFile) }
         return outcome
     }
 
     /// Deletes `identity`'s value. True when one was deleted.
     @discardableResult
     func remove(_ identity: EntryIdentity) async -> Bool {
-        let url = url(for: identity)
-        let attempt = await remoteGuard.performAsync(scope: 0, access: .write) { (deadline) throws(RemoteError) in
-            let status = try await transport.send("DELETE", to: url, deadline: deadline).status
+        let path = configuration.endpoint.path(for: identity.digest)
+        let attempt = await request(.write, "DELETE", path) {
+            (status) throws(RemoteError) -> Bool in
             switch status {
             case 200..<300: return true
             case 404, 410: return false
@@ -200,11 +209,18 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
         return false
     }
 
-    /// A guarded `PUT` of the body `makeBody` builds (inside the guard: nothing is sealed when bypassed).
-    private func put(_ identity: EntryIdentity, _ makeBody: () -> HTTPRequestBody) async -> RemoteStoreOutcome {
-        let url = url(for: identity)
-        let attempt = await remoteGuard.performAsync(scope: 0, access: .write) { (deadline) throws(RemoteError) in
-            let status = try await transport.send("PUT", to: url, body: makeBody(), deadline: deadline).status
+    /// A guarded `PUT` of the body `makeBody` builds on the I/O thread (nothing is sealed or read when
+    /// bypassed).
+    private func put(
+        _ identity: EntryIdentity, _ makeBody: @escaping @Sendable () throws(RemoteError) -> HTTPRequestBody
+    ) async -> RemoteStoreOutcome {
+        let (transport, stall) = (transport, configuration.policy.operationTimeout)
+        let transferTimeout = configuration.transferTimeout
+        let path = configuration.endpoint.path(for: identity.digest)
+        let attempt = await transfer(.write) { (deadline, cancellation) throws(RemoteError) in
+            var clock = HTTPTransferClock(deadline: deadline, stall: stall, transferDeadline: .after(transferTimeout))
+            let request = HTTPRequest(method: "PUT", path: path, body: try makeBody())
+            let status = try transport.send(request, sink: nil, clock: &clock, cancellation: cancellation).status
             switch status {
             case 200..<300: return
             case 413: throw .payloadTooLarge
@@ -212,5 +228,36 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
             }
         }
         return finishStore(attempt)
+    }
+
+    /// A guarded request without a body whose status `interpret` reads.
+    private func request<Value: Sendable>(
+        _ access: RemoteAccess, _ method: String, _ path: String,
+        _ interpret: @escaping @Sendable (Int) throws(RemoteError) -> Value
+    ) async -> RemoteAttempt<Value> {
+        let (transport, stall) = (transport, configuration.policy.operationTimeout)
+        let transferTimeout = configuration.transferTimeout
+        return await transfer(access) { (deadline, cancellation) throws(RemoteError) in
+            var clock = HTTPTransferClock(deadline: deadline, stall: stall, transferDeadline: .after(transferTimeout))
+            let request = HTTPRequest(method: method, path: path)
+            return try interpret(
+                try transport.send(request, sink: nil, clock: &clock, cancellation: cancellation).status)
+        }
+    }
+
+    /// Runs a transfer on a RemoteIO thread, guarded (RemoteGuard.perform); the caller's cancellation
+    /// cancels it at once (the socket it waits on is shut down).
+    private func transfer<Value: Sendable>(
+        _ access: RemoteAccess,
+        _ operation: @escaping @Sendable (RemoteDeadline, HTTPCancellation) throws(RemoteError) -> Value
+    ) async -> RemoteAttempt<Value> {
+        let cancellation = HTTPCancellation()
+        return await withTaskCancellationHandler {
+            await remoteGuard.perform(scope: 0, access: access) { (deadline) throws(RemoteError) in
+                try operation(deadline, cancellation)
+            }
+        } onCancel: {
+            cancellation.cancel()
+        }
     }
 }

@@ -1,168 +1,65 @@
-// HTTPTransport.swift: the HTTP backend's requests on URLSession: one session per store (no caches, cookies
-// or redirects), credentials and custom headers on every request, callbacks routed to each HTTPExchange
-// on a serial queue (never the pool); bodies from memory or an HTTPEnvelopeStream.
-
-import Foundation
-import Synchronization
-
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
+// HTTPTransport.swift: what the HTTP backend asks of a transport: one request, blocking, on a RemoteIO
+// thread, within its deadlines and until cancelled; `http://` on the tier's own client (HTTPPlainTransport),
+// `https://` on the system's libcurl (HTTPSecureTransport). Credentials and custom headers on every request.
 
 /// What a request sends.
 enum HTTPRequestBody {
     /// No body.
     case none
-    /// These bytes, with `Content-Length`.
-    case bytes(Data)
-    /// A streamed envelope (chunked transfer).
+    /// These bytes (an envelope sealed in memory).
+    case bytes([UInt8])
+    /// An envelope streamed from a file or memory as the connection takes it.
     case stream(HTTPEnvelopeStream)
+
+    /// The body's byte count (sent as `Content-Length`).
+    var byteCount: Int {
+        switch self {
+        case .none: return 0
+        case .bytes(let bytes): return bytes.count
+        case .stream(let stream): return stream.byteCount
+        }
+    }
 }
 
-/// Requests to one HTTP server. Thread-safe. A dump shows header names only (the `Authorization`
-/// header and custom headers may hold secrets).
-final class HTTPTransport: Sendable, CustomReflectable {
-    private let session: URLSession
-    private let router: HTTPSessionDelegate
-    private let headers: [String: String]
-    private let stall: Duration
-    /// The longest whole transfer (``HTTPRemoteConfiguration/transferTimeout``).
-    let transferLimit: Duration
+/// One request: the method, the path, the headers of this request only, the body.
+struct HTTPRequest {
+    /// `GET`, `HEAD`, `PUT` or `DELETE`.
+    let method: String
+    /// The path (`/<prefix>/<xx>/<identity hex>`), already safe to send as is.
+    let path: String
+    /// Headers of this request only (`Range`, `If-Range`).
+    var headers: [(name: String, value: String)] = []
+    /// What it sends.
+    var body: HTTPRequestBody = .none
+}
 
-    /// A transport for `configuration`'s server.
-    init(configuration: HTTPRemoteConfiguration) {
-        var headers = configuration.headers
-        if let credentials = configuration.endpoint.credentials {
-            headers["Authorization"] = credentials.authorization
-        }
-        self.headers = headers
-        stall = configuration.policy.operationTimeout
-        transferLimit = configuration.transferTimeout
-        let settings = URLSessionConfiguration.ephemeral
-        settings.requestCachePolicy = .reloadIgnoringLocalCacheData
-        settings.urlCache = nil
-        settings.httpCookieStorage = nil
-        settings.httpShouldSetCookies = false
-        settings.urlCredentialStorage = nil
-        settings.httpMaximumConnectionsPerHost = 8
-        // A backstop only (whole seconds, idle time): the exchanges enforce the real deadlines.
-        let backstop = Double(configuration.transferTimeout.remoteMilliseconds) / 1000 + 5
-        settings.timeoutIntervalForRequest = backstop
-        settings.timeoutIntervalForResource = backstop
-        router = HTTPSessionDelegate()
-        session = URLSession(configuration: settings, delegate: router, delegateQueue: nil)
-    }
-
-    deinit {
-        session.invalidateAndCancel()
-    }
-
-    var customMirror: Mirror { Mirror(self, children: ["headers": headers.keys.sorted()]) }
-
-    /// Sends `method` to `url` and suspends until the answer, a timeout or the caller's cancellation.
+/// Sends requests to one HTTP server. Thread-safe; every call blocks its thread (a RemoteIO thread, never
+/// the cooperative pool).
+protocol HTTPTransport: Sendable {
+    /// Sends `request` and reads its answer into `sink` (nil: the body is discarded), within `clock`'s
+    /// deadlines, until `cancellation` says stop. Blocking.
     ///
-    /// - Parameters:
-    ///   - extraHeaders: Headers of this request only (`Range`, `If-Range`).
-    ///   - sink: Receives the response (nil: discard the body).
-    ///   - deadline: The operation deadline for the first response byte (see ``HTTPExchange``).
-    ///   - transferDeadline: When the whole transfer must be over (default: the transfer limit from now).
-    /// - Throws: ``RemoteError/timedOut``, ``RemoteError/transport(code:)``, ``RemoteError/cancelled`` or
-    ///   ``RemoteError/localFile(_:)``; any status is an answer, not an error.
+    /// - Throws: ``RemoteError/timedOut``, ``RemoteError/cancelled``, ``RemoteError/localFile(_:)`` (the
+    ///   body's file failed), or a transport failure (connection, protocol, TLS); any status is an
+    ///   answer, not an error.
     func send(
-        _ method: String, to url: URL, extraHeaders: [String: String] = [:], body: HTTPRequestBody = .none,
-        sink: (any HTTPResponseSink)? = nil, deadline: RemoteDeadline, transferDeadline: RemoteDeadline? = nil
-    ) async throws(RemoteError) -> HTTPExchangeOutcome {
-        guard !Task.isCancelled else { throw .cancelled }
-        var request = URLRequest(url: url)
-        request.httpMethod = method
-        // No compression: the body is the envelope's bytes, and ranges count those.
-        request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
-        for (name, value) in headers.merging(extraHeaders, uniquingKeysWith: { $1 }) {
-            request.setValue(value, forHTTPHeaderField: name)
-        }
-        let exchange = HTTPExchange(
-            sink: sink, deadline: deadline, stall: stall, transferDeadline: transferDeadline ?? .after(transferLimit))
-        switch body {
-        case .none: break
-        case .bytes(let data):
-            request.httpBody = data
-            request.setValue("application/octet-stream", forHTTPHeaderField: "Content-Type")
-        case .stream(let stream):
-            stream.attach(to: exchange)
-            request.httpBodyStream = stream
-            request.setValue("application/octet-stream", forHTTPHeaderField: "Content-Type")
-        }
-        let task = session.dataTask(with: request)
-        router.register(exchange, for: task)
-        let outcome = await exchange.run(task)
-        router.unregister(task)
-        return try outcome.get()
-    }
+        _ request: HTTPRequest, sink: (any HTTPResponseSink)?, clock: inout HTTPTransferClock,
+        cancellation: HTTPCancellation
+    ) throws(RemoteError) -> HTTPExchangeOutcome
 }
 
-/// Routes URLSession's callbacks to the exchange of each task.
-///
-/// Safe to share (`@unchecked Sendable`): its only state is the `Mutex`-protected table; URLSession
-/// calls it on the session's delegate queue.
-final class HTTPSessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-    private let exchanges = Mutex<[Int: HTTPExchange]>([:])
-
-    func register(_ exchange: HTTPExchange, for task: URLSessionTask) {
-        exchanges.withLock { $0[task.taskIdentifier] = exchange }
+/// The transport of a configuration's server: the tier's own client for `http://`, libcurl for `https://`.
+func makeHTTPTransport(_ configuration: HTTPRemoteConfiguration) -> any HTTPTransport {
+    var headers: [(name: String, value: String)] = [("Accept-Encoding", "identity")]
+    if let credentials = configuration.endpoint.credentials {
+        headers.append(("Authorization", credentials.authorization))
     }
-
-    func unregister(_ task: URLSessionTask) {
-        _ = exchanges.withLock { $0.removeValue(forKey: task.taskIdentifier) }
+    headers += configuration.headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+    if configuration.endpoint.isSecure {
+        return HTTPSecureTransport(
+            origin: configuration.endpoint.origin, headers: headers,
+            connectTimeout: configuration.policy.connectTimeout)
     }
-
-    private func exchange(for task: URLSessionTask) -> HTTPExchange? {
-        exchanges.withLock { $0[task.taskIdentifier] }
-    }
-
-    func urlSession(
-        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
-    ) {
-        guard let response = response as? HTTPURLResponse else {
-            completionHandler(.cancel)
-            return
-        }
-        let proceed = exchange(for: dataTask)?.didReceive(HTTPResponseHead(response)) ?? false
-        completionHandler(proceed ? .allow : .cancel)
-    }
-
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        exchange(for: dataTask)?.didReceive(data)
-    }
-
-    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        exchange(for: task)?.didComplete(error: error, response: task.response)
-    }
-
-    /// Redirects are not followed (the 3xx is the answer): credentials never go to another host.
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
-    ) {
-        completionHandler(nil)
-    }
-
-    /// Credentials go with every request (the URL's or the environment's), never in answer to a
-    /// challenge: a 401 with `WWW-Authenticate` is the answer (corelibs would wait forever for a
-    /// credential it does not have).
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
-        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
-    ) {
-        exchange(for: task)?.refuseChallenge()
-        completionHandler(.cancelAuthenticationChallenge, nil)
-    }
-
-    /// A body stream is never rewound (no redirects, no authentication rounds): none is given again.
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask,
-        needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void
-    ) {
-        completionHandler(nil)
-    }
+    return HTTPPlainTransport(
+        address: configuration.endpoint.address, headers: headers, connectTimeout: configuration.policy.connectTimeout)
 }

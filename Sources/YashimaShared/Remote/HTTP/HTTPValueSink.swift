@@ -3,8 +3,8 @@
 
 import Foundation
 
-/// The response of a lookup's `GET`s. Called by the exchanges only (serially, on the session's delegate
-/// queue) and read by the lookup between windows, after each exchange has ended.
+/// The response of a lookup's `GET`s. Called by the transport on the transfer's thread, and read by the
+/// lookup on that thread between windows.
 final class HTTPValueSink: HTTPResponseSink {
     private var reader: RemoteEnvelopeReader
     private let maximumBytes: Int
@@ -31,10 +31,10 @@ final class HTTPValueSink: HTTPResponseSink {
     private var isSuccess: Bool { (200..<300).contains(status) }
 
     /// The headers of the next window's request: `Range` from where the last ended, `If-Range`.
-    func nextWindow(size: Int) -> [String: String] {
+    func nextWindow(size: Int) -> [(name: String, value: String)] {
         windowStart = received
-        var headers = ["Range": "bytes=\(received)-\(received + size - 1)"]
-        if received > 0, let entityTag { headers["If-Range"] = entityTag }
+        var headers = [(name: "Range", value: "bytes=\(received)-\(received + size - 1)")]
+        if received > 0, let entityTag { headers.append((name: "If-Range", value: entityTag)) }
         return headers
     }
 

@@ -1,7 +1,8 @@
 // `yashima`: memoize shell commands across processes, and operate a YashimaShared storage directory.
 // Dispatches to one file per subcommand; exit status 0 ok, 1 failed, 2 bad usage (`run` passes its
 // command's status through). For `run` and `watch`, signals are blocked here, first thing, before any
-// thread exists (see Process.swift). The main thread then waits on a semaphore, never in dispatch's main
+// thread exists (see Process.swift). The command starts on the main thread (a hit that never suspends
+// ends there: no thread is started); the main thread then waits on a semaphore, never in dispatch's main
 // loop: that parks in sigsuspend with an empty mask, and the blocked signals would be delivered to it.
 
 import Foundation
@@ -97,7 +98,8 @@ func main(_ words: [Word]) async -> Int32 {
 /// The options before the subcommand's name, and the words from that name on. An option takes the next
 /// word as its value when some subcommand declares it with a value.
 func splitGlobalOptions(_ words: [Word]) -> (global: [Word], rest: [Word]) {
-    let valued = Set(commands.flatMap(\.options).filter { $0.value != nil }.map(\.name))
+    // Built only when an option comes first (`yashima run ...`, the usual case, needs none).
+    lazy var valued = Set(commands.flatMap(\.options).filter { $0.value != nil }.map(\.name))
     var index = 0
     while index < words.count, words[index].hasPrefix("--"), words[index].bytes.count > 2,
         !["--help", "--version"].contains(words[index].text ?? "")
@@ -115,8 +117,10 @@ final class ExitStatus: Sendable {
     let value = Mutex<Int32>(1)
 }
 
-/// Runs `main` on the cooperative pool while the main thread waits, then exits with its status.
-func runAndExit() -> Never {
+/// Runs the command line: `main` starts on the calling (main) thread and goes on on the cooperative pool
+/// from its first suspension, while the main thread waits; then exits with its status. The `yashima`
+/// executable (Sources/yashima/Main) calls only this.
+public func runAndExit() -> Never {
     let words = Word.arguments
     let name = splitGlobalOptions(words).rest.first?.text
     if name == "run" {
@@ -128,7 +132,7 @@ func runAndExit() -> Never {
     }
     let status = ExitStatus()
     let done = DispatchSemaphore(value: 0)
-    Task.detached {
+    Task.immediate {
         let result = await main(words)
         status.value.withLock { $0 = result }
         done.signal()
@@ -136,5 +140,3 @@ func runAndExit() -> Never {
     done.wait()
     exit(status.value.withLock { $0 })
 }
-
-runAndExit()
