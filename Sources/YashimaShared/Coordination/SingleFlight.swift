@@ -67,7 +67,7 @@ final class Flight: Sendable {
     private weak let table: FlightTable?
 
     private struct State {
-        var waiters: [Int: CheckedContinuation<FlightEvent, any Error>] = [:]
+        var waiters = FlightWaiters()
         var departed: Set<Int> = []  // waiters cancelled before they registered
         var nextWaiter = 0
         var result: FlightResult?
@@ -133,7 +133,7 @@ final class Flight: Sendable {
 
     /// Registers a waiter; false when the flight was cancelled (start a new one). The waiter is resumed
     /// with the result, or with `.lead` when the production's next step falls to it.
-    func register(_ id: Int, _ continuation: CheckedContinuation<FlightEvent, any Error>) -> Bool {
+    func register(_ id: Int, _ continuation: FlightContinuation) -> Bool {
         let cancelsWhenNoWaiters = cancelsWhenNoWaiters
         enum Action { case wait, resume(FlightEvent), cancelled(Abandoned?), gone }
         let action = state.withLock { state -> Action in
@@ -154,7 +154,7 @@ final class Flight: Sendable {
                 state.leader = id
                 return .resume(.lead(step))
             }
-            state.waiters[id] = continuation
+            state.waiters.insert(id, continuation)
             return .wait
         }
         switch action {
@@ -198,8 +198,8 @@ final class Flight: Sendable {
     func depart(_ id: Int) -> Bool {
         let cancelsWhenNoWaiters = cancelsWhenNoWaiters
         let (continuation, abandoned) = state.withLock {
-            state -> (CheckedContinuation<FlightEvent, any Error>?, Abandoned?) in
-            let continuation = state.waiters.removeValue(forKey: id)
+            state -> (FlightContinuation?, Abandoned?) in
+            let continuation = state.waiters.remove(id)
             if continuation == nil, state.result == nil { state.departed.insert(id) }
             // A waiter cancelled before it registered leaves too: when it was the last, the production goes
             // (waiters holding an id but not yet registered will find the flight cancelled and start anew).
@@ -215,7 +215,7 @@ final class Flight: Sendable {
     func lead(_ step: FlightStep) {
         let cancelsWhenNoWaiters = cancelsWhenNoWaiters
         enum Action {
-            case resume(CheckedContinuation<FlightEvent, any Error>)
+            case resume(FlightContinuation)
             case later
             case detached(@Sendable (FlightStep) -> Void)
             case none
@@ -227,7 +227,7 @@ final class Flight: Sendable {
                 state.pendingStep = step
                 return .later
             }
-            if let id = state.waiters.keys.min(), let continuation = state.waiters.removeValue(forKey: id) {
+            if let (id, continuation) = state.waiters.removeOldest() {
                 state.leading = true
                 state.callerLeading = true
                 state.leader = id
@@ -278,13 +278,12 @@ final class Flight: Sendable {
     /// Delivers the result to every waiter (the first result only), after taking the flight out of its
     /// table.
     func complete(_ result: FlightResult) {
-        let waiters = state.withLock { state -> [CheckedContinuation<FlightEvent, any Error>]? in
+        let waiters = state.withLock { state -> [FlightContinuation]? in
             guard state.result == nil else { return nil }
             state.result = result
             state.stepper = nil
             state.pendingStep = nil
-            defer { state.waiters.removeAll() }
-            return Array(state.waiters.values)
+            return state.waiters.removeAll()
         }
         guard let waiters else { return }
         table?.remove(self)
@@ -296,12 +295,65 @@ final class Flight: Sendable {
     /// one). Throws `CancellationError` at once when the task is cancelled.
     func next(_ id: Int) async throws -> FlightEvent {
         try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<FlightEvent, any Error>) in
-                if !register(id, continuation) { continuation.resume(returning: .gone) }
-            }
+            #if DEBUG
+                try await withCheckedThrowingContinuation { (continuation: FlightContinuation) in
+                    if !register(id, continuation) { continuation.resume(returning: .gone) }
+                }
+            #else
+                try await withUnsafeThrowingContinuation { (continuation: FlightContinuation) in
+                    if !register(id, continuation) { continuation.resume(returning: .gone) }
+                }
+            #endif
         } onCancel: {
             if depart(id) { table?.remove(self) }
         }
+    }
+}
+
+/// A waiter's continuation. Each is resumed exactly once by construction: `register` either resumes it at
+/// once or stores it in `FlightWaiters`, and only the one call that takes it out of there, under the
+/// flight's lock (`complete`, `depart`, `lead`), resumes it. So a release build uses the unsafe kind (no
+/// checking box on the heap, no frame of its own: a waiting lookup holds neither); a debug build, which
+/// the tests run, checks that it is resumed exactly once.
+#if DEBUG
+    typealias FlightContinuation = CheckedContinuation<FlightEvent, any Error>
+#else
+    typealias FlightContinuation = UnsafeContinuation<FlightEvent, any Error>
+#endif
+
+/// A flight's registered waiters by id. Most flights have one (a key waited on by one caller), kept
+/// inline: a dictionary is allocated only for the others.
+struct FlightWaiters {
+    private var first: (id: Int, continuation: FlightContinuation)?
+    private var others: [Int: FlightContinuation] = [:]
+
+    var isEmpty: Bool { first == nil && others.isEmpty }
+    var count: Int { (first == nil ? 0 : 1) + others.count }
+
+    mutating func insert(_ id: Int, _ continuation: FlightContinuation) {
+        if first == nil { first = (id, continuation) } else { others[id] = continuation }
+    }
+
+    mutating func remove(_ id: Int) -> FlightContinuation? {
+        if let first, first.id == id {
+            self.first = nil
+            return first.continuation
+        }
+        return others.removeValue(forKey: id)
+    }
+
+    /// Takes out the waiter that registered first (the lowest id).
+    mutating func removeOldest() -> (Int, FlightContinuation)? {
+        guard let id = [first?.id, others.keys.min()].compactMap({ $0 }).min() else { return nil }
+        return remove(id).map { (id, $0) }
+    }
+
+    /// Takes out every waiter.
+    mutating func removeAll() -> [FlightContinuation] {
+        var all = others.values.map { $0 }
+        if let first { all.append(first.continuation) }
+        self = FlightWaiters()
+        return all
     }
 }
 

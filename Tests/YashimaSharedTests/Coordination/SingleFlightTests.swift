@@ -128,6 +128,55 @@ struct SingleFlightTests {
         release.open()
     }
 
+    @Test("a due step goes to the waiter that registered first, whoever left; the others get the result")
+    func stepGoesToTheOldestWaiter() async throws {
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: false, entry: Self.entry, table: nil)
+        var tasks: [Int: Task<FlightEvent, any Error>] = [:]
+        for count in 1...3 {
+            let id = flight.newWaiterID()
+            tasks[id] = Task { try await flight.next(id) }
+            #expect(await eventually { flight.waiterCount == count })
+        }
+        let (first, second, third) = (0, 1, 2)
+        // The first (kept inline) leaves; a fourth registers after the others.
+        _ = flight.depart(first)
+        let outcome = await result(of: tasks[first]!)
+        #expect(throws: CancellationError.self) { try outcome?.get() }
+        let fourth = flight.newWaiterID()
+        tasks[fourth] = Task { try await flight.next(fourth) }
+        #expect(await eventually { flight.waiterCount == 3 })
+        flight.lead(.released)
+        guard case .lead(.released) = try await tasks[second]!.value else {
+            Issue.record("the step went elsewhere than to the oldest waiter left")
+            return
+        }
+        // The leader registers again (its step taken); the result reaches every waiter.
+        tasks[second] = Task { try await flight.next(second) }
+        #expect(await eventually { flight.waiterCount == 3 })
+        flight.complete(.noValue)
+        for id in [second, third, fourth] {
+            guard case .result(.noValue) = try await tasks[id]!.value else {
+                Issue.record("waiter \(id) did not get the result")
+                continue
+            }
+        }
+    }
+
+    @Test("a caller registering after its flight was cancelled is told to start anew")
+    func registeringInACancelledFlight() async throws {
+        let (flight, producer, release) = Self.flight(cancelsWhenNoWaiters: true)
+        let (id, waiting) = await Self.waiter(of: flight)
+        let late = flight.newWaiterID()  // joined, not registered yet
+        #expect(flight.depart(id))
+        #expect(producer.isCancelled)
+        _ = await result(of: waiting)
+        guard case .gone = try await flight.next(late) else {
+            Issue.record("a caller of a cancelled flight must join (or start) another")
+            return
+        }
+        release.open()
+    }
+
     // MARK: FlightTable
 
     @Test("a lookup joins a refresh of the same entry; a refresh never joins a lookup")
