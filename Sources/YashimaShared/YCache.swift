@@ -182,7 +182,8 @@ public final class YCache: Sendable {
     ) async throws -> Codec.Value {
         // The value alone through the lookup (a small frame, held while the lookup waits: CacheEngine.resolve).
         let value = try await engine.resolve(
-            key, codec: codec, options: options, optional: false, generate: { try await generator() }, hit: { $0.value })
+            key, codec: codec, options: options, optional: false, generate: { try await generator() }, hit: { $0.value }
+        )
         guard let value else { throw Error.cacheMiss }
         return value
     }

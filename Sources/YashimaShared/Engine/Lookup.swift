@@ -4,7 +4,6 @@
 
 /// What a production needs to generate and store one entry.
 struct ProductionRequest<Codec: CacheCodec>: Sendable {
-    let key: CacheKey
     let codec: Codec
     let options: YCache.Options
     let memoryKey: MemoryKey
@@ -15,6 +14,9 @@ struct ProductionRequest<Codec: CacheCodec>: Sendable {
     /// The storage a remote tier may stage a large hit's entry file in (set for a lookup that writes
     /// to a local storage directory).
     var staging: StorageContext?
+
+    /// The caller's key (the memory key's: one copy, which a waiting lookup holds on the heap).
+    var key: CacheKey { memoryKey.key }
 }
 
 extension CacheEngine {
@@ -26,7 +28,7 @@ extension CacheEngine {
         generate: @escaping @Sendable () async throws -> Codec.Value?
     ) -> ProductionRequest<Codec> {
         ProductionRequest(
-            key: memoryKey.key, codec: codec, options: options, memoryKey: memoryKey,
+            codec: codec, options: options, memoryKey: memoryKey,
             expectation: expectations.expectation(for: memoryKey), generate: generate)
     }
 
@@ -97,6 +99,9 @@ extension CacheEngine {
         while let ticket = lookup.ticket {
             try afterFlightEvent(await ticket.flight.next(ticket.id), lookup)
         }
+        // A production of its own only when it has no outcome: `finish`'s frame (about 2 KB, more than a
+        // task allocator's slab) is allocated only then.
+        if case .done(let resolution) = lookup.outcome { return resolution }
         return try await finish(lookup)
     }
 
