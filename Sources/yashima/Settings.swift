@@ -77,15 +77,16 @@ enum Settings {
         return try value(name, directory: directory)
     }
 
-    /// Files already read by this process (a command reads each at most once).
-    private static let cache = Mutex<[Word: [String: String]]>([:])
+    /// Files already read by this process (a command reads each at most once; two or three files, so a
+    /// list: a dictionary keyed by `Word` costs a hit more to set up than it saves).
+    private static let cache = Mutex<[(file: Word, values: [String: String])]>([])
 
     /// The `name = value` lines of a settings file (none when it does not exist). `#` starts a comment.
     /// - Throws: `UsageError` naming the file and line of anything else.
     static func read(_ file: Word) throws -> [String: String] {
-        if let known = cache.withLock({ $0[file] }) { return known }
+        if let known = cache.withLock({ $0.first { $0.file == file }?.values }) { return known }
         let values = try parse(file)
-        cache.withLock { $0[file] = values }
+        cache.withLock { $0.append((file, values)) }
         return values
     }
 
@@ -139,7 +140,7 @@ enum Settings {
                 atPath: String(decoding: folder.bytes, as: UTF8.self), withIntermediateDirectories: true)
         }
         try OutputFiles.writeFile(Data((lines.joined(separator: "\n") + "\n").utf8), to: file, mode: UInt32(mode))
-        cache.withLock { $0[file] = nil }
+        cache.withLock { $0.removeAll { $0.file == file } }
     }
 }
 
