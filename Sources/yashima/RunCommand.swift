@@ -127,6 +127,7 @@ enum RunCommand {
             let elapsed = started.duration(to: .now)
             let saved = Int64(record.runningNanoseconds) - nanoseconds(elapsed)
             storage.addSavedTime(nanoseconds: saved)
+            keptUntilExit.withLock { $0 += [probe, storage] }
             if verbose {
                 Output.error(
                     "yashima: hit: \(Format.bytes(Int64(record.byteCount))) from storage in "
@@ -201,6 +202,10 @@ enum RunCommand {
             return status
         }
     }
+
+    /// What a hit opened, kept until the process exits: their teardown (closing descriptors, unmapping,
+    /// freeing tables) is the kernel's at exit, for nothing; nothing they hold needs to be written.
+    private static let keptUntilExit = Mutex<[any AnyObject & Sendable]>([])
 
     /// A command that gave nothing to store: pass its output and status through.
     private static func fail(_ outcome: CommandOutcome) -> Int32 {
