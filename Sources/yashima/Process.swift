@@ -43,10 +43,10 @@ final class SignalControl: Sendable {
     }
 
     /// Starts the thread that takes the blocked signals, for `yashima run`, once: before anything that
-    /// may block or wait (starting the command, waiting for another process, reading standard input,
-    /// the remote tier, writing output files or a large standard output), so that a signal ends or is
-    /// forwarded at once. A hit that does none of these never starts it (a thread is a good part of a
-    /// hit's cost) and calls `exitIfSignalled` before it exits.
+    /// may block or wait (starting the command, waiting for another process, reading standard input or
+    /// `--input` files, the remote tier, writing output files or a large standard output), so that a
+    /// signal ends or is forwarded at once. A hit that does none of these never starts it (a thread is a
+    /// good part of a hit's cost) and calls `exitIfSignalled` before it exits.
     func start() {
         guard !started.exchange(true, ordering: .acquiringAndReleasing) else { return }
         SignalControl.takeSignals { [self] signal in handle(signal) }

@@ -72,8 +72,9 @@ enum RunCommand {
         takesCommand: true)
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
-        // Reading standard input to its end may block: a signal must end it at once.
-        if arguments.flag("stdin") { SignalControl.shared.start() }
+        // Reading standard input to its end, or an --input file (a large one, a FIFO), may block: a
+        // signal must end it at once.
+        if arguments.flag("stdin") || !arguments.words("input").isEmpty { SignalControl.shared.start() }
         let invocation = try await Invocation(arguments)
         let verbose = arguments.flag("verbose")
         if Word.environment("YASHIMA_DISABLE")?.text == "1" {
