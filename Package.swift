@@ -1,6 +1,10 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
+// YASHIMA_DYNAMIC_CLI=1 links the `yashima` executable like any other (see its target): AddressSanitizer
+// (the last step of .ci/run) aborts the static CoreFoundation on its own frees, before any code of ours.
+let staticCLI = Context.environment["YASHIMA_DYNAMIC_CLI"] == nil
+
 let package = Package(
     name: "YashimaShared",
     products: [
@@ -49,8 +53,9 @@ let package = Package(
             name: "yashima",
             dependencies: ["YashimaCommandLine"],
             path: "Sources/yashima/Main",
-            swiftSettings: [.swiftLanguageMode(.v6), .unsafeFlags(["-static-stdlib"])],
-            linkerSettings: [.unsafeFlags(["-static-stdlib", "-use-ld=lld", "-Xclang-linker", "-no-pie"])]
+            swiftSettings: [.swiftLanguageMode(.v6)] + (staticCLI ? [.unsafeFlags(["-static-stdlib"])] : []),
+            linkerSettings: staticCLI
+                ? [.unsafeFlags(["-static-stdlib", "-use-ld=lld", "-Xclang-linker", "-no-pie"])] : []
         ),
         // The README's quick start, verbatim, and its guides as one program: every README sample is
         // compiled from here, and ExamplesTests runs them (ReadmeSamplesTests keeps the text in step).
