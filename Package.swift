@@ -1,6 +1,10 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
+// YASHIMA_DYNAMIC_CLI=1 links the `yashima` executable like any other (see its target): AddressSanitizer
+// (the last step of .ci/run) aborts the static CoreFoundation on its own frees, before any code of ours.
+let staticCLI = Context.environment["YASHIMA_DYNAMIC_CLI"] == nil
+
 let package = Package(
     name: "YashimaShared",
     products: [
@@ -42,14 +46,16 @@ let package = Package(
         // The `yashima` executable, linked with the Swift standard library, Foundation and Dispatch
         // statically and as a fixed-address (non-PIE) executable: a hit is a whole process, and binding
         // the toolchain's shared libraries, or relocating a position-independent 80 MB binary, cost more at
-        // start-up than the hit itself. Only glibc, libstdc++, libgcc_s, zlib and libm stay dynamic.
+        // start-up than the hit itself. Only glibc, libstdc++, libgcc_s, zlib and libm stay dynamic. Linked
+        // by lld: the default (gold) warns about the static Foundation's use of mktemp in every build.
         // Packages depending on this one by URL or path never build this target; the tests do not link it.
         .executableTarget(
             name: "yashima",
             dependencies: ["YashimaCommandLine"],
             path: "Sources/yashima/Main",
-            swiftSettings: [.swiftLanguageMode(.v6), .unsafeFlags(["-static-stdlib"])],
-            linkerSettings: [.unsafeFlags(["-static-stdlib", "-Xclang-linker", "-no-pie"])]
+            swiftSettings: [.swiftLanguageMode(.v6)] + (staticCLI ? [.unsafeFlags(["-static-stdlib"])] : []),
+            linkerSettings: staticCLI
+                ? [.unsafeFlags(["-static-stdlib", "-use-ld=lld", "-Xclang-linker", "-no-pie"])] : []
         ),
         // The README's quick start, verbatim, and its guides as one program: every README sample is
         // compiled from here, and ExamplesTests runs them (ReadmeSamplesTests keeps the text in step).

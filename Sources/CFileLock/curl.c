@@ -100,6 +100,17 @@ int ysh_curl_load(const char *library, char *message, size_t capacity) {
     return result;
 }
 
+int ysh_curl_probe(const char *library, char *message, size_t capacity) {
+    void *handle = dlopen(library, RTLD_LAZY | RTLD_LOCAL);
+    if (handle == NULL) {
+        const char *text = dlerror();
+        if (message != NULL && capacity > 0) snprintf(message, capacity, "%s", text ? text : "dlopen failed");
+        return -1;
+    }
+    dlclose(handle);
+    return 0;
+}
+
 ysh_curl_handle *ysh_curl_open(void) {
     if (load_result != 0) return NULL;
     return (ysh_curl_handle *)api.easy_init();

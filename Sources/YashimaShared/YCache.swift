@@ -50,7 +50,7 @@ public final class YCache: Sendable {
         let configuration = configuration.clamped
         self.configuration = configuration
         engine = CacheEngine(
-            storagePath: configuration.storageDirectory.standardizedFileURL.path,
+            storagePath: YCache.standardPath(configuration.storageDirectory),
             memoryMaximumCost: configuration.memoryMaximumCost,
             memoryMaximumEntryCount: configuration.memoryMaximumEntryCount,
             budget: StorageBudget(
@@ -58,6 +58,30 @@ public final class YCache: Sendable {
                 allocatedBytes: configuration.storageMaximumAllocatedByteCount.map { Int64($0) }),
             sharing: configuration.sharing, allowNetworkFilesystem: configuration.allowNetworkFilesystem,
             remote: configuration.remote.flatMap { $0.backend.makeStores() })
+    }
+
+    /// `url.standardizedFileURL.path`, without Foundation's work when the path is already standard
+    /// (absolute, no empty, `.` or `..` component, no trailing slash), as a command-line tool's usually is:
+    /// a `yashima` hit is a whole process, and standardizing a URL is a good part of one.
+    static func standardPath(_ url: URL) -> String {
+        let path = url.path
+        guard url.isFileURL, path.utf8.count > 1, path.utf8.first == UInt8(ascii: "/") else {
+            return url.standardizedFileURL.path
+        }
+        var component = 0  // the current component's length in bytes
+        var dots = true  // whether it is dots only (`.` and `..` are not standard)
+        for byte in path.utf8.dropFirst() {
+            if byte == UInt8(ascii: "/") {
+                if component == 0 || (dots && component <= 2) { return url.standardizedFileURL.path }
+                component = 0
+                dots = true
+            } else {
+                component += 1
+                dots = dots && byte == UInt8(ascii: ".")
+            }
+        }
+        if component == 0 || (dots && component <= 2) { return url.standardizedFileURL.path }
+        return path
     }
 
     /// Creates a cache over `storageDirectory`; the same as `init(configuration:)` with these fields.

@@ -33,8 +33,11 @@ struct OptionSpec: Sendable {
 /// What a command line said, as exact bytes: option values and the command's words are `Word`s, and
 /// text is asked for explicitly (`string`), which refuses bytes that are not UTF-8 rather than guess.
 struct ParsedArguments {
-    private(set) var values: [String: [Word]] = [:]
-    private(set) var flags: Set<String> = []
+    /// Each option given, with its values in order. Lists, not a dictionary and a set: a command line has a
+    /// few options, and a process's first `[String: …]` costs a `yashima` hit more to set up (the
+    /// runtime's conformance lookup) than the comparisons.
+    private var values: [(name: String, words: [Word])] = []
+    private var flags: [String] = []
     /// Words that are not options (most commands accept none).
     private(set) var positional: [Word] = []
     /// For `run` and `rm`: the command and its arguments (after `--` or from the first non-option word).
@@ -44,9 +47,21 @@ struct ParsedArguments {
 
     func flag(_ name: String) -> Bool { flags.contains(name) }
     /// The last value of `--name`, exact.
-    func word(_ name: String) -> Word? { values[name]?.last }
+    func word(_ name: String) -> Word? { words(name).last }
     /// Every value of `--name`, in order, exact.
-    func words(_ name: String) -> [Word] { values[name] ?? [] }
+    func words(_ name: String) -> [Word] { values.first { $0.name == name }?.words ?? [] }
+
+    private mutating func append(_ word: Word, to name: String) {
+        if let index = values.firstIndex(where: { $0.name == name }) {
+            values[index].words.append(word)
+        } else {
+            values.append((name, [word]))
+        }
+    }
+
+    private mutating func insertFlag(_ name: String) {
+        if !flags.contains(name) { flags.append(name) }
+    }
 
     /// The last value of `--name` as text; bytes that are not UTF-8 are bad usage (a name, a size, a
     /// URL is text: guessing would make two different words one).
@@ -90,14 +105,14 @@ struct ParsedArguments {
                 }
                 if option.value == nil {
                     guard inlineValue == nil else { throw UsageError("--\(name) takes no value") }
-                    flags.insert(name)
+                    insertFlag(name)
                 } else if let inlineValue {
-                    values[name, default: []].append(inlineValue)
+                    append(inlineValue, to: name)
                 } else {
                     guard index + 1 < words.count else {
                         throw UsageError("--\(name) needs a value (\(option.value!))")
                     }
-                    values[name, default: []].append(words[index + 1])
+                    append(words[index + 1], to: name)
                     index += 1
                 }
             } else if word.hasPrefix("-") && word.bytes.count > 1 {
@@ -109,7 +124,7 @@ struct ParsedArguments {
                 guard option.value == nil else {
                     throw UsageError("-\(option.short!) needs a value; use --\(option.name)")
                 }
-                flags.insert(option.name)
+                insertFlag(option.name)
             } else if takesCommand {
                 command = Array(words[index...])
                 break

@@ -98,15 +98,17 @@ func main(_ words: [Word]) async -> Int32 {
 /// The options before the subcommand's name, and the words from that name on. An option takes the next
 /// word as its value when some subcommand declares it with a value.
 func splitGlobalOptions(_ words: [Word]) -> (global: [Word], rest: [Word]) {
-    // Built only when an option comes first (`yashima run ...`, the usual case, needs none).
-    lazy var valued = Set(commands.flatMap(\.options).filter { $0.value != nil }.map(\.name))
+    // Looked up only when an option comes first (`yashima run ...`, the usual case, needs none).
+    func valued(_ name: String) -> Bool {
+        commands.contains { $0.options.contains { $0.value != nil && $0.name == name } }
+    }
     var index = 0
     while index < words.count, words[index].hasPrefix("--"), words[index].bytes.count > 2,
         !["--help", "--version"].contains(words[index].text ?? "")
     {
         let name = String(decoding: words[index].bytes.dropFirst(2).prefix { $0 != UInt8(ascii: "=") }, as: UTF8.self)
         let inline = words[index].bytes.contains(UInt8(ascii: "="))
-        index += valued.contains(name) && !inline ? 2 : 1
+        index += !inline && valued(name) ? 2 : 1
     }
     index = min(index, words.count)
     return (Array(words[..<index]), Array(words[index...]))
@@ -124,8 +126,8 @@ public func runAndExit() -> Never {
     let words = Word.arguments
     let name = splitGlobalOptions(words).rest.first?.text
     if name == "run" {
+        // Taken by SignalControl's thread, started once `run` may block (a hit may never start it).
         SignalControl.blockSignals()
-        SignalControl.shared.start()
     } else if name == "watch" {
         // Taken by WatchCommand's own handler, started once it has parsed its arguments.
         SignalControl.blockSignals()
@@ -138,5 +140,6 @@ public func runAndExit() -> Never {
         done.signal()
     }
     done.wait()
+    if name == "run" { SignalControl.shared.exitIfSignalled() }
     exit(status.value.withLock { $0 })
 }

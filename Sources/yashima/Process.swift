@@ -4,7 +4,9 @@
 // dispositions and an empty signal mask. SIGINT, SIGTERM and SIGHUP are blocked in every thread of
 // `yashima run` and taken by one thread with sigwait: while the command runs they are forwarded to it
 // (and nothing is stored); at any other moment the process removes its temporary files and exits at once
-// with 128 + the signal (a wait for another process ends there; the kernel drops its locks).
+// with 128 + the signal (a wait for another process ends there; the kernel drops its locks). A hit does
+// not start that thread unless it may block (see `start`): one that arrives during a short hit is taken
+// at its end (`exitIfSignalled`), with the same status.
 // `yashima watch` blocks the same signals and takes them with `takeSignals` (WatchCommand.swift).
 
 import Foundation
@@ -23,6 +25,8 @@ final class SignalControl: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Whether the thread that takes the signals runs.
+    private let started = Atomic<Bool>(false)
 
     private static var handledSet: sigset_t {
         var set = sigset_t()
@@ -38,9 +42,24 @@ final class SignalControl: Sendable {
         pthread_sigmask(SIG_BLOCK, &set, nil)
     }
 
-    /// Starts the thread that takes the blocked signals, for `yashima run`.
+    /// Starts the thread that takes the blocked signals, for `yashima run`, once: before anything that
+    /// may block or wait (starting the command, waiting for another process, reading standard input or
+    /// `--input` files, the remote tier, writing output files or a large standard output), so that a
+    /// signal ends or is forwarded at once. A hit that does none of these never starts it (a thread is a
+    /// good part of a hit's cost) and calls `exitIfSignalled` before it exits.
     func start() {
+        guard !started.exchange(true, ordering: .acquiringAndReleasing) else { return }
         SignalControl.takeSignals { [self] signal in handle(signal) }
+    }
+
+    /// When the thread was never started: a handled signal that arrived meanwhile (blocked, so pending)
+    /// ends the process as the thread would have, with 128 + the signal.
+    func exitIfSignalled() {
+        guard !started.load(ordering: .acquiring) else { return }
+        var pending = sigset_t()
+        sigemptyset(&pending)
+        guard sigpending(&pending) == 0 else { return }
+        for signal in SignalControl.handled where sigismember(&pending, signal) == 1 { handle(signal) }
     }
 
     /// Starts a thread that takes the blocked signals (`blockSignals`) with sigwait and hands each to
@@ -72,7 +91,8 @@ final class SignalControl: Sendable {
     /// Runs `start` (which starts the command) so that a signal is either taken before it, and no command
     /// starts, or forwarded to the command.
     func whileStarting(_ start: () throws -> pid_t) rethrows -> pid_t {
-        try state.withLock { state in
+        self.start()
+        return try state.withLock { state in
             let pid = try start()
             state.child = pid
             state.forwarded = nil
@@ -89,7 +109,10 @@ final class SignalControl: Sendable {
     }
 
     /// A file or folder to remove if a signal ends the process.
-    func track(_ path: Word) { _ = state.withLock { $0.temporaryPaths.insert(path) } }
+    func track(_ path: Word) {
+        start()
+        _ = state.withLock { $0.temporaryPaths.insert(path) }
+    }
     func untrack(_ path: Word) { _ = state.withLock { $0.temporaryPaths.remove(path) } }
 }
 

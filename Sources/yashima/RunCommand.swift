@@ -72,6 +72,9 @@ enum RunCommand {
         takesCommand: true)
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
+        // Reading standard input to its end, or an --input file (a large one, a FIFO), may block: a
+        // signal must end it at once.
+        if arguments.flag("stdin") || !arguments.words("input").isEmpty { SignalControl.shared.start() }
         let invocation = try await Invocation(arguments)
         let verbose = arguments.flag("verbose")
         if Word.environment("YASHIMA_DISABLE")?.text == "1" {
@@ -104,6 +107,8 @@ enum RunCommand {
         let location = try Location(arguments)
         let key = try invocation.key(arguments, location: location)
         let remote = try RemoteOption.parse(arguments, directory: location.path)
+        // The remote tier may wait on the network: signals are taken from here on.
+        if remote != nil { SignalControl.shared.start() }
         let expiry = try Settings.value("expire", arguments, directory: location.path).map {
             try parseDuration($0.0, option: "expire")
         }
@@ -123,6 +128,7 @@ enum RunCommand {
             let elapsed = started.duration(to: .now)
             let saved = Int64(record.runningNanoseconds) - nanoseconds(elapsed)
             storage.addSavedTime(nanoseconds: saved)
+            keptUntilExit.withLock { $0 += [probe, storage] }
             if verbose {
                 Output.error(
                     "yashima: hit: \(Format.bytes(Int64(record.byteCount))) from storage in "
@@ -131,7 +137,9 @@ enum RunCommand {
             return status
         }
 
-        // A miss: get-or-generate, with this directory's budget.
+        // A miss: get-or-generate, with this directory's budget. It may wait for another process (a
+        // signal ends the wait at once) or run the command (a signal is forwarded to it).
+        SignalControl.shared.start()
         let cache = budget == explicit ? probe : try location.openCache(budget: budget, remote: remote)
         // A result that cannot be stored is still the command's result.
         var options = YCache.Options(writeFailurePolicy: .bestEffort)
@@ -196,6 +204,10 @@ enum RunCommand {
         }
     }
 
+    /// What a hit opened, kept until the process exits: their teardown (closing descriptors, unmapping,
+    /// freeing tables) is the kernel's at exit, for nothing; nothing they hold needs to be written.
+    private static let keptUntilExit = Mutex<[any AnyObject & Sendable]>([])
+
     /// A command that gave nothing to store: pass its output and status through.
     private static func fail(_ outcome: CommandOutcome) -> Int32 {
         switch outcome {
@@ -221,6 +233,8 @@ enum RunCommand {
     /// Writes the record's standard output and, when it came from storage, its outputs.
     private static func deliver(_ record: RunRecord, _ invocation: Invocation, fromStorage: Bool) throws -> Int32 {
         if fromStorage { try OutputFiles.write(record, to: invocation.outputs) }
+        // A write that may block (more than a pipe holds, or a terminal) is one a signal must end.
+        if record.standardOutput.count > 65536 || isatty(STDOUT_FILENO) == 1 { SignalControl.shared.start() }
         if !Output.write(record.standardOutput, to: STDOUT_FILENO) {
             throw CommandFailure.failed("cannot write to standard output: \(String(cString: strerror(errno)))")
         }

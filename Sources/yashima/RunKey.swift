@@ -94,12 +94,19 @@ enum RunKey {
     /// The words joined with NUL, and whether every word was UTF-8 (the text is then exact).
     private static func text(ofArgv words: [Word]) -> (String, Bool) {
         var exact = true
-        let text = words.map { word -> String in
-            if let text = word.text { return text }
-            exact = false
-            return String(decoding: word.bytes, as: UTF8.self)
+        // A loop rather than `joined(separator:)`, whose unspecialized code has the runtime look up
+        // `Array: BidirectionalCollection` on a hit's first use (a scan of every conformance record).
+        var text = ""
+        for (index, word) in words.enumerated() {
+            if index > 0 { text += "\0" }
+            if let decoded = word.text {
+                text += decoded
+            } else {
+                exact = false
+                text += String(decoding: word.bytes, as: UTF8.self)
+            }
         }
-        return (text.joined(separator: "\0"), exact)
+        return (text, exact)
     }
 
     /// The SHA-256 of a file's contents, the file mapped (its pages are read once, never copied); a

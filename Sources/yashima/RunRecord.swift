@@ -87,6 +87,14 @@ struct RunRecordCodec: CacheCodec {
         let outputCount = Int(try reader.integer() as UInt32)
         let itemCount = Int(try reader.integer() as UInt32)
         let standardOutputCount: UInt64 = try reader.integer()
+        if itemCount == 0 {
+            // No --output (the usual record): only the standard output.
+            guard outputCount == 0 else { throw RunRecordError(description: "an output is missing") }
+            let standardOutput = try reader.slice(standardOutputCount)
+            guard reader.isAtEnd else { throw RunRecordError(description: "trailing bytes") }
+            return RunRecord(
+                runningNanoseconds: running, standardOutput: standardOutput, outputCount: 0, items: [])
+        }
         var descriptors: [(output: Int, mode: UInt32, count: UInt64, path: [UInt8])] = []
         var folders: [Set<[UInt8]>] = Array(repeating: [], count: min(outputCount, itemCount))
         var seenRoot = [Bool](repeating: false, count: folders.count)

@@ -77,29 +77,44 @@ enum Settings {
         return try value(name, directory: directory)
     }
 
+    /// A settings file's values by name. A list, as the cache of files below: a few entries, and a
+    /// process's first dictionary of a key type costs a `yashima` hit more to set up (the runtime's
+    /// conformance lookup) than the comparisons.
+    struct Values {
+        private var pairs: [(name: String, value: String)] = []
+
+        subscript(name: String) -> String? {
+            get { pairs.first { $0.name == name }?.value }
+            set {
+                pairs.removeAll { $0.name == name }
+                if let newValue { pairs.append((name, newValue)) }
+            }
+        }
+    }
+
     /// Files already read by this process (a command reads each at most once).
-    private static let cache = Mutex<[Word: [String: String]]>([:])
+    private static let cache = Mutex<[(file: Word, values: Values)]>([])
 
     /// The `name = value` lines of a settings file (none when it does not exist). `#` starts a comment.
     /// - Throws: `UsageError` naming the file and line of anything else.
-    static func read(_ file: Word) throws -> [String: String] {
-        if let known = cache.withLock({ $0[file] }) { return known }
+    static func read(_ file: Word) throws -> Values {
+        if let known = cache.withLock({ $0.first { $0.file == file }?.values }) { return known }
         let values = try parse(file)
-        cache.withLock { $0[file] = values }
+        cache.withLock { $0.append((file, values)) }
         return values
     }
 
-    private static func parse(_ file: Word) throws -> [String: String] {
+    private static func parse(_ file: Word) throws -> Values {
         let fd = file.withCString { open($0, O_RDONLY | O_CLOEXEC) }
         guard fd >= 0 else {
-            if errno == ENOENT || errno == ENOTDIR { return [:] }
+            if errno == ENOENT || errno == ENOTDIR { return Values() }
             throw UsageError("cannot read \(file.quoted): \(String(cString: strerror(errno)))")
         }
         defer { close(fd) }
         guard let contents = try? mapFile(fd), let text = String(validating: contents, as: UTF8.self) else {
             throw UsageError("\(file.quoted) is not UTF-8 text")
         }
-        var values: [String: String] = [:]
+        var values = Values()
         for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let content = line.trimmingCharacters(in: .whitespaces)
             if content.isEmpty || content.hasPrefix("#") { continue }
@@ -139,7 +154,7 @@ enum Settings {
                 atPath: String(decoding: folder.bytes, as: UTF8.self), withIntermediateDirectories: true)
         }
         try OutputFiles.writeFile(Data((lines.joined(separator: "\n") + "\n").utf8), to: file, mode: UInt32(mode))
-        cache.withLock { $0[file] = nil }
+        cache.withLock { $0.removeAll { $0.file == file } }
     }
 }
 

@@ -17,6 +17,10 @@ extern "C" {
 /// `message` (a failure is not remembered: a later call tries again).
 int ysh_curl_load(const char *library, char *message, size_t capacity);
 
+/// Whether `library` opens (dlopen, closed again at once), whatever is loaded already: 0, or -1 with the
+/// loader's message copied into `message`, as `ysh_curl_load` would report it.
+int ysh_curl_probe(const char *library, char *message, size_t capacity);
+
 /// An easy handle (opaque): its connection cache keeps one connection alive between transfers.
 typedef struct ysh_curl_handle ysh_curl_handle;
 

@@ -135,7 +135,7 @@ final class Flight: Sendable {
     /// with the result, or with `.lead` when the production's next step falls to it.
     func register(_ id: Int, _ continuation: FlightContinuation) -> Bool {
         let cancelsWhenNoWaiters = cancelsWhenNoWaiters
-        enum Action { case wait, resume(FlightEvent), cancelled(Abandoned?), gone }
+        enum Action { case wait, resume(FlightEvent), cancelled(Abandoned?, handOn: FlightStep?), gone }
         let action = state.withLock { state -> Action in
             if state.leader == id {
                 state.leading = false
@@ -143,7 +143,15 @@ final class Flight: Sendable {
                 state.leader = nil
             }
             if state.departed.remove(id) != nil {
-                return .cancelled(cancelsWhenNoWaiters ? Self.cancelIfAbandoned(&state) : nil)
+                let abandoned = cancelsWhenNoWaiters ? Self.cancelIfAbandoned(&state) : nil
+                // A leader leaving with a step that came due meanwhile hands it on (`lead`): to another
+                // waiter, or with none left to a task of its own (`.share`); a cancelled flight drops it.
+                var handOn: FlightStep?
+                if !state.leading, !state.cancelled, state.result == nil, let step = state.pendingStep {
+                    state.pendingStep = nil
+                    handOn = step
+                }
+                return .cancelled(abandoned, handOn: handOn)
             }
             if let result = state.result { return .resume(.result(result)) }
             if state.cancelled { return .gone }
@@ -162,9 +170,10 @@ final class Flight: Sendable {
         case .resume(let event):
             continuation.resume(returning: event)
             return true
-        case .cancelled(let abandoned):
+        case .cancelled(let abandoned, let handOn):
             continuation.resume(throwing: CancellationError())
             abandoned?.cancel()
+            if let handOn { lead(handOn) }
             return true
         case .gone:
             return false
@@ -211,7 +220,8 @@ final class Flight: Sendable {
     }
 
     /// The production's next step is due (its lock wait ended): one waiter is resumed to take it; while
-    /// a leader is busy it is kept for it; with no waiter at all it runs on a new task (`.share`).
+    /// a leader is busy it is kept for it; with no waiter registered it is kept for the first to register
+    /// (`.cancelWhenNoWaiters`) or runs on a new task (`.share`).
     func lead(_ step: FlightStep) {
         let cancelsWhenNoWaiters = cancelsWhenNoWaiters
         enum Action {
@@ -233,7 +243,14 @@ final class Flight: Sendable {
                 state.leader = id
                 return .resume(continuation)
             }
-            guard !cancelsWhenNoWaiters, let stepper = state.stepper else { return .none }
+            if cancelsWhenNoWaiters {
+                // No waiter registered yet (the flight's starter between `start` and `next`, on a loaded
+                // machine): the first to register takes the step. Were none left to, the last departure
+                // would have cancelled the flight.
+                state.pendingStep = step
+                return .later
+            }
+            guard let stepper = state.stepper else { return .none }
             state.leading = true
             return .detached(stepper)
         }

@@ -98,7 +98,11 @@ struct TrimLock: ~Copyable {
             if case .failure(let error) = Syscall.rename(Directory.trimLockFile, in: root, to: aside, in: root),
                 error.errno != .noSuchFile
             {
-                return .failure(error)
+                // Moving a folder needs write permission on it (its `..`): another user's, in a group-shared
+                // root, is removed instead when it is empty (rmdir needs only the root's).
+                guard error.errno == .permissionDenied || error.errno == .operationNotPermitted,
+                    case .success = Syscall.unlink(Directory.trimLockFile, in: root, isDirectory: true)
+                else { return .failure(error) }
             }
         }
         do throws(YCache.Error) {

@@ -31,13 +31,13 @@ extension Directory {
     /// The same for any root: an entry's relative path depends on its identity only.
     static func entryPath(for identity: EntryIdentity) -> EntryPath {
         let hex = identity.hex
-        let fanOut = Directory.entriesFolder + "/" + hex.prefix(2)
+        let fanOut = Directory.entriesFolder + "/" + String(hex.prefix(2))  // String + String: no generic lookup
         return EntryPath(fanOut: fanOut, relative: fanOut + "/" + hex + Directory.entrySuffix)
     }
 
     func lockPath(forKeyDigest digest: SHA256Digest) -> LockPath {
         let hex = digest.hex
-        let fanOut = Directory.locksFolder + "/" + hex.prefix(2)
+        let fanOut = Directory.locksFolder + "/" + String(hex.prefix(2))
         return LockPath(fanOut: fanOut, relative: fanOut + "/" + hex + Directory.lockSuffix)
     }
 

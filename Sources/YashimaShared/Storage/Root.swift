@@ -74,17 +74,19 @@ extension Directory {
     }
 
     /// Known network and virtual filesystems (statfs f_type), refused by default.
-    static let networkFilesystems: [Int64: String] = [
-        0x6969: "NFS", 0x517B: "SMB", 0xFF53_4D42: "CIFS", 0xFE53_4D42: "SMB2", 0x6573_5546: "FUSE",
-        0x0102_1997: "9p", 0x00C3_6400: "Ceph", 0x5346_414F: "AFS", 0x0BD0_0BD0: "Lustre",
-        0x4750_4653: "GPFS", 0x0133_7021: "OCFS2",
+    /// A list, not a dictionary: looked up once per open, and a process's first `[Int64: String]` costs
+    /// more to set up (the runtime's conformance lookup) than the few comparisons.
+    static let networkFilesystems: [(type: Int64, name: String)] = [
+        (0x6969, "NFS"), (0x517B, "SMB"), (0xFF53_4D42, "CIFS"), (0xFE53_4D42, "SMB2"), (0x6573_5546, "FUSE"),
+        (0x0102_1997, "9p"), (0x00C3_6400, "Ceph"), (0x5346_414F, "AFS"), (0x0BD0_0BD0, "Lustre"),
+        (0x4750_4653, "GPFS"), (0x0133_7021, "OCFS2"),
     ]
 
     static func checkFilesystem(_ fd: Int32, path: String, allowNetwork: Bool) throws(YCache.Error)
         -> String?
     {
         guard case .success(let type) = Syscall.filesystemType(fd) else { return nil }
-        guard let name = networkFilesystems[type] else { return nil }
+        guard let name = networkFilesystems.first(where: { $0.type == type })?.name else { return nil }
         if allowNetwork { return name }
         throw .networkFilesystem(path: path, filesystem: name)
     }

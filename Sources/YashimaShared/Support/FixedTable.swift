@@ -4,10 +4,12 @@
 // insert into the chunk: a short-lived process (a `yashima run` hit) touches a few KiB, not megabytes.
 
 /// A two-way set-associative map of fixed capacity (see the file's header). Not synchronized: its owner
-/// keeps it behind a lock.
-struct FixedTable<Key: Hashable, Value> {
+/// keeps it behind a lock. `Key: Hashable` is asked of the operations, not of the type: a constraint on
+/// the type makes the runtime look the conformance up (a scan of every conformance record, long in the
+/// static `yashima` binary) when a process first makes one.
+struct FixedTable<Key, Value> {
     /// The slots of `setsPerChunk` consecutive sets.
-    private struct Chunk {
+    fileprivate struct Chunk {
         var keys: [Key?]
         var values: [Value?]
         /// Per set, the way used last (0 or 1).
@@ -17,23 +19,6 @@ struct FixedTable<Key: Hashable, Value> {
             keys = Array(repeating: nil, count: 2 * sets)
             values = Array(repeating: nil, count: 2 * sets)
             lastUsed = Array(repeating: 0, count: sets)
-        }
-
-        /// Stores `value` for `key` in `set`: its own slot, an empty one, or the one not used last.
-        mutating func insert(_ value: Value, for key: Key, set: Int) {
-            var way = 1 - Int(lastUsed[set])
-            if keys[2 * set] == key {
-                way = 0
-            } else if keys[2 * set + 1] == key {
-                way = 1
-            } else if keys[2 * set] == nil {
-                way = 0
-            } else if keys[2 * set + 1] == nil {
-                way = 1
-            }
-            keys[2 * set + way] = key
-            values[2 * set + way] = value
-            lastUsed[set] = UInt8(way)
         }
     }
 
@@ -56,6 +41,11 @@ struct FixedTable<Key: Hashable, Value> {
 
     var capacity: Int { (setMask + 1) * 2 }
 
+    /// How many slots hold an entry (tests).
+    var count: Int { chunks.reduce(0) { $0 + ($1?.keys.reduce(0) { $0 + ($1 == nil ? 0 : 1) } ?? 0) } }
+}
+
+extension FixedTable where Key: Hashable {
     /// The chunk and the set within it of `key`.
     private func place(of key: Key) -> (chunk: Int, set: Int) {
         let set = key.hashValue & setMask
@@ -79,7 +69,23 @@ struct FixedTable<Key: Hashable, Value> {
         if chunks[chunk] == nil { chunks[chunk] = Chunk(sets: setsPerChunk) }
         chunks[chunk]!.insert(value, for: key, set: set)
     }
+}
 
-    /// How many slots hold an entry (tests).
-    var count: Int { chunks.reduce(0) { $0 + ($1?.keys.reduce(0) { $0 + ($1 == nil ? 0 : 1) } ?? 0) } }
+extension FixedTable.Chunk where Key: Hashable {
+    /// Stores `value` for `key` in `set`: its own slot, an empty one, or the one not used last.
+    mutating func insert(_ value: Value, for key: Key, set: Int) {
+        var way = 1 - Int(lastUsed[set])
+        if keys[2 * set] == key {
+            way = 0
+        } else if keys[2 * set + 1] == key {
+            way = 1
+        } else if keys[2 * set] == nil {
+            way = 0
+        } else if keys[2 * set + 1] == nil {
+            way = 1
+        }
+        keys[2 * set + way] = key
+        values[2 * set + way] = value
+        lastUsed[set] = UInt8(way)
+    }
 }

@@ -64,6 +64,29 @@ import Testing
         #expect(fixture.lines("ledger").count == 1)
     }
 
+    /// Reading an `--input` happens before the lookup and may block (here a FIFO nobody writes): a signal
+    /// ends it at once, as any wait of `run` (a hit starts its signal thread only when it may block).
+    @Test(arguments: [SIGINT, SIGTERM])
+    func signalWhileReadingAnInputStopsAtOnce(_ signal: Int32) async throws {
+        let fixture = try CLIFixture()
+        let fifo = fixture.path("fifo")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let reader = try ChildProcess(
+            executable: yashimaExecutable, ["run", "--input", fifo] + fixture.dir + ["--", "true"],
+            capturingStandardError: true, standardInputFromNullDevice: true)
+        let pid = reader.pid
+        // Blocked opening the FIFO: sleeping in openat(2) (257 on x86_64, 56 on arm64).
+        #expect(
+            await eventually {
+                let syscall = (try? String(contentsOfFile: "/proc/\(pid)/syscall", encoding: .utf8)) ?? ""
+                return syscall.hasPrefix("257 ") || syscall.hasPrefix("56 ")
+            }, "the run never opened its input")
+        reader.kill(signal)
+        let status = await reader.exitStatus(timeout: 20)
+        if status == nil { reader.kill() }
+        #expect(status == 128 + signal)
+    }
+
     @Test(arguments: [SIGINT, SIGTERM])
     func signalWhileRunningIsForwardedAndNothingStored(_ signal: Int32) async throws {
         let fixture = try CLIFixture()

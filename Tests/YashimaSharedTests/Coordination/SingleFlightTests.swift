@@ -177,6 +177,55 @@ struct SingleFlightTests {
         release.open()
     }
 
+    @Test(
+        "cancelWhenNoWaiters: a step due before any waiter registered goes to the first that registers",
+        .timeLimit(.minutes(1)))
+    func stepBeforeRegistration() async throws {
+        // The starter of a flight begins its lock wait, then registers; on a loaded machine the wait can
+        // end in between. The step must wait for it, not be dropped (every later waiter then hung).
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: true, entry: Self.entry, table: nil)
+        flight.setStepper { _ in }
+        let id = flight.newWaiterID()
+        flight.lead(.released)
+        guard case .lead(.released) = try await flight.next(id) else {
+            Issue.record("the waiter did not get the step")
+            return
+        }
+        #expect(!flight.isCancelled)
+    }
+
+    @Test(
+        "a leader cancelled while a step is pending hands the step to the next waiter",
+        arguments: [true, false])
+    func cancelledLeaderHandsOn(cancelsWhenNoWaiters: Bool) async throws {
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: cancelsWhenNoWaiters, entry: Self.entry, table: nil)
+        flight.setStepper { _ in }
+        let (leaderID, otherID) = (flight.newWaiterID(), flight.newWaiterID())
+        let proceed = Gate()
+        let leader = Task {
+            let first = try await flight.next(leaderID)
+            guard case .lead = first else { return "not led: \(String(describing: first))" }
+            await proceed.wait()
+            _ = try await flight.next(leaderID)  // cancelled: throws
+            return "registered again although cancelled"
+        }
+        #expect(await eventually { flight.waiterCount == 1 })
+        let other = Task { try await flight.next(otherID) }
+        #expect(await eventually { flight.waiterCount == 2 })
+        flight.lead(.released)  // to the leader (the lowest id)
+        #expect(await eventually { flight.waiterCount == 2 && !flight.isCancelled })
+        flight.lead(.timedOut)  // due while the leader is busy: pending
+        leader.cancel()
+        proceed.open()
+        let leaderEnd = await leader.result
+        #expect(throws: CancellationError.self) { try leaderEnd.get() }
+        guard case .lead(.timedOut) = try await other.value else {
+            Issue.record("the pending step was not handed on")
+            return
+        }
+        #expect(!flight.isCancelled)
+    }
+
     // MARK: FlightTable
 
     @Test("a lookup joins a refresh of the same entry; a refresh never joins a lookup")

@@ -296,6 +296,24 @@ extension Hardening {
             }
         }
 
+        @Test(
+            "another user's empty folder at trim.lock is removed (it cannot be moved), and the trim goes on",
+            .enabled(if: SharedUsers.available))
+        func anotherUsersFolderAtTrimLock() async throws {
+            let users = try SharedUsers()
+            let executable = users.base + "/yashima"
+            try FileManager.default.copyItem(atPath: yashimaExecutable.path, toPath: executable)
+            let lock = users.root + "/trim.lock"
+            // The first user's folder, mode 0755: moving it (rename) needs write permission on it, for its `..`.
+            try #require(mkdir(lock, 0o755) == 0 && chown(lock, SharedUsers.first, SharedUsers.group) == 0)
+            let result = try await shell(
+                "umask 022; exec /usr/bin/setpriv --reuid=\(SharedUsers.second) --regid=\(SharedUsers.group) "
+                    + "--groups=\(SharedUsers.group) \"$Y\" trim --dir \"$D\" --max-size 1M",
+                environment: ["Y": executable, "D": users.root])
+            #expect(result.status == 0, "\(result.error)")
+            #expect(Hardening.isRegularFile(lock), "trim.lock is a lock file again")
+        }
+
         // MARK: The owner check at open
 
         @Test("a root owned by another user is refused in private mode, naming the owner")

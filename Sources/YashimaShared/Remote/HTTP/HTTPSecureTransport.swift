@@ -22,6 +22,13 @@ final class HTTPSecureTransport: HTTPTransport, CustomReflectable {
         return String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
+    /// What loading `library` would fail with (nil: it opens), whether or not libcurl is loaded already.
+    static func openFailure(library: String) -> String? {
+        var message = [CChar](repeating: 0, count: 512)
+        guard ysh_curl_probe(library, &message, message.count) != 0 else { return nil }
+        return String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     /// `https://host:port`.
     private let origin: String
     private let headerLines: [String]
