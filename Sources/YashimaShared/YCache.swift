@@ -204,7 +204,12 @@ public final class YCache: Sendable {
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value
     ) async throws -> Codec.Value {
-        try await resolve(for: key, codec: codec, options: options, generator).value
+        // The value alone through the lookup (a small frame, held while the lookup waits: CacheEngine.resolve).
+        let value = try await engine.resolve(
+            key, codec: codec, options: options, optional: false, generate: { try await generator() }, hit: { $0.value }
+        )
+        guard let value else { throw Error.cacheMiss }
+        return value
     }
 
     /// Like `value(for:codec:options:_:)`, and also says where the value came from, its metadata,
@@ -226,9 +231,8 @@ public final class YCache: Sendable {
         for key: CacheKey, codec: Codec, options: Options = .default,
         _ generator: @escaping @Sendable () async throws -> Codec.Value
     ) async throws -> Resolved<Codec.Value> {
-        let resolution = try await engine.resolve(key, codec: codec, options: options, optional: false) {
-            try await generator()
-        }
+        let resolution = try await engine.resolve(
+            key, codec: codec, options: options, optional: false, generate: { try await generator() }, hit: { $0 })
         guard let resolution else { throw Error.cacheMiss }
         return resolution
     }
@@ -253,8 +257,8 @@ public final class YCache: Sendable {
         _ generator: @escaping @Sendable () async throws -> Codec.Value?
     ) async throws -> Codec.Value? {
         do {
-            return try await engine.resolve(key, codec: codec, options: options, optional: true, generate: generator)?
-                .value
+            return try await engine.resolve(
+                key, codec: codec, options: options, optional: true, generate: generator, hit: { $0.value })
         } catch Error.cacheMiss where options.lookupPolicy == .cacheOnly {
             return nil
         }

@@ -238,9 +238,48 @@ private struct Waiter {
     var name: Substring { path.relative.dropFirst(path.fanOut.utf8.count + 1) }
 }
 
+/// The waits of one lock file. Usually one (a process has one flight per key), kept inline: no array
+/// per key waited on.
+private enum FileWaits {
+    case one(UInt64)
+    case many([UInt64])
+
+    func adding(_ identifier: UInt64) -> FileWaits {
+        switch self {
+        case .one(let first): .many([first, identifier])
+        case .many(let list): .many(list + [identifier])
+        }
+    }
+
+    /// Without `identifier`: nil when none is left; unchanged when it was not there.
+    func removing(_ identifier: UInt64) -> FileWaits? {
+        switch self {
+        case .one(let only): return only == identifier ? nil : self
+        case .many(var list):
+            list.removeAll { $0 == identifier }
+            if list.count == 1 { return .one(list[0]) }
+            return list.isEmpty ? nil : .many(list)
+        }
+    }
+
+    var count: Int {
+        switch self {
+        case .one: 1
+        case .many(let list): list.count
+        }
+    }
+
+    func forEach(_ body: (UInt64) -> Void) {
+        switch self {
+        case .one(let only): body(only)
+        case .many(let list): list.forEach(body)
+        }
+    }
+}
+
 /// A watched `locks/<xx>/` folder: its waits by lock-file name.
 private struct WatchedFolder {
-    var waits: [Substring: [UInt64]] = [:]
+    var waits: [Substring: FileWaits] = [:]
     var count = 0
     /// When its last wait ended (nil while it has waits): an idle watch stays for
     /// `Policy.LockWaiting.idleWatchLifetime`, so that a wait ending does not pay `inotify_rm_watch`
@@ -275,9 +314,11 @@ private struct WaitTable {
 
     /// Files a wait under its folder's watch.
     private mutating func attach(_ identifier: UInt64, name: Substring, to watch: Int32) {
-        folders[watch, default: WatchedFolder()].waits[name, default: []].append(identifier)
-        folders[watch]!.count += 1
+        // Changed in place (a copy of the folder would copy its table of waits).
+        folders[watch, default: WatchedFolder()].count += 1
         folders[watch]!.idleSince = nil
+        let waits = folders[watch]!.waits[name]
+        folders[watch]!.waits[name] = waits?.adding(identifier) ?? .one(identifier)
     }
 
     /// Takes a wait out (its folder's watch goes with its last wait); nil when it already ended.
@@ -290,18 +331,17 @@ private struct WaitTable {
     /// Takes a wait out of its folder's list; a folder left without waits becomes idle (its watch is
     /// removed later by `removeIdleWatches`).
     private mutating func detach(_ identifier: UInt64, _ waiter: Waiter, inotify: Int32) {
-        guard let watch = waiter.watch, var folder = folders[watch] else { return }
-        let name = waiter.name
-        if var list = folder.waits[name], let index = list.firstIndex(of: identifier) {
-            list.remove(at: index)
-            folder.waits[name] = list.isEmpty ? nil : list
-            folder.count -= 1
+        // Changed in place (a copy of the folder would copy its table of waits).
+        guard let watch = waiter.watch, folders[watch] != nil else { return }
+        if let waits = folders[watch]!.waits[waiter.name] {
+            let left = waits.removing(identifier)
+            folders[watch]!.waits[waiter.name] = left
+            if (left?.count ?? 0) < waits.count { folders[watch]!.count -= 1 }
         }
-        if folder.count <= 0 && folder.idleSince == nil {
-            folder.idleSince = Syscall.monotonicNanoseconds
+        if folders[watch]!.count <= 0 && folders[watch]!.idleSince == nil {
+            folders[watch]!.idleSince = Syscall.monotonicNanoseconds
             idleWatches += 1
         }
-        folders[watch] = folder
     }
 
     /// How many watched folders have no wait.
@@ -361,7 +401,7 @@ private struct WaitTable {
                 if !event.mask.contains(.ignored) { Inotify.removeWatch(inotify, event.watch) }
                 continue
             }
-            for identifier in folder.waits[Substring(event.name)] ?? [] { chosen[identifier] = true }
+            folder.waits[Substring(event.name)]?.forEach { chosen[$0] = true }
         }
         var timedOut: [UInt64] = []
         while let top = timers.top, top.time <= now {

@@ -34,6 +34,8 @@ enum FlightEvent: Sendable {
     case result(FlightResult)
     /// This waiter leads: it takes the flight's next step (`Flight.advance`), then waits again.
     case lead(FlightStep)
+    /// The flight was cancelled before this waiter registered: join (or start) another.
+    case gone
 }
 
 /// Lookup flights serve `value`/`optionalValue`; refresh flights serve `refresh`. A lookup may join a
@@ -59,9 +61,13 @@ struct FlightKey: Hashable, Sendable {
 final class Flight: Sendable {
     let kind: FlightKind
     let cancelsWhenNoWaiters: Bool
+    /// The entry it produces, and the table it is listed in: it takes itself out when it completes, and
+    /// when its last waiter left and cancelled it (a new caller then starts anew). No closure per waiter.
+    let entry: MemoryKey
+    private weak let table: FlightTable?
 
     private struct State {
-        var waiters: [Int: CheckedContinuation<FlightEvent, any Error>] = [:]
+        var waiters = FlightWaiters()
         var departed: Set<Int> = []  // waiters cancelled before they registered
         var nextWaiter = 0
         var result: FlightResult?
@@ -81,15 +87,15 @@ final class Flight: Sendable {
         var stepper: (@Sendable (FlightStep) -> Void)?
         /// Ends the lock wait in progress, if any (a cancelled flight stops waiting).
         var cancelWait: (@Sendable () -> Void)?
-        /// Called once with the result, before waiters are resumed (FlightTable removes the flight).
-        var onComplete: (@Sendable () -> Void)?
     }
 
     private let state = Mutex(State())
 
-    init(kind: FlightKind, cancelsWhenNoWaiters: Bool) {
+    init(kind: FlightKind, cancelsWhenNoWaiters: Bool, entry: MemoryKey, table: FlightTable?) {
         self.kind = kind
         self.cancelsWhenNoWaiters = cancelsWhenNoWaiters
+        self.entry = entry
+        self.table = table
     }
 
     var isCancelled: Bool { state.withLock { $0.cancelled } }
@@ -125,14 +131,9 @@ final class Flight: Sendable {
         }
     }
 
-    /// Called once with the result, before any waiter is resumed.
-    func setOnComplete(_ body: @escaping @Sendable () -> Void) {
-        state.withLock { $0.onComplete = body }
-    }
-
     /// Registers a waiter; false when the flight was cancelled (start a new one). The waiter is resumed
     /// with the result, or with `.lead` when the production's next step falls to it.
-    func register(_ id: Int, _ continuation: CheckedContinuation<FlightEvent, any Error>) -> Bool {
+    func register(_ id: Int, _ continuation: FlightContinuation) -> Bool {
         let cancelsWhenNoWaiters = cancelsWhenNoWaiters
         enum Action { case wait, resume(FlightEvent), cancelled(Abandoned?, handOn: FlightStep?), gone }
         let action = state.withLock { state -> Action in
@@ -161,7 +162,7 @@ final class Flight: Sendable {
                 state.leader = id
                 return .resume(.lead(step))
             }
-            state.waiters[id] = continuation
+            state.waiters.insert(id, continuation)
             return .wait
         }
         switch action {
@@ -206,8 +207,8 @@ final class Flight: Sendable {
     func depart(_ id: Int) -> Bool {
         let cancelsWhenNoWaiters = cancelsWhenNoWaiters
         let (continuation, abandoned) = state.withLock {
-            state -> (CheckedContinuation<FlightEvent, any Error>?, Abandoned?) in
-            let continuation = state.waiters.removeValue(forKey: id)
+            state -> (FlightContinuation?, Abandoned?) in
+            let continuation = state.waiters.remove(id)
             if continuation == nil, state.result == nil { state.departed.insert(id) }
             // A waiter cancelled before it registered leaves too: when it was the last, the production goes
             // (waiters holding an id but not yet registered will find the flight cancelled and start anew).
@@ -224,7 +225,7 @@ final class Flight: Sendable {
     func lead(_ step: FlightStep) {
         let cancelsWhenNoWaiters = cancelsWhenNoWaiters
         enum Action {
-            case resume(CheckedContinuation<FlightEvent, any Error>)
+            case resume(FlightContinuation)
             case later
             case detached(@Sendable (FlightStep) -> Void)
             case none
@@ -236,7 +237,7 @@ final class Flight: Sendable {
                 state.pendingStep = step
                 return .later
             }
-            if let id = state.waiters.keys.min(), let continuation = state.waiters.removeValue(forKey: id) {
+            if let (id, continuation) = state.waiters.removeOldest() {
                 state.leading = true
                 state.callerLeading = true
                 state.leader = id
@@ -291,40 +292,94 @@ final class Flight: Sendable {
         }
     }
 
-    /// Delivers the result to every waiter (the first result only).
+    /// Delivers the result to every waiter (the first result only), after taking the flight out of its
+    /// table.
     func complete(_ result: FlightResult) {
-        let (waiters, onComplete) = state.withLock {
-            state -> ([CheckedContinuation<FlightEvent, any Error>], (@Sendable () -> Void)?) in
-            guard state.result == nil else { return ([], nil) }
+        let waiters = state.withLock { state -> [FlightContinuation]? in
+            guard state.result == nil else { return nil }
             state.result = result
             state.stepper = nil
             state.pendingStep = nil
-            let waiters = Array(state.waiters.values)
-            state.waiters.removeAll()
-            defer { state.onComplete = nil }
-            return (waiters, state.onComplete)
+            return state.waiters.removeAll()
         }
-        onComplete?()
+        guard let waiters else { return }
+        table?.remove(self)
         for waiter in waiters { waiter.resume(returning: .result(result)) }
     }
 
-    /// Waits for this flight's next event as waiter `id`: the result, or `.lead` (take the next step, then
-    /// call again). Throws `CancellationError` at once when the task is cancelled; nil when the flight was
-    /// cancelled before this waiter registered (start a new one).
-    func next(_ id: Int, onCancel: @escaping @Sendable () -> Void) async throws -> FlightEvent? {
-        var registered = true
-        let event = try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<FlightEvent, any Error>) in
-                if !register(id, continuation) {
-                    registered = false
-                    continuation.resume(returning: .result(.noValue))
+    /// Waits for this flight's next event as waiter `id`: the result, `.lead` (take the next step, then
+    /// call again), or `.gone` when the flight was cancelled before this waiter registered (start a new
+    /// one). Throws `CancellationError` at once when the task is cancelled.
+    func next(_ id: Int) async throws -> FlightEvent {
+        try await withTaskCancellationHandler {
+            #if DEBUG
+                try await withCheckedThrowingContinuation { (continuation: FlightContinuation) in
+                    if !register(id, continuation) { continuation.resume(returning: .gone) }
                 }
-            }
+            #else
+                try await withUnsafeThrowingContinuation { (continuation: FlightContinuation) in
+                    if !register(id, continuation) { continuation.resume(returning: .gone) }
+                }
+            #endif
         } onCancel: {
-            if depart(id) { onCancel() }
+            if depart(id) { table?.remove(self) }
         }
-        return registered ? event : nil
     }
+}
+
+/// A waiter's continuation. Each is resumed exactly once by construction: `register` either resumes it at
+/// once or stores it in `FlightWaiters`, and only the one call that takes it out of there, under the
+/// flight's lock (`complete`, `depart`, `lead`), resumes it. So a release build uses the unsafe kind (no
+/// checking box on the heap, no frame of its own: a waiting lookup holds neither); a debug build, which
+/// the tests run, checks that it is resumed exactly once.
+#if DEBUG
+    typealias FlightContinuation = CheckedContinuation<FlightEvent, any Error>
+#else
+    typealias FlightContinuation = UnsafeContinuation<FlightEvent, any Error>
+#endif
+
+/// A flight's registered waiters by id. Most flights have one (a key waited on by one caller), kept
+/// inline: a dictionary is allocated only for the others.
+struct FlightWaiters {
+    private var first: (id: Int, continuation: FlightContinuation)?
+    private var others: [Int: FlightContinuation] = [:]
+
+    var isEmpty: Bool { first == nil && others.isEmpty }
+    var count: Int { (first == nil ? 0 : 1) + others.count }
+
+    mutating func insert(_ id: Int, _ continuation: FlightContinuation) {
+        if first == nil { first = (id, continuation) } else { others[id] = continuation }
+    }
+
+    mutating func remove(_ id: Int) -> FlightContinuation? {
+        if let first, first.id == id {
+            self.first = nil
+            return first.continuation
+        }
+        return others.removeValue(forKey: id)
+    }
+
+    /// Takes out the waiter that registered first (the lowest id).
+    mutating func removeOldest() -> (Int, FlightContinuation)? {
+        guard let id = [first?.id, others.keys.min()].compactMap({ $0 }).min() else { return nil }
+        return remove(id).map { (id, $0) }
+    }
+
+    /// Takes out every waiter.
+    mutating func removeAll() -> [FlightContinuation] {
+        var all = others.values.map { $0 }
+        if let first { all.append(first.continuation) }
+        self = FlightWaiters()
+        return all
+    }
+}
+
+/// A caller's place in a flight (`FlightTable.join`): the flight, its waiter id, and whether it joined
+/// someone else's flight. Small on purpose: it is what a waiting lookup's frame holds.
+struct FlightTicket: Sendable {
+    let flight: Flight
+    let id: Int
+    let joined: Bool
 }
 
 /// The flights of one cache instance.
@@ -333,45 +388,50 @@ final class FlightTable: Sendable {
 
     /// Joins the flight for `key` (or, for a lookup, a refresh flight of the same entry), or starts one:
     /// `start` is called once on a new flight, on the caller's task, and must end with the flight
-    /// completed, a producer task set, or a stepper set with its wait begun. Returns the flight's result
-    /// and whether this call joined someone else's flight.
+    /// completed, a producer task set, or a stepper set with its wait begun. Does not wait: the caller
+    /// waits for the ticket's flight (`Flight.next`, taking the steps handed to it), in its own frame.
+    /// - Throws: `CancellationError` when the task is cancelled.
+    func join(_ key: FlightKey, cancelsWhenNoWaiters: Bool, start: (Flight) -> Void) throws -> FlightTicket {
+        try Task.checkCancellation()
+        let (flight, isNew) = flights.withLock { table -> (Flight, Bool) in
+            if key.kind == .lookup, let refresh = table[FlightKey(entry: key.entry, kind: .refresh)],
+                !refresh.isCancelled
+            {
+                return (refresh, false)
+            }
+            if let existing = table[key], !existing.isCancelled { return (existing, false) }
+            let flight = Flight(
+                kind: key.kind, cancelsWhenNoWaiters: cancelsWhenNoWaiters, entry: key.entry, table: self)
+            table[key] = flight
+            return (flight, true)
+        }
+        let id = flight.newWaiterID()
+        if isNew { start(flight) }
+        return FlightTicket(flight: flight, id: id, joined: !isNew)
+    }
+
+    /// Takes `flight` out of the table if it is still the one listed for its entry and kind.
+    fileprivate func remove(_ flight: Flight) {
+        let key = FlightKey(entry: flight.entry, kind: flight.kind)
+        flights.withLock { table in
+            if table[key] === flight { table[key] = nil }
+        }
+    }
+
+    /// Joins or starts the flight for `key` and waits for its result, taking the production's steps
+    /// handed to it (`.lead`), and joining again when the flight was cancelled before this caller
+    /// registered. Returns the flight's result and whether this call joined someone else's flight. (A
+    /// lookup waits in its own frame instead: `CacheEngine.resolveOnPool`.)
     func run(
         _ key: FlightKey, cancelsWhenNoWaiters: Bool, start: (Flight) -> Void
     ) async throws -> (result: FlightResult, joined: Bool, kind: FlightKind) {
+        var ticket = try join(key, cancelsWhenNoWaiters: cancelsWhenNoWaiters, start: start)
         while true {
-            try Task.checkCancellation()
-            let (flight, isNew) = flights.withLock { table -> (Flight, Bool) in
-                if key.kind == .lookup, let refresh = table[FlightKey(entry: key.entry, kind: .refresh)],
-                    !refresh.isCancelled
-                {
-                    return (refresh, false)
-                }
-                if let existing = table[key], !existing.isCancelled { return (existing, false) }
-                let flight = Flight(kind: key.kind, cancelsWhenNoWaiters: cancelsWhenNoWaiters)
-                table[key] = flight
-                return (flight, true)
+            switch try await ticket.flight.next(ticket.id) {
+            case .result(let result): return (result, ticket.joined, ticket.flight.kind)
+            case .lead(let step): ticket.flight.advance(step)
+            case .gone: ticket = try join(key, cancelsWhenNoWaiters: cancelsWhenNoWaiters, start: start)
             }
-            let id = flight.newWaiterID()
-            let tableKey = FlightKey(entry: key.entry, kind: flight.kind)
-            let remove: @Sendable () -> Void = { [weak self, weak flight] in
-                self?.flights.withLock { table in
-                    if let flight, table[tableKey] === flight { table[tableKey] = nil }
-                }
-            }
-            if isNew {
-                flight.setOnComplete(remove)
-                start(flight)
-            }
-            var outcome: FlightResult?
-            while outcome == nil {
-                guard let event = try await flight.next(id, onCancel: remove) else { break }
-                switch event {
-                case .result(let result): outcome = result
-                case .lead(let step): flight.advance(step)
-                }
-            }
-            guard let outcome else { continue }  // joined a flight that was cancelled meanwhile: start anew
-            return (outcome, !isNew, flight.kind)
         }
     }
 

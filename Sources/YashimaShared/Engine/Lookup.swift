@@ -4,7 +4,6 @@
 
 /// What a production needs to generate and store one entry.
 struct ProductionRequest<Codec: CacheCodec>: Sendable {
-    let key: CacheKey
     let codec: Codec
     let options: YCache.Options
     let memoryKey: MemoryKey
@@ -15,6 +14,9 @@ struct ProductionRequest<Codec: CacheCodec>: Sendable {
     /// The storage a remote tier may stage a large hit's entry file in (set for a lookup that writes
     /// to a local storage directory).
     var staging: StorageContext?
+
+    /// The caller's key (the memory key's: one copy, which a waiting lookup holds on the heap).
+    var key: CacheKey { memoryKey.key }
 }
 
 extension CacheEngine {
@@ -26,62 +28,161 @@ extension CacheEngine {
         generate: @escaping @Sendable () async throws -> Codec.Value?
     ) -> ProductionRequest<Codec> {
         ProductionRequest(
-            key: memoryKey.key, codec: codec, options: options, memoryKey: memoryKey,
+            codec: codec, options: options, memoryKey: memoryKey,
             expectation: expectations.expectation(for: memoryKey), generate: generate)
     }
 
     /// Get-or-generate (`value`, `resolve`, `optionalValue`, `refresh`) on the caller's executor: the
     /// `.beforeFlight` tiers there (a hit costs no executor hop), then, on a miss or for work that may take
-    /// long (`LeavesCallerExecutor`), the rest on the cooperative pool (`resolveOnPool`). Returns nil only
-    /// when an optional generator produced nil, or a cache-only lookup missed.
-    nonisolated(nonsending) func resolve<Codec: CacheCodec>(
+    /// long (`LeavesCallerExecutor`), the rest on the cooperative pool (`resolveOnPool`). Returns what the
+    /// caller keeps of the resolution (`hit`: the value alone for `value`), or nil only when an optional
+    /// generator produced nil, or a cache-only lookup missed.
+    ///
+    /// Inlined into the public entry points, even in a debug build (transparent), so that it is no frame
+    /// of its own: a lookup waiting for another process holds its caller's frame and `resolveOnPool`'s,
+    /// and only what `hit` keeps and a reference (`LookupResolution`) cross its await. An async frame
+    /// holds every value its function handles, even one used before its first await, so nothing larger
+    /// goes through it (a `YCache.Resolved` is 147 bytes): the look on the caller's executor is a call
+    /// (`firstLook`).
+    @_transparent
+    nonisolated(nonsending) func resolve<Codec: CacheCodec, Hit>(
         _ key: CacheKey, codec: Codec, options: YCache.Options, optional: Bool,
-        generate: @escaping @Sendable () async throws -> Codec.Value?
-    ) async throws -> YCache.Resolved<Codec.Value>? {
-        var looked = false
-        if options.lookupPolicy != .refresh {
-            switch try lookupOnCallerExecutor(key, codec: codec, options: options) {
-            case .hit(let hit): return hit
-            case .missed:
-                if options.lookupPolicy == .cacheOnly { return nil }
-                looked = true
-            case .leaves:
-                break
-            }
+        generate: @escaping @Sendable () async throws -> Codec.Value?,
+        hit: (YCache.Resolved<Codec.Value>) -> Hit
+    ) async throws -> Hit? {
+        switch try firstLook(key, codec: codec, options: options, hit: hit) {
+        case .hit(let found): return found
+        case .missed: return nil
+        case .onPool(let looked):
+            let resolution = try await resolveOnPool(
+                .boxing(key, codec: codec, options: options, optional: optional, looked: looked, generate))
+            return resolution.map { hit($0.resolution) }
         }
-        return try await resolveOnPool(
-            key, codec: codec, options: options, optional: optional, looked: looked, generate)
+    }
+
+    /// What a lookup's look on its caller's executor found.
+    enum FirstLook<Hit> {
+        case hit(Hit)
+        /// A cache-only lookup missed.
+        case missed
+        /// The rest runs on the pool (`resolveOnPool`); `looked`: the `.beforeFlight` tiers were asked.
+        case onPool(looked: Bool)
+    }
+
+    /// The `.beforeFlight` tiers on the caller's executor (`lookupOnCallerExecutor`), unless the lookup
+    /// is a refresh.
+    @inline(never)
+    func firstLook<Codec: CacheCodec, Hit>(
+        _ key: CacheKey, codec: Codec, options: YCache.Options, hit: (YCache.Resolved<Codec.Value>) -> Hit
+    ) throws -> FirstLook<Hit> {
+        guard options.lookupPolicy != .refresh else { return .onPool(looked: false) }
+        switch try lookupOnCallerExecutor(key, codec: codec, options: options, hit: hit) {
+        case .hit(let found): return .hit(found)
+        case .missed: return options.lookupPolicy == .cacheOnly ? .missed : .onPool(looked: true)
+        case .leaves: return .onPool(looked: false)
+        }
     }
 
     /// The rest of `resolve` on the cooperative pool: the `.beforeFlight` tiers unless they were asked
-    /// already (`looked`: a miss), then the flight (or a refresh).
+    /// already (`looked`: a miss), then a refresh, or this process's flight for the entry, joined or
+    /// started, and waited for here.
+    ///
+    /// A lookup waiting for another process holds this frame and those above it up to the public call,
+    /// so the wait is here, not in a function below, and this frame is small: one await for the flight's
+    /// next event, the arguments boxed and consumed, the lookup's state on the heap (`PoolLookup`), every
+    /// step between awaits a function that does not suspend (`prepareOnPool`, `afterFlightEvent`).
     @concurrent @inline(never)
-    func resolveOnPool<Codec: CacheCodec>(
-        _ key: CacheKey, codec: Codec, options: YCache.Options, optional: Bool, looked: Bool,
-        _ generate: @escaping @Sendable () async throws -> Codec.Value?
-    ) async throws -> YCache.Resolved<Codec.Value>? {
-        let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
-        if options.lookupPolicy == .refresh {
-            return try await refresh(request(memoryKey, codec: codec, options: options, generate: generate))
+    func resolveOnPool<Codec: CacheCodec>(_ arguments: consuming LookupArguments<Codec>) async throws
+        -> LookupResolution<Codec.Value>?
+    {
+        let lookup = try prepareOnPool(arguments)
+        while let ticket = lookup.ticket {
+            try afterFlightEvent(await ticket.flight.next(ticket.id), lookup)
         }
-        if !looked {
-            switch try lookupOnPool(memoryKey, codec: codec, options: options) {
-            case .hit(let hit): return hit
-            case .missed, .leaves: if options.lookupPolicy == .cacheOnly { return nil }
-            }
-        }
-        return try await flightTier(
-            request(memoryKey, codec: codec, options: options, generate: generate), optional: optional)
+        // A production of its own only when it has no outcome: `finish`'s frame (about 2 KB, more than a
+        // task allocator's slab) is allocated only then.
+        if case .done(let resolution) = lookup.outcome { return resolution }
+        return try await finish(lookup)
     }
 
-    /// The `.beforeFlight` tiers on the pool (any read size).
+    /// The `.beforeFlight` tiers unless they were asked already, then the production request (its entry
+    /// expectation computed, or found in the expectation cache, only now) for a refresh or a flight,
+    /// joined or started.
+    @inline(never)
+    private func prepareOnPool<Codec: CacheCodec>(_ arguments: consuming LookupArguments<Codec>) throws
+        -> PoolLookup<Codec>
+    {
+        let options = arguments.options
+        let memoryKey = MemoryKey(key: arguments.key, codecIdentifier: arguments.codec.identifier)
+        if !arguments.looked && options.lookupPolicy != .refresh {
+            switch try lookupOnPool(memoryKey, codec: arguments.codec, options: options) {
+            case .hit(let hit): return PoolLookup(.done(hit))
+            case .missed, .leaves: if options.lookupPolicy == .cacheOnly { return PoolLookup(.done(nil)) }
+            }
+        }
+        let boxed = FlightRequest(
+            request(memoryKey, codec: arguments.codec, options: options, generate: arguments.generate),
+            optional: arguments.optional)
+        if options.lookupPolicy == .refresh { return PoolLookup(.alone(boxed, kind: .refresh)) }
+        if options.singleFlightPolicy == .disabled { return PoolLookup(.alone(boxed, kind: .lookup)) }
+        return PoolLookup(boxed, ticket: try joinFlight(boxed))
+    }
+
+    /// What a flight's event means for a waiting lookup: take the step it was handed, join another
+    /// flight (the one it joined was cancelled before it registered), or settle the result: the lookup's
+    /// outcome, or (nothing it may use) another flight, at most `Policy.joinedFlightAttempts` in all.
+    @inline(never)
+    private func afterFlightEvent<Codec: CacheCodec>(_ event: FlightEvent, _ lookup: PoolLookup<Codec>) throws {
+        guard let ticket = lookup.ticket, let boxed = lookup.boxed else { return }
+        let result: FlightResult
+        switch event {
+        case .lead(let step):
+            ticket.flight.advance(step)  // this caller takes the production's next step, then waits again
+            return
+        case .gone:
+            lookup.ticket = try joinFlight(boxed)
+            return
+        case .result(let flightResult):
+            result = flightResult
+        }
+        lookup.ticket = nil
+        switch try settle(result, joined: ticket.joined, kind: ticket.flight.kind, boxed) {
+        case .done(let resolution):
+            lookup.outcome = .done(resolution)
+        case .again:
+            lookup.attempts += 1
+            if lookup.attempts < Policy.joinedFlightAttempts {
+                lookup.ticket = try joinFlight(boxed)
+            } else {
+                lookup.outcome = .alone(boxed, kind: .lookup)
+            }
+        }
+    }
+
+    /// A lookup's result once it waits no more: its outcome, or a production of the caller's own, without
+    /// a lookup flight: a refresh (which shares refresh flights), or a lookup's (single-flight disabled,
+    /// or no flight's value it may use).
+    @inline(never)
+    private func finish<Codec: CacheCodec>(_ lookup: PoolLookup<Codec>) async throws -> LookupResolution<Codec.Value>? {
+        switch lookup.outcome {
+        case .done(let resolution):
+            return resolution
+        case .alone(let boxed, kind: .refresh):
+            return try await refresh(boxed.request).map(LookupResolution.init)
+        case .alone(let boxed, kind: _):
+            return try await Production(engine: self, request: boxed.request, flight: nil, kind: .lookup).resolve()
+                .map(LookupResolution.init)
+        }
+    }
+
+    /// The `.beforeFlight` tiers on the pool (any read size); a hit boxed (see `resolve`).
     @inline(never)
     private func lookupOnPool<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec, options: YCache.Options) throws
-        -> CallerExecutorLookup<Codec.Value>
+        -> CallerExecutorLookup<LookupResolution<Codec.Value>>
     {
         // The memory key lives in the lookup only: a hit copies it nowhere else.
         var lookup = TierLookup(memoryKey, codec: codec, options: options, in: self)
-        if let hit = try walk(&lookup) { return .hit(hit) }
+        if let hit = try walk(&lookup) { return .hit(LookupResolution(hit)) }
         return .missed
     }
 
@@ -89,7 +190,7 @@ extension CacheEngine {
     nonisolated(nonsending) func cachedValue<Codec: CacheCodec>(
         _ key: CacheKey, codec: Codec, options: YCache.Options
     ) async throws -> YCache.Resolved<Codec.Value>? {
-        switch try lookupOnCallerExecutor(key, codec: codec, options: options) {
+        switch try lookupOnCallerExecutor(key, codec: codec, options: options, hit: { $0 }) {
         case .hit(let hit): return hit
         case .missed: return nil
         case .leaves: return try await cachedValueOnPool(key, codec: codec, options: options)
@@ -105,9 +206,9 @@ extension CacheEngine {
         return try walk(&lookup)
     }
 
-    /// What the `.beforeFlight` tiers found on the caller's executor.
-    enum CallerExecutorLookup<Value: Sendable> {
-        case hit(YCache.Resolved<Value>)
+    /// What the `.beforeFlight` tiers found on the caller's executor (of a hit, what its caller keeps).
+    enum CallerExecutorLookup<Hit> {
+        case hit(Hit)
         /// Every tier missed.
         case missed
         /// Continue on the pool: storage is not open yet, or a tier would read a large entry or decode
@@ -119,15 +220,15 @@ extension CacheEngine {
     /// entry file up to `Policy.callerExecutorReadLimit` bytes); nothing that opens the directory, reads a
     /// large file, or waits.
     @inline(never)
-    func lookupOnCallerExecutor<Codec: CacheCodec>(_ key: CacheKey, codec: Codec, options: YCache.Options) throws
-        -> CallerExecutorLookup<Codec.Value>
-    {
+    func lookupOnCallerExecutor<Codec: CacheCodec, Hit>(
+        _ key: CacheKey, codec: Codec, options: YCache.Options, hit: (YCache.Resolved<Codec.Value>) -> Hit
+    ) throws -> CallerExecutorLookup<Hit> {
         guard let opened = storageIfOpen(for: .read) else { return .leaves }
         var lookup = TierLookup(
             MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options, opened: opened,
             readLimit: Policy.callerExecutorReadLimit)
         do {
-            if let hit = try walk(&lookup) { return .hit(hit) }
+            if let found = try walk(&lookup) { return .hit(hit(found)) }
         } catch is LeavesCallerExecutor {
             return .leaves
         }
@@ -156,59 +257,25 @@ extension CacheEngine {
 
     // MARK: Flights
 
-    /// Joins this process's flight for the entry or starts one. A joiner whose flight gave it nothing it
-    /// may use (a value made before a removal it must not see, an optional generator's nil, a refresh's
-    /// error) looks again and tries another flight, then produces on its own.
-    ///
-    /// Its frame, and every frame below it, is held per key while the flight waits for another process,
-    /// so it keeps only a reference to the request (`FlightRequest`) and an outcome across its awaits; the
-    /// work between them is in functions that do not suspend.
+    /// Joins this process's lookup flight for the entry, or starts one (without waiting for it).
     @inline(never)
-    private func flightTier<Codec: CacheCodec>(_ request: ProductionRequest<Codec>, optional: Bool) async throws
-        -> YCache.Resolved<Codec.Value>?
-    {
-        let boxed = FlightRequest(request)
-        guard request.options.singleFlightPolicy != .disabled else { return try await produceDirectly(boxed) }
-        for _ in 0..<Policy.joinedFlightAttempts {
-            let outcome = try await joinFlight(boxed)
-            switch try settle(outcome, boxed, optional: optional) {
-            case .done(let resolution): return resolution
-            case .again: continue
-            }
-        }
-        return try await produceDirectly(boxed)
-    }
-
-    /// A production without a flight (single-flight disabled, or a caller that found no flight's value it
-    /// may use): the caller's own.
-    @inline(never)
-    private func produceDirectly<Codec: CacheCodec>(_ boxed: FlightRequest<Codec>) async throws
-        -> YCache.Resolved<Codec.Value>?
-    {
-        try await Production(engine: self, request: boxed.request, flight: nil, kind: .lookup).resolve()
-    }
-
-    /// Joins this process's lookup flight for the entry, or starts one.
-    @inline(never)
-    private func joinFlight<Codec: CacheCodec>(_ boxed: FlightRequest<Codec>) async throws -> FlightOutcome {
+    private func joinFlight<Codec: CacheCodec>(_ boxed: FlightRequest<Codec>) throws -> FlightTicket {
         let request = boxed.request
-        let (result, joined, kind) = try await flights.run(
+        return try flights.join(
             FlightKey(entry: request.memoryKey, kind: .lookup),
             cancelsWhenNoWaiters: request.options.singleFlightPolicy == .cancelWhenNoWaiters
         ) { flight in
-            Production(engine: self, request: boxed.request, flight: flight, kind: .lookup).start(flight)
+            Production(engine: self, request: boxed.request, flight: flight, kind: .lookup).start(flight, boxed)
         }
-        return FlightOutcome(result: result, joined: joined, kind: kind)
     }
 
     /// What a flight's outcome means for this caller: its result, or (a value it may not use, an optional
     /// generator's nil it did not ask for, a refresh's error) another look in storage and another flight.
     @inline(never)
-    private func settle<Codec: CacheCodec>(_ outcome: FlightOutcome, _ boxed: FlightRequest<Codec>, optional: Bool)
-        throws -> Settled<Codec.Value>
-    {
-        let joined = outcome.joined
-        switch outcome.result {
+    private func settle<Codec: CacheCodec>(
+        _ result: FlightResult, joined: Bool, kind: FlightKind, _ boxed: FlightRequest<Codec>
+    ) throws -> Settled<Codec.Value> {
+        switch result {
         case .value(let value, let metadata, let source, let sharedAcrossProcesses, let epochs):
             // Another codec with this identifier but another value type made it (as Yashima: an error).
             guard let value = value as? Codec.Value else { throw YCache.Error.valueTypeMismatch }
@@ -220,21 +287,21 @@ extension CacheEngine {
                 stateIfOpen?.add(.misses)  // shared counters; a producer counts its own
             }
             return .done(
-                YCache.Resolved(
-                    value: value, origin: source, metadata: metadata,
-                    wasSharedGeneration: joined || sharedAcrossProcesses))
+                LookupResolution(
+                    YCache.Resolved(
+                        value: value, origin: source, metadata: metadata,
+                        wasSharedGeneration: joined || sharedAcrossProcesses)))
         case .noValue:
-            if optional || !joined { return .done(nil) }
+            if boxed.optional || !joined { return .done(nil) }
         case .failure(let error):
-            if outcome.kind == .refresh && joined { break }  // a refresh's error is private to its callers
+            if kind == .refresh && joined { break }  // a refresh's error is private to its callers
             throw error
         }
-        if let hit = try lookAgain(boxed.request) { return .done(hit) }
+        if let hit = try lookAgain(boxed.request) { return .done(LookupResolution(hit)) }
         return .again
     }
 
     /// `refresh`: always generates (sharing with concurrent refreshes of the same entry), then stores.
-    @inline(never)
     private func refresh<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) async throws
         -> YCache.Resolved<Codec.Value>?
     {
@@ -288,22 +355,92 @@ extension CacheEngine {
 struct LeavesCallerExecutor: Error {}
 
 /// A lookup's production request on the heap: what the frames of a waiting lookup hold instead of the
-/// request itself (see `flightTier`).
+/// request itself (see `resolveOnPool`).
 final class FlightRequest<Codec: CacheCodec>: Sendable {
     let request: ProductionRequest<Codec>
+    /// Whether the caller's generator may return nil (`optionalValue`): a flight's nil is its result.
+    let optional: Bool
 
-    init(_ request: ProductionRequest<Codec>) { self.request = request }
+    init(_ request: ProductionRequest<Codec>, optional: Bool) {
+        self.request = request
+        self.optional = optional
+    }
 }
 
-/// A flight's result for one of its callers.
-struct FlightOutcome: Sendable {
-    let result: FlightResult
-    let joined: Bool
-    let kind: FlightKind
+/// A lookup's arguments on the heap (see `CacheEngine.resolveOnPool`).
+final class LookupArguments<Codec: CacheCodec>: Sendable {
+    let key: CacheKey
+    let codec: Codec
+    let options: YCache.Options
+    let optional: Bool
+    /// Whether the `.beforeFlight` tiers were asked already (on the caller's executor) and missed.
+    let looked: Bool
+    let generate: @Sendable () async throws -> Codec.Value?
+
+    private init(
+        key: CacheKey, codec: Codec, options: YCache.Options, optional: Bool, looked: Bool,
+        _ generate: @escaping @Sendable () async throws -> Codec.Value?
+    ) {
+        self.key = key
+        self.codec = codec
+        self.options = options
+        self.optional = optional
+        self.looked = looked
+        self.generate = generate
+    }
+
+    /// The box, made out of line from borrowed arguments: the async caller passes on what it was given
+    /// rather than copying the arguments into its frame first.
+    @inline(never)
+    static func boxing(
+        _ key: CacheKey, codec: Codec, options: YCache.Options, optional: Bool, looked: Bool,
+        _ generate: @escaping @Sendable () async throws -> Codec.Value?
+    ) -> LookupArguments {
+        LookupArguments(key: key, codec: codec, options: options, optional: optional, looked: looked, generate)
+    }
+}
+
+/// A lookup on the pool (`CacheEngine.resolveOnPool`), on the heap: the frame of a lookup that waits
+/// for a flight refers to it. Only its own task uses it.
+final class PoolLookup<Codec: CacheCodec> {
+    enum Outcome {
+        case done(LookupResolution<Codec.Value>?)
+        /// A production of the caller's own: a refresh, a lookup with single-flight disabled, or one that
+        /// found no flight's value it may use.
+        case alone(FlightRequest<Codec>, kind: ProductionKind)
+    }
+
+    /// The request, once the `.beforeFlight` tiers missed.
+    let boxed: FlightRequest<Codec>?
+    /// The flight to wait for and this caller's place in it; nil once the outcome is known.
+    var ticket: FlightTicket?
+    /// Flights this lookup joined and found nothing it may use in.
+    var attempts = 0
+    /// Set when `ticket` is nil.
+    var outcome: Outcome = .done(nil)
+
+    init(_ outcome: Outcome) {
+        boxed = nil
+        self.outcome = outcome
+    }
+
+    init(_ boxed: FlightRequest<Codec>, ticket: FlightTicket) {
+        self.boxed = boxed
+        self.ticket = ticket
+    }
 }
 
 /// What `settle` made of a flight's outcome.
 enum Settled<Value: Sendable> {
-    case done(YCache.Resolved<Value>?)
+    case done(LookupResolution<Value>?)
     case again
+}
+
+/// A lookup's resolution on the heap, as the part of a lookup on the pool returns it: the frames of a
+/// lookup that waits keep a reference where they would keep a 147-byte `YCache.Resolved` (see
+/// `CacheEngine.resolve`).
+final class LookupResolution<Value: Sendable>: Sendable {
+    let resolution: YCache.Resolved<Value>
+
+    init(_ resolution: YCache.Resolved<Value>) { self.resolution = resolution }
 }

@@ -240,8 +240,9 @@ extension Production {
     /// storage (I13) and, when the production coordinates across processes, takes the first step of the
     /// key's lock (FlightCoordination). Otherwise, and once the lock is held or given up, the production is
     /// a task of its own (inheriting the caller's task-locals and priority) running the remaining steps.
+    /// - Parameter boxed: This production's request on the heap, which the coordination keeps (not a copy).
     @inline(never)
-    func start(_ flight: Flight) {
+    func start(_ flight: Flight, _ boxed: FlightRequest<Codec>) {
         let storage: StorageContext?
         do { storage = try openStorage() } catch {
             flight.complete(.failure(error))
@@ -265,7 +266,7 @@ extension Production {
                 })
             return
         }
-        let coordination = FlightCoordination(production: self, storage: storage, flight: flight)
+        let coordination = FlightCoordination(engine: engine, boxed: boxed, storage: storage, flight: flight)
         flight.setStepper { coordination.step($0) }
         coordination.step(nil)
     }
@@ -276,7 +277,9 @@ extension Production {
 /// lock-wait thread whose end makes one of the flight's callers take the next step (Flight.lead). What a
 /// step needs is here, on the heap, so a key waited on holds no task and no production frames.
 private final class FlightCoordination<Codec: CacheCodec>: Sendable {
-    let production: Production<Codec>
+    let engine: CacheEngine
+    /// The request by reference: one copy per waiting key, the caller's.
+    let boxed: FlightRequest<Codec>
     let storage: StorageContext
     let flight: Flight
     let lockPath: LockPath
@@ -286,12 +289,13 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
     let observer: (@Sendable (LockPath) -> Void)?
     let recheck: Int64?
 
-    init(production: Production<Codec>, storage: StorageContext, flight: Flight) {
-        self.production = production
+    init(engine: CacheEngine, boxed: FlightRequest<Codec>, storage: StorageContext, flight: Flight) {
+        self.engine = engine
+        self.boxed = boxed
         self.storage = storage
         self.flight = flight
-        lockPath = storage.directory.lockPath(forKeyDigest: production.request.expectation.keyDigest)
-        deadline = production.request.options.crossProcessWaitTimeout.map {
+        lockPath = storage.directory.lockPath(forKeyDigest: boxed.request.expectation.keyDigest)
+        deadline = boxed.request.options.crossProcessWaitTimeout.map {
             Syscall.monotonicNanoseconds + max(0, $0.nanoseconds)
         }
         observer = LockWait.observer
@@ -300,7 +304,7 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
 
     /// One step: nil for the first (storage was just missed), else why the wait ended.
     func step(_ reason: FlightStep?) {
-        let engine = production.engine
+        let engine = engine
         switch reason {
         case .failed(let error)?:
             flight.complete(.failure(error))
@@ -312,7 +316,7 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
         case .released?, nil:
             break
         }
-        let (request, storage) = (production.request, storage)
+        let (request, storage) = (boxed.request, storage)
         do {
             switch try KeyLock.step(
                 lockPath, in: storage.directory, afterWait: reason != nil,
@@ -337,7 +341,8 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
     /// The production's remaining steps on a task of its own, with `permit`.
     private func spawn(_ permit: consuming WritePermit) {
         let held = HeldPermit(permit)
-        let (production, storage, flight) = (production, storage, flight)
+        let production = Production(engine: engine, request: boxed.request, flight: flight, kind: .lookup)
+        let (storage, flight) = (storage, flight)
         flight.setProducer(Task { flight.complete(await production.produce(storage, permit: held.take())) })
     }
 

@@ -175,6 +175,24 @@ import Testing
         holder2.abandon()
     }
 
+    @Test("several waits of one lock file: one cancelled leaves, a release wakes every other")
+    func severalWaitsOfOneFile() async throws {
+        let (dir, directory) = try self.directory("lock-wait-several")
+        defer { withExtendedLifetime(dir) {} }
+        let holder = try RawHolder(path("k", in: directory), in: directory)
+        var waits: [Task<LockWait.Outcome, any Error>] = []
+        for _ in 0..<3 { waits.append(await startWait(path("k", in: directory), in: directory)) }
+        waits[1].cancel()
+        let cancelled = await result(of: waits[1], within: 60)
+        #expect(throws: CancellationError.self) { try cancelled?.get() }
+        waits.append(await startWait(path("k", in: directory), in: directory))
+        holder.abandon()
+        for index in [0, 2, 3] {
+            let outcome = await result(of: waits[index], within: 60)
+            #expect(try outcome?.get() == .released, "wait \(index)")
+        }
+    }
+
     @Test("2,000 keys waited on at once: every wait wakes when its holder goes")
     func manyKeys() async throws {
         let (dir, directory) = try self.directory("lock-wait-many")

@@ -18,7 +18,7 @@ struct SingleFlightTests {
     /// A flight whose producer runs until the returned gate opens.
     static func flight(cancelsWhenNoWaiters: Bool) -> (Flight, Task<Void, Never>, Gate) {
         let release = Gate()
-        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: cancelsWhenNoWaiters)
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: cancelsWhenNoWaiters, entry: Self.entry, table: nil)
         let producer = producer(release)
         flight.setProducer(producer)
         return (flight, producer, release)
@@ -46,7 +46,7 @@ struct SingleFlightTests {
 
     @Test("a waiter registering after completion gets the result at once")
     func lateRegistration() async throws {
-        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: false)
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: false, entry: Self.entry, table: nil)
         let id = flight.newWaiterID()
         flight.complete(.noValue)
         guard case .noValue = try await Self.register(flight, id) else {
@@ -118,7 +118,7 @@ struct SingleFlightTests {
     @Test("a producer set after the flight was cancelled is cancelled at once")
     func lateProducerCancelled() async {
         let release = Gate()
-        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: true)
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: true, entry: Self.entry, table: nil)
         let (id, waiting) = await Self.waiter(of: flight)
         _ = flight.depart(id)
         let producer = Self.producer(release)
@@ -128,17 +128,66 @@ struct SingleFlightTests {
         release.open()
     }
 
+    @Test("a due step goes to the waiter that registered first, whoever left; the others get the result")
+    func stepGoesToTheOldestWaiter() async throws {
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: false, entry: Self.entry, table: nil)
+        var tasks: [Int: Task<FlightEvent, any Error>] = [:]
+        for count in 1...3 {
+            let id = flight.newWaiterID()
+            tasks[id] = Task { try await flight.next(id) }
+            #expect(await eventually { flight.waiterCount == count })
+        }
+        let (first, second, third) = (0, 1, 2)
+        // The first (kept inline) leaves; a fourth registers after the others.
+        _ = flight.depart(first)
+        let outcome = await result(of: tasks[first]!)
+        #expect(throws: CancellationError.self) { try outcome?.get() }
+        let fourth = flight.newWaiterID()
+        tasks[fourth] = Task { try await flight.next(fourth) }
+        #expect(await eventually { flight.waiterCount == 3 })
+        flight.lead(.released)
+        guard case .lead(.released) = try await tasks[second]!.value else {
+            Issue.record("the step went elsewhere than to the oldest waiter left")
+            return
+        }
+        // The leader registers again (its step taken); the result reaches every waiter.
+        tasks[second] = Task { try await flight.next(second) }
+        #expect(await eventually { flight.waiterCount == 3 })
+        flight.complete(.noValue)
+        for id in [second, third, fourth] {
+            guard case .result(.noValue) = try await tasks[id]!.value else {
+                Issue.record("waiter \(id) did not get the result")
+                continue
+            }
+        }
+    }
+
+    @Test("a caller registering after its flight was cancelled is told to start anew")
+    func registeringInACancelledFlight() async throws {
+        let (flight, producer, release) = Self.flight(cancelsWhenNoWaiters: true)
+        let (id, waiting) = await Self.waiter(of: flight)
+        let late = flight.newWaiterID()  // joined, not registered yet
+        #expect(flight.depart(id))
+        #expect(producer.isCancelled)
+        _ = await result(of: waiting)
+        guard case .gone = try await flight.next(late) else {
+            Issue.record("a caller of a cancelled flight must join (or start) another")
+            return
+        }
+        release.open()
+    }
+
     @Test(
         "cancelWhenNoWaiters: a step due before any waiter registered goes to the first that registers",
         .timeLimit(.minutes(1)))
     func stepBeforeRegistration() async throws {
         // The starter of a flight begins its lock wait, then registers; on a loaded machine the wait can
         // end in between. The step must wait for it, not be dropped (every later waiter then hung).
-        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: true)
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: true, entry: Self.entry, table: nil)
         flight.setStepper { _ in }
         let id = flight.newWaiterID()
         flight.lead(.released)
-        guard case .lead(.released)? = try await flight.next(id, onCancel: {}) else {
+        guard case .lead(.released) = try await flight.next(id) else {
             Issue.record("the waiter did not get the step")
             return
         }
@@ -149,19 +198,19 @@ struct SingleFlightTests {
         "a leader cancelled while a step is pending hands the step to the next waiter",
         arguments: [true, false])
     func cancelledLeaderHandsOn(cancelsWhenNoWaiters: Bool) async throws {
-        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: cancelsWhenNoWaiters)
+        let flight = Flight(kind: .lookup, cancelsWhenNoWaiters: cancelsWhenNoWaiters, entry: Self.entry, table: nil)
         flight.setStepper { _ in }
         let (leaderID, otherID) = (flight.newWaiterID(), flight.newWaiterID())
         let proceed = Gate()
         let leader = Task {
-            let first = try await flight.next(leaderID, onCancel: {})
+            let first = try await flight.next(leaderID)
             guard case .lead = first else { return "not led: \(String(describing: first))" }
             await proceed.wait()
-            _ = try await flight.next(leaderID, onCancel: {})  // cancelled: throws
+            _ = try await flight.next(leaderID)  // cancelled: throws
             return "registered again although cancelled"
         }
         #expect(await eventually { flight.waiterCount == 1 })
-        let other = Task { try await flight.next(otherID, onCancel: {}) }
+        let other = Task { try await flight.next(otherID) }
         #expect(await eventually { flight.waiterCount == 2 })
         flight.lead(.released)  // to the leader (the lowest id)
         #expect(await eventually { flight.waiterCount == 2 && !flight.isCancelled })
@@ -170,7 +219,7 @@ struct SingleFlightTests {
         proceed.open()
         let leaderEnd = await leader.result
         #expect(throws: CancellationError.self) { try leaderEnd.get() }
-        guard case .lead(.timedOut)? = try await other.value else {
+        guard case .lead(.timedOut) = try await other.value else {
             Issue.record("the pending step was not handed on")
             return
         }
