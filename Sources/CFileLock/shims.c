@@ -216,6 +216,10 @@ int ysh_renameat_noreplace(int fromdir, const char *from, int todir, const char 
     TWO_PARENTS(syscall(SYS_renameat2, from_parent, from_leaf, to_parent, to_leaf, RENAME_NOREPLACE))
 }
 
+int ysh_renameat_exchange(int fromdir, const char *from, int todir, const char *to, int *err) {
+    TWO_PARENTS(syscall(SYS_renameat2, from_parent, from_leaf, to_parent, to_leaf, RENAME_EXCHANGE))
+}
+
 int ysh_rename_exchange(const char *from, const char *to, int *err) {
     int rc = (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, RENAME_EXCHANGE);
     if (rc == -1) FAIL_WITH_ERRNO(-1);

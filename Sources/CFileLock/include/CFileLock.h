@@ -110,6 +110,8 @@ uint64_t ysh_sigbus_guard_trips(void);
 int ysh_renameat(int fromdir, const char *from, int todir, const char *to, int *err);
 /// renameat2(2) with RENAME_NOREPLACE: fails with EEXIST when the target exists.
 int ysh_renameat_noreplace(int fromdir, const char *from, int todir, const char *to, int *err);
+/// renameat2(2) with RENAME_EXCHANGE: swaps the two names atomically; ENOENT when either is missing.
+int ysh_renameat_exchange(int fromdir, const char *from, int todir, const char *to, int *err);
 /// The commit the binary was built from (set by the packaging script), or "".
 const char *ysh_build_commit(void);
 

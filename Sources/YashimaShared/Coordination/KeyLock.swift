@@ -8,15 +8,13 @@
 /// either (only on a path that threw while holding it) still has its file lock released by `FileLock`'s
 /// deinit; its lock file then stays, unlocked, for the next generator to reuse or a sweep to remove.
 ///
-/// Small on purpose (a descriptor, a reference, a flag): the async frames of every caller up to the public
+/// Small on purpose (a descriptor and a reference): the async frames of every caller up to the public
 /// API hold several copies of it and of `Acquisition` while a lookup waits, so its size is paid per key
 /// waited on (measured: 12.5 KB of frame in `Production.coordinate` when it held its fields inline and
 /// `Acquisition` held the found value inline).
 struct KeyLock: ~Copyable {
     private let lock: FileLock
     private let file: LockedFile
-    /// Whether storage was seen without the entry while this lock was held (`acquire` looked again, I5).
-    private var entryKnownAbsent = false
 
     /// What a lock knows of its file, immutable.
     private final class LockedFile: Sendable {
@@ -99,9 +97,7 @@ struct KeyLock: ~Copyable {
                     lock.abandon()  // nothing to publish: the lock file goes (I6)
                     return .found(KeyLock.Found(found))
                 }
-                var held = lock
-                held.entryKnownAbsent = true
-                return .acquired(held)
+                return .acquired(lock)
             case .busy:
                 return .busy
             case .stale:
@@ -201,8 +197,7 @@ struct KeyLock: ~Copyable {
         PublishOutcome, SystemCallError
     > {
         let staging = HeldStagingFile(
-            descriptor: lock.descriptor, relative: path.relative, leftoverBytes: sizeWhenLocked,
-            entryKnownAbsent: entryKnownAbsent)
+            descriptor: lock.descriptor, relative: path.relative, leftoverBytes: sizeWhenLocked)
         let outcome = await EntryFile(directory: directory).publishOffPoolWhenLarge(
             content, to: entry, through: .held(staging))
         switch outcome {

@@ -30,8 +30,8 @@
 ///   unlinked; a killed process's are swept once `Policy.stagingDebrisAge` old. (EntryPublish, Trim)
 /// - **I3 Readers take no lock**: a reader accepts an entry only once fully validated, anything else is a
 ///   miss, and it unlinks only an entry proven corrupt or expired. (EntryFile, StorageTier)
-/// - **I4 Removal only unlinks**, so pages a reader already mapped stay readable and trim may remove
-///   what others are reading. (EntryRemove)
+/// - **I4 Removal only unlinks** (after renaming the file aside into `tmp/`), so pages a reader already
+///   mapped stay readable and trim may remove what others are reading. (EntryRemove)
 /// - **I5 One generator per key across processes**: the holder of the key's lock file; waiters look in
 ///   storage after every wake and once they hold the lock, and only then generate. A process waits on any
 ///   number of keys with one thread: an inotify watch per `locks/<xx>/` folder makes it probe a key (open
@@ -50,7 +50,11 @@
 /// - **I8 A waiter never waits forever on a live, hung holder** when the caller set
 ///   `crossProcessWaitTimeout`: past it, it generates without the lock. (KeyLock)
 /// - **I9 Usage is a hint, reconciled by trim**: publishes and unlinks adjust the state file's counters;
-///   one process at a time trims, from a scan, re-checking each victim. (Trim, Maintenance)
+///   one process at a time trims, from a scan, re-checking each victim. Each file is charged off once, by
+///   whoever moved it away: a remover renames it aside, a replacing publish swaps it out
+///   (`RENAME_EXCHANGE`), and a publish charges its file before it can be seen, so the counters never
+///   clamp at zero. Only a process killed mid-publish or mid-removal leaves them off. (EntryPublish,
+///   EntryRemove, Trim, Maintenance)
 /// - **I10 Removal is seen everywhere**: removals and replacing writes bump the state file's epochs, and
 ///   memory serves a value only under the epochs it was read or made under. (SharedState+Epochs)
 /// - **I11 Touch is debounced, but never behind a publish**: a hit touches its entry when something was

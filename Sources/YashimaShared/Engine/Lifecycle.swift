@@ -76,7 +76,7 @@ extension CacheEngine {
         }
         let unlinked: Bool
         switch outcome {
-        case .success(let value): unlinked = value
+        case .success(let removed): unlinked = removed != nil
         case .failure(let error): throw .system(error, path: storagePath, operation: "removing an entry")
         }
         // The epochs a value kept only in memory by this writer is valid under: from our second bump on,
@@ -105,16 +105,16 @@ extension CacheEngine {
         }
         try bump()  // I10: before unlinking
         var removed = 0
-        for entry in context.files.scanEntries(readingPayloads: namespace == nil) {
-            var payload = entry.payloadBytes
+        for entry in context.files.scanEntries() {
+            var charge = PayloadCharge.readHeader
             if let namespace {
                 guard case .success(let (header, bytes, _)) = context.files.readHeader(entry.relative),
                     let key = CacheKey(canonicalBytes: bytes[header.keyOffset..<header.codecOffset]),
                     key.namespace == namespace
                 else { continue }
-                payload = header.payloadByteCount
+                charge = .headerSize(header.payloadOffset)
             }
-            if case .success(true) = context.files.remove(entry.relative, payload: .known(payload)) { removed += 1 }
+            if case .success(_?) = context.files.remove(entry.relative, payload: charge) { removed += 1 }
         }
         // And again after: a reader that stamped its epochs after the first bump may have read an entry
         // before the scan unlinked it; its memory copy must not outlive this call.
@@ -131,7 +131,7 @@ extension CacheEngine {
             guard case .success(let (header, _, _)) = context.files.readHeader(entry.relative),
                 header.isExpired(atNanoseconds: now)
             else { continue }
-            if case .success(true) = context.files.remove(entry.relative, payload: .known(header.payloadByteCount)) {
+            if case .success(_?) = context.files.remove(entry.relative, payload: .headerSize(header.payloadOffset)) {
                 removed += 1
             }
         }

@@ -49,11 +49,27 @@ extension DirectoryWatch {
             guard let identity = ObservedName.entryIdentity(event.name), identity.bytes[0] == byte else { return }
             let relative = Directory.entriesFolder + "/" + ObservedName.fanOutName(byte) + "/" + event.name
             if !event.mask.isDisjoint(with: .appeared) {
+                if event.mask.contains(.movedTo) {
+                    if lastMoveIn.count > Policy.Observation.recentIdentityCapacity { lastMoveIn = [:] }
+                    lastMoveIn[identity] = event.cookie
+                }
                 published(identity, relative: relative)
-            } else if !event.mask.isDisjoint(with: .disappeared) {
+            } else if !event.mask.isDisjoint(with: .disappeared), !isSwappedOut(identity, relative, by: event) {
                 removed(identity)
             }
         }
+    }
+
+    /// Whether a move-out of an entry's name is the second half of a publish's swap (EntryPublish): the
+    /// kernel gives the swap's two moves consecutive cookies, move-in first, and the name still holds a
+    /// file. (Another rename on the machine taking the cookie between them makes it a removal reported
+    /// before the publication: never a removal missed, unless the name was filled again since.)
+    private func isSwappedOut(_ identity: SHA256Digest, _ relative: String, by event: InotifyEvent) -> Bool {
+        guard event.mask.contains(.movedFrom), let moveIn = lastMoveIn.removeValue(forKey: identity),
+            moveIn &+ 1 == event.cookie,
+            case .success(let status) = Syscall.status(of: relative, in: directory.descriptor)
+        else { return false }
+        return status.isRegularFile
     }
 
     /// A fan-out folder appeared (made on first use, after observation began): watch it, then read what

@@ -55,6 +55,9 @@ final class DirectoryWatch {
     /// queued before the watch existed or just after, is then not a second report (a publication is
     /// always a new inode, I1).
     var reportedByFolderScan: [SHA256Digest: UInt64] = [:]
+    /// The cookie of each entry's last move-in: a publish's swap (EntryPublish, `RENAME_EXCHANGE`) is a
+    /// move-in and then, with the next cookie, the move-out of the file it replaced, which is no removal.
+    var lastMoveIn: [SHA256Digest: UInt32] = [:]
     /// Entries whose file, when it appeared, was one no reader accepts (corrupt, expired, foreign): the
     /// removal of what was there before was reported then, so the unlink of that file is not news.
     var unreadable: Set<SHA256Digest> = []

@@ -7,7 +7,7 @@ struct InotifyEvent: Equatable, Sendable {
     /// The watch descriptor; -1 for a queue overflow.
     let watch: Int32
     let mask: InotifyMask
-    /// Pairs the two halves of a rename (unused: the watcher never needs to pair them).
+    /// Pairs the two halves of a rename; the two moves of a `RENAME_EXCHANGE` take consecutive cookies.
     let cookie: UInt32
     /// The name inside the watched folder; empty for events about the folder itself.
     let name: String

@@ -348,7 +348,7 @@ extension StorageOperator {
             case .success(let status) = Syscall.status(of: entry.relativePath, in: directory.descriptor),
             status.device == entry.device, status.inode == entry.inode
         else { return false }
-        if case .success(true) = files.remove(entry.relativePath, payload: .readHeader) { return true }
+        if case .success(_?) = files.remove(entry.relativePath, payload: .readHeader) { return true }
         return false
     }
 

@@ -1,5 +1,6 @@
 // Publishing an entry (I1, I2): the whole file written to a staging file (new in `tmp/`, or the key's lock
-// file, I6) renamed over the entry path, the commit point; usage (I9) and last publish (I11) raised.
+// file, I6) moved to the entry path, the commit point, owning what it replaces; usage (I9) and last publish
+// (I11) raised.
 
 import Foundation
 
@@ -24,10 +25,6 @@ struct HeldStagingFile: Sendable {
     /// Bytes already in it (a lock file left by a killed holder mid-write): emptied before writing. It was
     /// never published (I1 does not cover it) and nobody maps lock files, so emptying it is safe.
     let leftoverBytes: Int64
-    /// Whether the entry path was seen empty while this file was held (a coordinated generation looked
-    /// again under its lock, I5): then no conforming process published since, and the entry it would
-    /// replace need not be looked at for accounting.
-    let entryKnownAbsent: Bool
 }
 
 /// Where a publish writes the entry before renaming it into place (I2).
@@ -79,10 +76,9 @@ extension EntryFile {
         let stagingPath: String
         let fd: Int32
         var result: Result<Void, SystemCallError> = .success(())
-        var entryKnownAbsent = false
         switch staging {
         case .held(let held):
-            (stagingPath, fd, entryKnownAbsent) = (held.relative, held.descriptor, held.entryKnownAbsent)
+            (stagingPath, fd) = (held.relative, held.descriptor)
             if held.leftoverBytes > 0 { result = Syscall.truncate(fd, length: 0) }
         case .newFile:
             stagingPath = directory.newStagingPath()
@@ -120,7 +116,9 @@ extension EntryFile {
             payloadByteCount: Int64(payload.count), createdAtNanoseconds: content.createdAt,
             expiresAtNanoseconds: content.expiresAt, payloadChecksum: checksum,
             entryIdentity: expectation.identity.digest, keyStableDigest: expectation.keyDigest)
-        switch commit(stagingPath, as: header, to: path, entryKnownAbsent: entryKnownAbsent, publishedAt: publishedAt) {
+        let held: Bool
+        if case .held = staging { held = true } else { held = false }
+        switch commit(stagingPath, held: held, as: header, to: path, publishedAt: publishedAt) {
         case .success(let outcome): return .success(outcome)
         case .failure(let error): return fail(error)
         }
@@ -134,43 +132,160 @@ extension EntryFile {
     {
         let publishedAt = Syscall.realtimeNanoseconds
         _ = Syscall.setTimes(descriptor, nanoseconds: publishedAt)  // best effort, as in `publish`
-        return commit(stagingPath, as: header, to: path, entryKnownAbsent: false, publishedAt: publishedAt)
+        return commit(stagingPath, held: false, as: header, to: path, publishedAt: publishedAt)
     }
 
-    /// The commit point of a publish: renames the filled staging file over `path` (making the fan-out
-    /// folder a real one when needed, I13) and charges the usage counters (I9, I11).
+    /// The commit point of a publish: moves the filled staging file to `path` (making the fan-out folder a
+    /// real one when needed, I13) and charges the usage counters (I9, I11). Whatever it replaces it owns
+    /// (I9): a file of `tmp/` is swapped with the entry (`RENAME_EXCHANGE`), so the old entry lands at the
+    /// staging path, where this process alone charges and unlinks it; a held lock file (which must stay
+    /// the only file waiters lock, I6) moves in only where nothing is (`RENAME_NOREPLACE`), an entry there
+    /// being first renamed aside like a removal. A remover racing either way moves a given file at most
+    /// once, so no file is ever subtracted twice (or never).
     private func commit(
-        _ stagingPath: String, as header: EntryFormat.Header, to path: EntryPath, entryKnownAbsent: Bool,
-        publishedAt: Int64
+        _ stagingPath: String, held: Bool, as header: EntryFormat.Header, to path: EntryPath, publishedAt: Int64
     ) -> Result<PublishOutcome, SystemCallError> {
-        let root = directory.descriptor
         let headerSize = header.payloadOffset
         let payloadCount = Int(header.payloadByteCount)
-        // The entry replaced has the same key and codec, so the same header size.
-        var replaced: Int64 = 0
-        var replacedPayload: Int64 = 0
-        if !entryKnownAbsent, case .success(let old) = Syscall.status(of: path.relative, in: root), old.isRegularFile {
-            replaced = old.allocatedBytes
-            replacedPayload = Self.payloadBytes(fileSize: old.size, headerSize: headerSize)
-        }
-        var renamed = Syscall.rename(stagingPath, in: root, to: path.relative, in: root)
-        if case .failure(let error) = renamed, error.errno.isFolderMissingOrReplaced {
-            // The fan-out folder is missing, or a symlink or file (never followed): make it a real one (I13).
-            if case .failure(let mkdirError) = directory.ensureFanOut(path.fanOut) { return .failure(mkdirError) }
-            renamed = Syscall.rename(stagingPath, in: root, to: path.relative, in: root)
-        }
-        if case .failure(let error) = renamed { return .failure(error) }
         // The charges (I9): the payload bytes, which the budget counts, and the file size in 4 KiB blocks
-        // (what ext4 allocates; trim recounts st_blocks).
+        // (what ext4 allocates; trim recounts st_blocks). Added before the file can be seen, so a removal
+        // that takes it the next instant never drives the counters below zero (they clamp there).
         let allocated = roundUpToBlock(Int64(headerSize + payloadCount))
-        directory.state.adjustUsage(by: allocated - replaced)
-        directory.state.adjustPayloadBytes(by: Int64(payloadCount) - replacedPayload)
+        directory.state.adjustUsage(by: allocated)
+        directory.state.adjustPayloadBytes(by: Int64(payloadCount))
+        // The entry replaced has the same key and codec, so the same header size.
+        let placed =
+            held
+            ? placeWithoutReplacing(stagingPath, at: path, headerSize: headerSize)
+            : placeExchanging(stagingPath, at: path, headerSize: headerSize)
+        let replaced: RemovedCharge
+        switch placed {
+        case .success(let charge): replaced = charge
+        case .failure(let error):
+            directory.state.adjustUsage(by: -allocated)
+            directory.state.adjustPayloadBytes(by: -Int64(payloadCount))
+            return .failure(error)
+        }
+        directory.state.adjustUsage(by: -replaced.allocatedBytes)
+        directory.state.adjustPayloadBytes(by: -replaced.payloadBytes)
         directory.state.notePublish(atNanoseconds: publishedAt)
         return .success(
             PublishOutcome(
-                header: header, allocatedBytes: allocated, replacedAllocatedBytes: replaced,
-                replacedPayloadBytes: replacedPayload, modifiedNanoseconds: publishedAt))
+                header: header, allocatedBytes: allocated, replacedAllocatedBytes: replaced.allocatedBytes,
+                replacedPayloadBytes: replaced.payloadBytes, modifiedNanoseconds: publishedAt))
     }
+
+    /// Swaps a `tmp/` staging file with the entry at `path`, or moves it there when no entry is; returns
+    /// the charge of the entry replaced (unlinked here). Where the filesystem cannot swap, or the entry
+    /// keeps changing, it falls back to a plain rename charged from a prior look.
+    private func placeExchanging(_ staging: String, at path: EntryPath, headerSize: Int) -> Result<
+        RemovedCharge, SystemCallError
+    > {
+        let root = directory.descriptor
+        attempts: for _ in 0..<Self.placementAttempts {
+            switch Syscall.exchange(staging, in: root, with: path.relative, in: root) {
+            case .success:
+                // The old entry, ours alone; a folder planted at the entry path is not ours to move: it goes
+                // back, and the publish fails as a rename over it would.
+                if case .success(let moved) = Syscall.status(of: staging, in: root), moved.isDirectory {
+                    _ = Syscall.exchange(staging, in: root, with: path.relative, in: root)
+                    return .failure(
+                        SystemCallError(operation: "renameat2", path: path.relative, errno: .isDirectory))
+                }
+                return .success(dispose(staging, charge: .headerSize(headerSize)))
+            case .failure(let error) where error.errno.isFolderMissingOrReplaced:
+                // No entry there (or no real fan-out folder): move in, unless one was published meanwhile.
+                switch moveInWithoutReplacing(staging, at: path) {
+                case .success(true): return .success(RemovedCharge(allocatedBytes: 0, payloadBytes: 0))
+                case .success(false): continue attempts
+                case .failure(let error) where error.errno.cannotSwap: break attempts
+                case .failure(let error): return .failure(error)
+                }
+            case .failure(let error) where error.errno.cannotSwap: break attempts
+            case .failure(let error): return .failure(error)
+            }
+        }
+        return renameOver(staging, at: path, headerSize: headerSize)
+    }
+
+    /// Moves a held lock file to `path` where no entry is, renaming any entry there aside first (charged
+    /// and unlinked like a removal); returns the charge of what was taken aside.
+    private func placeWithoutReplacing(_ staging: String, at path: EntryPath, headerSize: Int) -> Result<
+        RemovedCharge, SystemCallError
+    > {
+        var replaced = RemovedCharge(allocatedBytes: 0, payloadBytes: 0)
+        /// A failure, with what was taken aside already charged off (the caller only undoes its own charge).
+        func fail(_ error: SystemCallError) -> Result<RemovedCharge, SystemCallError> {
+            directory.state.adjustUsage(by: -replaced.allocatedBytes)
+            directory.state.adjustPayloadBytes(by: -replaced.payloadBytes)
+            return .failure(error)
+        }
+        attempts: for _ in 0..<Self.placementAttempts {
+            switch moveInWithoutReplacing(staging, at: path) {
+            case .success(true): return .success(replaced)
+            case .success(false):
+                switch takeAside(path.relative) {
+                case .success(let aside?):
+                    let charge = dispose(aside, charge: .headerSize(headerSize))
+                    replaced.allocatedBytes += charge.allocatedBytes
+                    replaced.payloadBytes += charge.payloadBytes
+                case .success(nil): continue attempts
+                case .failure(let error): return fail(error)
+                }
+            case .failure(let error) where error.errno.cannotSwap: break attempts
+            case .failure(let error): return fail(error)
+            }
+        }
+        switch renameOver(staging, at: path, headerSize: headerSize) {
+        case .success(let charge):
+            return .success(
+                RemovedCharge(
+                    allocatedBytes: replaced.allocatedBytes + charge.allocatedBytes,
+                    payloadBytes: replaced.payloadBytes + charge.payloadBytes))
+        case .failure(let error): return fail(error)
+        }
+    }
+
+    /// `RENAME_NOREPLACE` from `staging` to `path`, making the fan-out folder a real one when it is missing
+    /// or replaced (I13): `true` when moved, `false` when an entry is there.
+    private func moveInWithoutReplacing(_ staging: String, at path: EntryPath) -> Result<Bool, SystemCallError> {
+        let root = directory.descriptor
+        var moved = Syscall.renameWithoutReplacing(staging, in: root, to: path.relative, in: root)
+        if case .failure(let error) = moved, error.errno.isFolderMissingOrReplaced {
+            if case .failure(let mkdirError) = directory.ensureFanOut(path.fanOut) { return .failure(mkdirError) }
+            moved = Syscall.renameWithoutReplacing(staging, in: root, to: path.relative, in: root)
+        }
+        switch moved {
+        case .success: return .success(true)
+        case .failure(let error) where error.errno == .fileExists: return .success(false)
+        case .failure(let error): return .failure(error)
+        }
+    }
+
+    /// The fallback where `renameat2` cannot swap or refuse to replace (or the entry kept changing under
+    /// the publish): a look at the entry, then a rename over it. A remover unlinking it in between makes
+    /// the counters undercount until a recount (the drift check, I9).
+    private func renameOver(_ staging: String, at path: EntryPath, headerSize: Int) -> Result<
+        RemovedCharge, SystemCallError
+    > {
+        let root = directory.descriptor
+        var replaced = RemovedCharge(allocatedBytes: 0, payloadBytes: 0)
+        if case .success(let old) = Syscall.status(of: path.relative, in: root), old.isRegularFile {
+            replaced = RemovedCharge(
+                allocatedBytes: old.allocatedBytes,
+                payloadBytes: Self.payloadBytes(fileSize: old.size, headerSize: headerSize))
+        }
+        var renamed = Syscall.rename(staging, in: root, to: path.relative, in: root)
+        if case .failure(let error) = renamed, error.errno.isFolderMissingOrReplaced {
+            if case .failure(let mkdirError) = directory.ensureFanOut(path.fanOut) { return .failure(mkdirError) }
+            renamed = Syscall.rename(staging, in: root, to: path.relative, in: root)
+        }
+        return renamed.map { replaced }
+    }
+
+    /// How many times a placement swaps or moves before falling back to `renameOver`: each retry means
+    /// another process published or removed this very entry in the last microseconds.
+    private static let placementAttempts = 8
 
     /// A new, empty staging file `tmp/<random>.staging` open for reading and writing, with the directory's
     /// file mode: its path and descriptor. The caller fills it, then publishes it (`publishStaged`) or

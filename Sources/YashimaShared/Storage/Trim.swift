@@ -120,11 +120,10 @@ final class Trimmer: Sendable {
             guard case .success(let status) = Syscall.status(of: victim.relative, in: directory.descriptor),
                 status.isRegularFile, status.modifiedNanoseconds == victim.modified, status.size == victim.size
             else { continue }
-            let payload = files.chargedPayloadBytes(victim.relative, status: status)
-            if case .success(true) = files.remove(victim.relative, payload: .known(payload)) {
+            if case .success(let removed?) = files.remove(victim.relative, payload: .readHeader) {
                 unlinked += 1
-                payloadBytes += payload
-                allocatedBytes += status.allocatedBytes
+                payloadBytes += removed.payloadBytes
+                allocatedBytes += removed.allocatedBytes
             }
         }
         return (unlinked, payloadBytes, allocatedBytes)

@@ -31,6 +31,9 @@ struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     /// True for the codes that mean "the disk (or a quota, or RLIMIT_FSIZE) is full".
     var isOutOfSpace: Bool { self == .noSpace || self == .quotaExceeded || self == .fileTooLarge }
 
+    /// True when the filesystem does not support a `renameat2` flag (EINVAL, EOPNOTSUPP).
+    var cannotSwap: Bool { self == .invalidArgument || self == .notSupported }
+
     /// True when a folder on the way is missing, or is a symlink or a file (never followed): the codes
     /// after which the cache recreates its own folder and retries once.
     var isFolderMissingOrReplaced: Bool { self == .noSuchFile || self == .symlinkLoop || self == .notDirectory }

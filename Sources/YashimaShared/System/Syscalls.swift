@@ -230,6 +230,17 @@ enum Syscall {
             path: "\(from) -> \(to)")
     }
 
+    /// `renameat2(2)` with `RENAME_EXCHANGE`: swaps `from` and `to` atomically (ENOENT when either is
+    /// missing; EINVAL where the filesystem cannot do it). No symlink is followed in any component.
+    static func exchange(
+        _ from: String, in fromDirectory: Int32, with to: String, in toDirectory: Int32
+    ) -> Result<Void, SystemCallError> {
+        var err: Int32 = 0
+        return check(
+            ysh_renameat_exchange(fromDirectory, from, toDirectory, to, &err), err, "renameat2",
+            path: "\(from) <-> \(to)")
+    }
+
     /// `linkat(2)`: creates `to` only if it does not exist (EEXIST otherwise). First writer wins. No symlink
     /// is followed in any component of either path.
     static func link(

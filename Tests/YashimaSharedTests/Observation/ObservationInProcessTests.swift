@@ -233,6 +233,30 @@ extension ObservationTests {
         #expect(Self.published(try await namespaceChanges.next()) == "ns/k")
     }
 
+    @Test("replacing an entry is one publication (its swap's move-out is no removal); a removal still is one")
+    func replacementIsOnePublication() async throws {
+        let dir = TemporaryDirectory("observe-replace")
+        let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: nil)
+        let key = CacheKey(namespace: "ns", identity: "k")
+        try await cache.store(Data("v0".utf8), for: key, codec: DataCodec())
+        var keyChanges = try await cache.observe(for: key, codec: DataCodec()).makeAsyncIterator()
+        var namespaceChanges = try await cache.observe(in: "ns").makeAsyncIterator()
+        let identifier = EntryIdentity(key: key, codecIdentifier: "data-v1").hex
+        let removed = YCache.Change.removed(
+            YCache.RemovedEntry(entryIdentifier: identifier, key: key, codecIdentifier: "data-v1"))
+        for round in 1...3 {
+            try await cache.store(Data("v\(round)".utf8), for: key, codec: DataCodec())
+            #expect(Self.published(try await keyChanges.next()) == "ns/k")
+            #expect(Self.published(try await namespaceChanges.next()) == "ns/k")
+        }
+        #expect(try await cache.remove(for: key, codec: DataCodec()))
+        #expect(try await keyChanges.next() == removed)
+        #expect(try await namespaceChanges.next() == removed)
+        try await cache.store(Data("v4".utf8), for: key, codec: DataCodec())
+        #expect(Self.published(try await keyChanges.next()) == "ns/k")
+        #expect(Self.published(try await namespaceChanges.next()) == "ns/k")
+    }
+
     @Test("observing a directory that is then removed ends with observationUnavailable; observing again works")
     func removedDirectoryEndsObservation() async throws {
         let (dir, cache) = makeCache("observe-removed")
