@@ -191,7 +191,7 @@ struct KeyLock: ~Copyable {
     // MARK: Ending
 
     /// Publishes `content` at `entry` through this lock file, then releases the lock (I6): the lock file,
-    /// filled, is renamed over the entry path, so waiters wake to find it gone and read the entry. When
+    /// filled, is moved to the entry path, so waiters wake to find it gone and read the entry. When
     /// the publish fails, the lock file is abandoned instead. Either way the lock is released once.
     consuming func publish(_ content: EntryContent, to entry: EntryPath) async -> Result<
         PublishOutcome, SystemCallError
