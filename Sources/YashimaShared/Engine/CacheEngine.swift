@@ -29,6 +29,8 @@ final class CacheEngine: Sendable {
     let lookupTiers: [any CacheTier]
     /// The `.underKeyLock` tiers (remote, the generator), which a production asks, outermost first.
     let productionTiers: [any CacheTier]
+    /// The remote tier, if any (also in `tiers`): a lookup flight's production starts its first call early.
+    let remoteTier: RemoteTier?
 
     private enum Opening {
         case notYet
@@ -49,6 +51,7 @@ final class CacheEngine: Sendable {
         self.memory = MemoryStore(maximumCost: memoryMaximumCost, maximumCount: memoryMaximumEntryCount)
         // Adding a tier is a type and a line here.
         let remoteTier = remote.map(RemoteTier.init)
+        self.remoteTier = remoteTier
         let tiers: [(any CacheTier)?] = [MemoryTier(), StorageTier(), remoteTier, GeneratorTier()]
         self.tiers = tiers.compactMap { $0 }
         lookupTiers = self.tiers.filter { $0.place == .beforeFlight }

@@ -14,6 +14,8 @@ struct ProductionRequest<Codec: CacheCodec>: Sendable {
     /// The storage a remote tier may stage a large hit's entry file in (set for a lookup that writes
     /// to a local storage directory).
     var staging: StorageContext?
+    /// The remote tier's first call, started when the production took the key's lock (RemoteTier.startLookup).
+    var remoteLookup: EarlyRemoteLookup?
 
     /// The caller's key (the memory key's: one copy, which a waiting lookup holds on the heap).
     var key: CacheKey { memoryKey.key }

@@ -65,13 +65,16 @@ struct Production<Codec: CacheCodec>: Sendable {
         } catch {
             return .failure(error)
         }
-        return await produce(storage, permit: permit)
+        return await produce(storage, permit: permit, epochs: engine.epochs(of: request, in: storage))
     }
 
     /// Steps 3 to 7, with the permit the coordination step granted.
-    func produce(_ storage: StorageContext?, permit: consuming WritePermit) async -> FlightResult {
+    /// - Parameter epochs: The key's epochs (I10), taken once the permit was granted and before any tier
+    ///   read a value (`engine.epochs(of:in:)`).
+    func produce(_ storage: StorageContext?, permit: consuming WritePermit, epochs: EpochSnapshot?) async
+        -> FlightResult
+    {
         do {
-            let epochs = engine.epochs(of: request, in: storage)
             let produced: Produced<Codec.Value>
             do {
                 guard let value = try await produceValue(storage) else {
@@ -257,7 +260,9 @@ extension Production {
                     do {
                         switch try await production.coordinate(storage) {
                         case .found(let found): result = found
-                        case .granted(let permit): result = await production.produce(storage, permit: permit)
+                        case .granted(let permit):
+                            let epochs = production.engine.epochs(of: production.request, in: storage)
+                            result = await production.produce(storage, permit: permit, epochs: epochs)
                         }
                     } catch {
                         result = .failure(error)
@@ -326,7 +331,7 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
                 engine.count { $0.sharedGenerations += 1 }
                 flight.complete(Production<Codec>.result(of: hit.value, sharedAcrossProcesses: true))
             case .acquired(let lock):
-                spawn(.keyLock(lock))
+                spawn(.keyLock(lock), startingRemoteLookup: true)
             case .unavailable:
                 engine.count { $0.crossProcessLockFailures += 1 }
                 spawn(.uncoordinated)
@@ -338,12 +343,18 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
         }
     }
 
-    /// The production's remaining steps on a task of its own, with `permit`.
-    private func spawn(_ permit: consuming WritePermit) {
+    /// The production's remaining steps on a task of its own, with `permit`. Holding the key's lock
+    /// (`startingRemoteLookup`), the remote tier's first call starts here, after the epochs are taken
+    /// (I10), and its round trip overlaps the hop to the task (RemoteTier.startLookup).
+    private func spawn(_ permit: consuming WritePermit, startingRemoteLookup: Bool = false) {
         let held = HeldPermit(permit)
-        let production = Production(engine: engine, request: boxed.request, flight: flight, kind: .lookup)
+        var request = boxed.request
+        let epochs = engine.epochs(of: request, in: storage)
+        if startingRemoteLookup { request.remoteLookup = engine.remoteTier?.startLookup(request) }
+        let production = Production(engine: engine, request: request, flight: flight, kind: .lookup)
         let (storage, flight) = (storage, flight)
-        flight.setProducer(Task { flight.complete(await production.produce(storage, permit: held.take())) })
+        flight.setProducer(
+            Task { flight.complete(await production.produce(storage, permit: held.take(), epochs: epochs)) })
     }
 
     /// Waits for the lock's holder on the lock-wait thread; its end leads the flight's next step.

@@ -3,6 +3,7 @@
 // the value generated and stored remotely. Every remote call is guarded and never throws (RemoteGuard).
 
 import Foundation
+import Synchronization
 
 /// The remote tier of one cache: its stores and the production step (see the file's header).
 final class RemoteTier: CacheTier {
@@ -17,11 +18,14 @@ final class RemoteTier: CacheTier {
     /// True when `leases` is `values` (Redis): its lease calls see the value too, and a value is stored
     /// and the lease released in one round trip.
     let leasesHoldValues: Bool
+    /// `leases` when its first lease call is the lookup too (Redis), cast once here rather than per miss.
+    private let lookupOrLease: (any RemoteLookupOrLease)?
 
     init(_ stores: RemoteStores) {
         values = stores.values
         leases = stores.leases
         leasesHoldValues = stores.leasesHoldValues
+        lookupOrLease = stores.leasesHoldValues ? stores.leases as? any RemoteLookupOrLease : nil
     }
 
     var place: TierPlace { .underKeyLock }
@@ -47,7 +51,7 @@ final class RemoteTier: CacheTier {
         let writes = Self.writesRemotely(request.options)
         // Where the lease store holds the values (Redis), the first lease call is the lookup too: a miss's
         // lookup and lease in one round trip.
-        var lookingUp = leasesHoldValues && writes ? leases as? any RemoteLookupOrLease : nil
+        var lookingUp = writes ? lookupOrLease : nil
         if lookingUp == nil {
             if let hit = await lookup(request, shared: false) { return hit }
             await Self.afterRemoteMiss?()
@@ -61,7 +65,11 @@ final class RemoteTier: CacheTier {
             let combined = lookingUp
             if let combined {
                 lookingUp = nil
-                acquisition = await combined.lookupOrAcquireLease(identity)
+                if let early = request.remoteLookup {
+                    acquisition = await early.answer()
+                } else {
+                    acquisition = await combined.lookupOrAcquireLease(identity)
+                }
             } else {
                 acquisition = await leases.acquireLease(identity)
             }
@@ -98,6 +106,20 @@ final class RemoteTier: CacheTier {
                 }
             }
         }
+    }
+
+    /// Starts the first remote call of a lookup's production (the value, or else the lease: the call
+    /// `produce` begins with) as soon as the production holds the key's lock, before its task runs, so that
+    /// the round trip overlaps the hop to that task; `produce` then takes its answer. Nil when `produce`
+    /// would not begin with that call (values kept out of storage, no lease store holding the values).
+    ///
+    /// The caller takes the production's epochs (I10) before this: a removal that deletes the remote value
+    /// after this call read it is then seen, and the value is not published.
+    func startLookup<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) -> EarlyRemoteLookup? {
+        guard Self.writesRemotely(request.options), let lookupOrLease else { return nil }
+        let early = EarlyRemoteLookup(leases: lookupOrLease)
+        lookupOrLease.startLookupOrAcquireLease(request.expectation.identity) { early.deliver($0) }
+        return early
     }
 
     /// The remote value of `request`'s entry, verified and decoded, as a production's value; nil on a
@@ -268,5 +290,64 @@ final class RemoteTier: CacheTier {
             statistics.remoteReleasesAfterFailedStore += counters[.releasesAfterFailedStore]
             statistics.remoteSignedValuesKept += counters[.signedValuesKept]
         }
+    }
+}
+
+/// The answer of a remote call a production started before its task ran (`RemoteTier.startLookup`): taken
+/// once, by `RemoteTier.produce`. A lease it holds that nobody took is released when it goes.
+final class EarlyRemoteLookup: Sendable {
+    private enum State {
+        /// No answer yet; the production's task waits for it (at most one continuation).
+        case pending(CheckedContinuation<RemoteLeaseAcquisition, Never>?)
+        /// Answered, not yet taken.
+        case answered(RemoteLeaseAcquisition)
+        case taken
+    }
+
+    private let state = Mutex(State.pending(nil))
+    private let leases: any RemoteLeaseStore
+
+    init(leases: any RemoteLeaseStore) { self.leases = leases }
+
+    /// Hands the call's answer over (once, on the I/O thread).
+    func deliver(_ acquisition: RemoteLeaseAcquisition) {
+        let waiting = state.withLock { state -> CheckedContinuation<RemoteLeaseAcquisition, Never>? in
+            guard case .pending(let continuation) = state else { return nil }
+            state = continuation == nil ? .answered(acquisition) : .taken
+            return continuation
+        }
+        waiting?.resume(returning: acquisition)
+    }
+
+    /// The answer, once it is in (without a suspension when it is in already). Called once.
+    func answer() async -> RemoteLeaseAcquisition {
+        if let ready = takeIfAnswered() { return ready }
+        return await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> RemoteLeaseAcquisition? in
+                if case .answered(let acquisition) = state {
+                    state = .taken
+                    return acquisition
+                }
+                state = .pending(continuation)
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    private func takeIfAnswered() -> RemoteLeaseAcquisition? {
+        state.withLock { state in
+            guard case .answered(let acquisition) = state else { return nil }
+            state = .taken
+            return acquisition
+        }
+    }
+
+    deinit {
+        // Never reached on the engine's paths (every production that started the call takes its answer);
+        // a lease left here would make other hosts wait for its expiry.
+        guard case .answered(.acquired(let lease)) = state.withLock({ $0 }) else { return }
+        let leases = leases
+        Task.detached { await leases.release(lease) }
     }
 }

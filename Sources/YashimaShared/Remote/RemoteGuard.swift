@@ -105,14 +105,30 @@ final class RemoteGuard: Sendable {
         scope: Int, access: RemoteAccess,
         _ operation: @escaping @Sendable (RemoteDeadline) throws(RemoteError) -> Value
     ) async -> RemoteAttempt<Value> {
-        guard let admission = admit(scope: scope, access: access) else { return .unavailable }
+        await withCheckedContinuation { continuation in
+            start(scope: scope, access: access, operation) { continuation.resume(returning: $0) }
+        }
+    }
+
+    /// `perform` without waiting for it: `completion` gets the attempt on the I/O thread (or at once, on
+    /// the calling thread, when the call is bypassed).
+    func start<Value: Sendable>(
+        scope: Int, access: RemoteAccess,
+        _ operation: @escaping @Sendable (RemoteDeadline) throws(RemoteError) -> Value,
+        completion: @escaping @Sendable (RemoteAttempt<Value>) -> Void
+    ) {
+        guard let admission = admit(scope: scope, access: access) else {
+            completion(.unavailable)
+            return
+        }
         let deadline = RemoteDeadline.after(policy.operationTimeout)
-        return await RemoteIO.shared.run {
-            self.finish(
-                scope: scope, access: access, admission: admission,
-                Result { () throws(RemoteError) in
-                    try operation(deadline)
-                })
+        RemoteIO.shared.submit {
+            completion(
+                self.finish(
+                    scope: scope, access: access, admission: admission,
+                    Result { () throws(RemoteError) in
+                        try operation(deadline)
+                    }))
         }
     }
 

@@ -26,10 +26,21 @@ protocol RemoteLeaseStore: RemoteValueStore {
 
 /// A lease store that holds the values too (Redis): a miss's lookup and its lease in one round trip.
 protocol RemoteLookupOrLease: RemoteLeaseStore {
-    /// The verified value of `identity` when one is stored (a hit), else the lease: taken, or held by
-    /// another. Counted as a lookup (hit, miss, rejected value); a value this host rejects is a miss
-    /// whose lease is then taken past it, to be regenerated and replaced.
-    func lookupOrAcquireLease(_ identity: EntryIdentity) async -> RemoteLeaseAcquisition
+    /// Starts asking for the verified value of `identity` when one is stored (a hit), else the lease:
+    /// taken, or held by another; `completion` gets the answer on an I/O thread (or at once when the
+    /// tier is bypassed). Counted as a lookup (hit, miss, rejected value); a value this host rejects is a
+    /// miss whose lease is then taken past it, to be regenerated and replaced.
+    func startLookupOrAcquireLease(
+        _ identity: EntryIdentity, completion: @escaping @Sendable (RemoteLeaseAcquisition) -> Void)
+}
+
+extension RemoteLookupOrLease {
+    /// The value of `identity`, or else its lease (``startLookupOrAcquireLease(_:completion:)``), awaited.
+    func lookupOrAcquireLease(_ identity: EntryIdentity) async -> RemoteLeaseAcquisition {
+        await withCheckedContinuation { continuation in
+            startLookupOrAcquireLease(identity) { continuation.resume(returning: $0) }
+        }
+    }
 }
 
 /// A lease held by this process on one entry: its keys, the random token and the TTL.

@@ -52,7 +52,7 @@ enum HTTPRemoteBench {
             let reader = YCache(
                 storageDirectory: context.directory("http-reader"), remote: remote, memoryMaximumCost: 0,
                 storageMaximumByteCount: nil)
-            let (hits, misses) = try await RemoteBench.hitsPairedWithLocalMisses(
+            let (hits, misses, _) = try await RemoteBench.hitsPairedWithLocalMisses(
                 context, value: value, key: key, rounds: iterations + 3, warmUp: 3, folder: "http-local"
             ) {
                 try await reader.removeAll(in: "bench-http")  // local only: the remote value stays

@@ -1,7 +1,8 @@
 // Section "remote": a remote hit through YCache (the value on Redis, not in local storage or memory:
 // lookup, verify, decode, publish locally) at 4 KiB and 1 MiB, against its floor in the same run: a raw
-// `GET` of the same size from the same process (a minimal blocking RESP client over the same socket kind)
-// plus a local miss-and-publish of the same value (a cache without a remote tier). The server: `--remote URL` (redis:// or redis+unix://), else a
+// `GET` of the same size from the same process (a minimal blocking RESP client over the same socket kind),
+// back to back and in the hit's place (after the same local work), plus a local miss-and-publish of the
+// same value (a cache without a remote tier). The server: `--remote URL` (redis:// or redis+unix://), else a
 // redis-server started here on a Unix socket, else the section is skipped with a note. Then three hosts
 // (storage directories) of three worker processes each miss one key together: one generation per round.
 
@@ -54,9 +55,19 @@ enum RemoteBench {
                 storageMaximumByteCount: nil)
             // What the hit costs beyond the round trip is mostly the local miss and publish it shares with
             // a generation: the same flow without a remote tier, the generator returning at once, each
-            // right before a hit.
-            let (hits, misses) = try await hitsPairedWithLocalMisses(
-                context, value: value, key: key, rounds: iterations + 10, warmUp: 10, folder: "remote-local"
+            // right before a hit. A raw GET back to back finds the server hot; the hit's own GET comes
+            // after a local miss and publish, when the server has been idle that long: so the raw GET is
+            // measured in the hit's place too (the same work before it, in alternate rounds).
+            let (hits, misses, pairedRaw) = try await hitsPairedWithLocalMisses(
+                context, value: value, key: key, rounds: iterations + 10, warmUp: 10, folder: "remote-local",
+                floor: {
+                    try await reader.removeAll(in: "bench-remote")  // as before a hit
+                    let start = monotonicNanoseconds()
+                    let bytes = raw.get(rawKey)
+                    let elapsed = Double(monotonicNanoseconds() - start)
+                    guard bytes == size else { throw ArgumentError(description: "raw GET returned \(bytes) bytes") }
+                    return elapsed
+                }
             ) {
                 try await reader.removeAll(in: "bench-remote")  // local only: the remote value stays
                 let start = monotonicNanoseconds()
@@ -71,9 +82,15 @@ enum RemoteBench {
                 BenchRow(section: "remote", name: "local miss+publish \(label) (no remote tier)", samples: misses))
             let floor = "raw GET + local miss+publish \(label)"
             report.add(BenchRow(section: "remote", name: floor, samples: sumOfOrderStatistics(rawSamples, misses)))
+            report.add(BenchRow(section: "remote", name: "raw GET \(label) in the hit's place", samples: pairedRaw))
+            let inPlace = sumOfOrderStatistics(pairedRaw, misses)
+            report.add(
+                BenchRow(section: "remote", name: "raw GET in the hit's place + local miss \(label)", samples: inPlace))
+            let inPlaceRatio = String(format: "%.2fx", hits.median / inPlace.median)
             report.add(
                 BenchRow(
-                    section: "remote", name: "remote hit \(label) (YCache, then in local storage)", samples: hits),
+                    section: "remote", name: "remote hit \(label) (YCache, then in local storage)", samples: hits,
+                    note: "\(inPlaceRatio) raw GET in the hit's place + local miss"),
                 comparedTo: floor, limit: size <= 4096 ? 1.2 : nil)
         }
         try await hostStampede(context, url: url)
@@ -82,26 +99,36 @@ enum RemoteBench {
     /// `rounds` remote hits (`hit` returns its time), each right after a local miss of `key` and publish
     /// of `value` (a cache without a remote tier, memory off, the entry removed before each; the generator
     /// returns at once): what a remote hit shares with a generation, measured next to it (the disk's
-    /// speed drifts during a run). The first `warmUp` rounds are not counted.
+    /// speed drifts during a run). With `floor`, each round measures it first in the hit's place (after
+    /// a local miss of its own, not counted), so that it finds the server as idle as the hit does. The
+    /// first `warmUp` rounds are not counted.
     static func hitsPairedWithLocalMisses(
         _ context: BenchContext, value: Data, key: CacheKey, rounds: Int, warmUp: Int, folder: String,
-        hit: () async throws -> Double
-    ) async throws -> (hits: Samples, misses: Samples) {
+        floor: (() async throws -> Double)? = nil, hit: () async throws -> Double
+    ) async throws -> (hits: Samples, misses: Samples, floors: Samples) {
         let local = YCache(
             storageDirectory: context.directory(folder), memoryMaximumCost: 0, storageMaximumByteCount: nil)
-        var (hits, misses) = (Samples(), Samples())
-        for round in 0..<rounds {
+        var (hits, misses, floors) = (Samples(), Samples(), Samples())
+        func localMiss() async throws -> Double {
             try await local.removeAll(in: key.namespace)
             let start = monotonicNanoseconds()
             _ = try await local.value(for: key, codec: DataCodec()) { value }
-            let elapsed = Double(monotonicNanoseconds() - start)
+            return Double(monotonicNanoseconds() - start)
+        }
+        for round in 0..<rounds {
+            if let floor {
+                _ = try await localMiss()  // the misses counted are those next to the hits
+                let floorElapsed = try await floor()
+                if round >= warmUp { floors.append(floorElapsed) }
+            }
+            let elapsed = try await localMiss()
             let hitElapsed = try await hit()
             if round >= warmUp {
                 misses.append(elapsed)
                 hits.append(hitElapsed)
             }
         }
-        return (hits, misses)
+        return (hits, misses, floors)
     }
 
     /// The floor of a remote hit: the i-th smallest sample of each added (so its median is the sum of

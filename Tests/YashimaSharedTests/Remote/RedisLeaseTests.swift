@@ -230,4 +230,51 @@ struct RedisLeaseTests {
         #expect(await store.renew(lease) == .lost)
         await server.stop()
     }
+
+    @Test("a production's early lookup: its answer taken before or after it came; a lease nobody took is released")
+    func earlyLookup() async throws {
+        let server = try await RedisServer.start()
+        let store = try makeStore(server)
+        let other = try makeStore(server)
+        let stored = entryIdentity("early-stored")
+        #expect(await store.store(stored, payload: payload(100), createdAt: 1, expiresAt: 0) == .stored)
+        let found = RemoteLeaseAcquisition.found(RemoteValue(payload: payload(100), createdAt: 1, expiresAt: 0))
+        // Taken after it came (the answer is in before the production asks), and while it was on its way.
+        let answered = EarlyRemoteLookup(leases: store)
+        let delivered = Gate()
+        store.startLookupOrAcquireLease(stored) {
+            answered.deliver($0)
+            delivered.open()
+        }
+        #expect(await delivered.wait(within: 60))
+        #expect(await answered.answer() == found)
+        let pending = EarlyRemoteLookup(leases: store)
+        async let taken = pending.answer()
+        store.startLookupOrAcquireLease(stored) { pending.deliver($0) }
+        #expect(await taken == found)
+        // A lease the early lookup took that no production took: released when the lookup goes, so other
+        // hosts need not wait for its expiry (the fixture's leases last 600 s).
+        let absent = entryIdentity("early-absent")
+        let tookLease = Gate()
+        do {
+            let unclaimed = EarlyRemoteLookup(leases: store)
+            store.startLookupOrAcquireLease(absent) {
+                unclaimed.deliver($0)
+                tookLease.open()
+            }
+            #expect(await tookLease.wait(within: 60))
+        }
+        let deadline = ContinuousClock.now + .seconds(60)
+        var acquired = false
+        while !acquired, ContinuousClock.now < deadline {
+            if case .acquired(let lease) = await other.acquireLease(absent) {
+                acquired = true
+                #expect(await other.release(lease))
+            } else {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        #expect(acquired, "the unclaimed lease was not released")
+        await server.stop()
+    }
 }

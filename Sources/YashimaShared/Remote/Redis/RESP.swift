@@ -208,8 +208,20 @@ enum RESPEncoder {
 
     private static func appendHeader(_ marker: UInt8, _ count: Int, to buffer: inout [UInt8]) {
         buffer.append(marker)
-        buffer.append(contentsOf: String(count).utf8)
+        appendDecimal(count, to: &buffer)
         buffer.append(13)
         buffer.append(10)
+    }
+
+    /// The decimal digits of `count` (never negative), without making a String.
+    private static func appendDecimal(_ count: Int, to buffer: inout [UInt8]) {
+        var divisor = 1
+        while divisor <= count / 10 { divisor *= 10 }
+        var rest = max(0, count)
+        while divisor > 0 {
+            buffer.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest / divisor))
+            rest %= divisor
+            divisor /= 10
+        }
     }
 }

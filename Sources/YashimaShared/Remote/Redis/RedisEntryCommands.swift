@@ -69,7 +69,7 @@ struct RedisEntryCommands: Sendable {
     func acquire(_ keys: RemoteKeys, timeToLiveMilliseconds: Int64, deadline: RemoteDeadline) throws(RemoteError)
         -> Acquisition
     {
-        let token = Array(Syscall.randomBytes(16).map { String(format2: $0) }.joined().utf8)
+        let token = Self.newToken()
         let replies = try router.execute(
             [
                 RESPCommand("SET", keys.lease, token, "NX", "PX", timeToLiveMilliseconds),
@@ -101,7 +101,7 @@ struct RedisEntryCommands: Sendable {
     func lookupOrAcquire(_ keys: RemoteKeys, timeToLiveMilliseconds: Int64, deadline: RemoteDeadline)
         throws(RemoteError) -> Acquisition
     {
-        let token = Array(Syscall.randomBytes(16).map { String(format2: $0) }.joined().utf8)
+        let token = Self.newToken()
         let replies = try RedisScript.execute(
             [
                 RESPCommand("GET", keys.value),
@@ -218,10 +218,20 @@ struct RedisEntryCommands: Sendable {
     }
 }
 
-extension String {
-    /// Two lowercase hex digits.
-    fileprivate init(format2 byte: UInt8) {
-        let digits = Array("0123456789abcdef")
-        self = String([digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]])
+extension RedisEntryCommands {
+    /// A lease token: 16 bytes from getrandom as 32 lowercase hex digits (written through a table: the
+    /// token is made on every remote lookup, a hit's included).
+    static func newToken() -> [UInt8] {
+        let random = Syscall.randomBytes(16)
+        let digits: StaticString = "0123456789abcdef"
+        return digits.withUTF8Buffer { table in
+            [UInt8](unsafeUninitializedCapacity: 32) { output, count in
+                for (index, byte) in random.enumerated() {
+                    output[2 * index] = table[Int(byte >> 4)]
+                    output[2 * index + 1] = table[Int(byte & 0x0F)]
+                }
+                count = 32
+            }
+        }
     }
 }

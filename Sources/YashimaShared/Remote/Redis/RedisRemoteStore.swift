@@ -168,11 +168,13 @@ final class RedisRemoteStore: RemoteLookupOrLease {
     /// The value of `identity`, or when there is none usable its lease (see ``RemoteLookupOrLease``): one
     /// round trip (`GET` and the acquire-unless-stored script, pipelined); a rejected value costs a second
     /// (`SET NX` past it).
-    func lookupOrAcquireLease(_ identity: EntryIdentity) async -> RemoteLeaseAcquisition {
+    func startLookupOrAcquireLease(
+        _ identity: EntryIdentity, completion: @escaping @Sendable (RemoteLeaseAcquisition) -> Void
+    ) {
         let keys = keys(for: identity)
         let (commands, secret) = (commands, configuration.secret)
         let ttl = configuration.leaseTimeToLive.remoteMilliseconds
-        let attempt = await remoteGuard.perform(scope: router.scope(for: keys.routingKey), access: .write) {
+        remoteGuard.start(scope: router.scope(for: keys.routingKey), access: .write) {
             (deadline) throws(RemoteError) -> (RemoteLookup, RemoteLeaseAcquisition) in
             let found = try commands.lookupOrAcquire(keys, timeToLiveMilliseconds: ttl, deadline: deadline)
             guard let bytes = found.value else {
@@ -186,13 +188,14 @@ final class RedisRemoteStore: RemoteLookupOrLease {
             if let lease = found.lease { return (lookup, .acquired(lease)) }
             let past = try commands.acquire(keys, timeToLiveMilliseconds: ttl, deadline: deadline)
             return (lookup, past.lease.map { .acquired($0) } ?? .heldElsewhere)
-        }
-        switch attempt {
-        case .completed(let (lookup, acquisition)):
-            _ = finishLookup(.completed(lookup))
-            if case .acquired = acquisition { statistics.add(.leasesAcquired) }
-            return acquisition
-        case .keyFailure, .unavailable: return .unavailable
+        } completion: { attempt in
+            switch attempt {
+            case .completed(let (lookup, acquisition)):
+                _ = self.finishLookup(.completed(lookup))
+                if case .acquired = acquisition { self.statistics.add(.leasesAcquired) }
+                completion(acquisition)
+            case .keyFailure, .unavailable: completion(.unavailable)
+            }
         }
     }
 

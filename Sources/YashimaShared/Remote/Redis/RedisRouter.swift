@@ -56,6 +56,9 @@ struct RedisShardRouter: RedisRouter {
     /// Connection settings.
     let settings: RedisConnectionSettings
     private let hashing: RendezvousHashing
+    /// Each endpoint's pool (the process's shared one, `settings.pool(for:)`), looked up once here rather
+    /// than in the registry on every call.
+    private let pools: [RedisConnectionPool]
     private let cluster = ClusterSwitch()
 
     /// A router over `endpoints` (at least one; names must be distinct, as `parseList` ensures).
@@ -64,6 +67,7 @@ struct RedisShardRouter: RedisRouter {
         self.endpoints = endpoints
         self.settings = settings
         hashing = RendezvousHashing(names: endpoints.map(\.shardName))
+        pools = endpoints.map { settings.pool(for: $0) }
     }
 
     var scopeCount: Int { endpoints.count }
@@ -83,8 +87,8 @@ struct RedisShardRouter: RedisRouter {
         if let router = cluster.router {
             return try router.execute(commands, routingKey: routingKey, deadline: deadline)
         }
-        let endpoint = endpoints[hashing.shard(for: routingKey)]
-        var replies = try settings.pool(for: endpoint).withConnection(deadline: deadline) {
+        let pool = pools[hashing.shard(for: routingKey)]
+        var replies = try pool.withConnection(deadline: deadline) {
             (connection) throws(RemoteError) -> [RESPValue] in
             try connection.pipeline(commands, deadline: deadline)
         }

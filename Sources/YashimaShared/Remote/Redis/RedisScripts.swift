@@ -56,9 +56,17 @@ struct RedisScript: Equatable, Sendable {
 
     /// `EVALSHA sha1 numkeys keys... args...`.
     func command(keys: [[UInt8]], arguments: [[UInt8]]) -> RESPCommand {
-        RESPCommand(
-            arguments: [Array("EVALSHA".utf8), Array(sha1.utf8), Array(String(keys.count).utf8)] + keys + arguments)
+        var all: [[UInt8]] = []
+        all.reserveCapacity(3 + keys.count + arguments.count)
+        all.append(Self.evalsha)
+        all.append(Array(sha1.utf8))
+        all.append(keys.count.respBytes)
+        all.append(contentsOf: keys)
+        all.append(contentsOf: arguments)
+        return RESPCommand(arguments: all)
     }
+
+    private static let evalsha = Array("EVALSHA".utf8)
 
     /// Runs `commands` through `router`, then sends again, as `EVAL` with the source, every `EVALSHA`
     /// the server did not know (`NOSCRIPT`), and splices those replies in. Blocking.

@@ -18,12 +18,24 @@ struct RemoteKeys: Equatable, Sendable {
 
     /// The names for `identity` under `prefix` (a valid prefix: see ``isValidPrefix(_:)``).
     init(identity: SHA256Digest, prefix: String) {
-        let hex = identity.hex
-        routingKey = Array(hex.utf8)
-        value = Array("\(prefix):{\(hex)}:value".utf8)
-        lease = Array("\(prefix):{\(hex)}:lease".utf8)
-        channel = Array("\(prefix):{\(hex)}:released".utf8)
+        // Assembled as bytes (made on every remote call, a hit's included).
+        let hex = Array(identity.hex.utf8)
+        var tagged = Array(prefix.utf8)
+        tagged.reserveCapacity(tagged.count + hex.count + 12)
+        tagged.append(contentsOf: Self.colonBrace)
+        tagged.append(contentsOf: hex)
+        tagged.append(contentsOf: Self.braceColon)
+        routingKey = hex
+        value = tagged + Self.valueSuffix
+        lease = tagged + Self.leaseSuffix
+        channel = tagged + Self.channelSuffix
     }
+
+    private static let colonBrace = Array(":{".utf8)
+    private static let braceColon = Array("}:".utf8)
+    private static let valueSuffix = Array("value".utf8)
+    private static let leaseSuffix = Array("lease".utf8)
+    private static let channelSuffix = Array("released".utf8)
 
     /// The `SCAN MATCH` pattern of every value key under `prefix` (glob characters in it escaped).
     static func valuePattern(prefix: String) -> [UInt8] {
