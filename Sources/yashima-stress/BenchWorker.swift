@@ -326,3 +326,18 @@ func writeStampedeLine(finished: UInt64, holdStarted: UInt64, correct: Bool) {
     var bytes = Array(line.utf8)
     _ = bytes.withUnsafeMutableBytes { write(1, $0.baseAddress, $0.count) }
 }
+
+/// Sleeps until the monotonic time `until` (nanoseconds) as exactly as the bare-flock floor's holder does
+/// (`clock_nanosleep` to an absolute time), so that a stampede's generator takes what it says. Task.sleep
+/// alone overshot a 200 ms sleep by 0.15–0.25 ms here (Dispatch's timer, then a pool thread; with its
+/// default leeway up to ~3 ms), which the stampede timed as hand-off. So: Task.sleep to 2 ms before, then
+/// `clock_nanosleep` the rest, blocking one pool thread for at most 2 ms (a benchmark worker, no library).
+func sleepExactly(until: UInt64) async throws {
+    let margin: UInt64 = 2_000_000
+    let now = monotonicNanoseconds()
+    if until > now + margin {
+        try await Task.sleep(for: .nanoseconds(until - margin - now), tolerance: .zero)
+    }
+    var deadline = timespec(tv_sec: Int(until / 1_000_000_000), tv_nsec: Int(until % 1_000_000_000))
+    while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, nil) == EINTR {}
+}

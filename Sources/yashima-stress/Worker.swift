@@ -182,13 +182,12 @@ enum WorkerCommand {
             do {
                 let lookup = {
                     try await cache.resolve(for: key, codec: DataCodec(), options: options) {
-                        generatorStarted.set(monotonicNanoseconds())
+                        let started = monotonicNanoseconds()
+                        generatorStarted.set(started)
                         if announce { emit("GENERATING \(key.identity)") }
                         ledger?.record("\(key.namespace)/\(key.identity) data \(pid)")
-                        // No tolerance: Dispatch's default timer leeway let a 200 ms sleep overshoot by up to
-                        // ~3 ms, which the stampede timed as hand-off (the peers' recipes use time.sleep).
                         if generateMilliseconds > 0 {
-                            try await Task.sleep(for: .milliseconds(generateMilliseconds), tolerance: .zero)
+                            try await sleepExactly(until: started + UInt64(generateMilliseconds) * 1_000_000)
                         }
                         return expected
                     }

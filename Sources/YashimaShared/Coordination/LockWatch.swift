@@ -15,6 +15,8 @@ final class LockWatch: Sendable {
     let ownerProcessID: Int32
     private let table = Mutex(WaitTable())
     private let identifiers = Atomic<UInt64>(0)
+    /// Whether a wait has rehearsed the thread's wake path yet (`rehearse`).
+    private let rehearsed = Atomic<Bool>(false)
 
     private static let instance = Mutex<LockWatch?>(nil)
 
@@ -100,12 +102,32 @@ final class LockWatch: Sendable {
             break
         }
         observer?(path)
+        if !rehearsed.exchange(true, ordering: .relaxed) { rehearse(path, in: directory) }
         let wakeThread = table.withLock { table -> Bool in
             guard due < table.plannedWake else { return false }
             table.plannedWake = due
             return true
         }
         if wakeThread { WakeSignal.signal(wake) }
+    }
+
+    /// Runs the thread's wake path once (the process's first wait that found its lock held, on the
+    /// registering thread) for a wait id never registered, so nothing is resumed or rescheduled: what that
+    /// path makes on its first run in a process (type metadata of its tables, the runtime's scan of every
+    /// conformance record for a key's `Hashable`) is made now, while the process waits anyway, rather than
+    /// after the holder's release (issue 25: about a third of a waiter's wake-up at 64 processes). It
+    /// probes the lock file once more; a release it sees is the real wait's too, which the thread probes.
+    private func rehearse(_ path: LockPath, in directory: Directory) {
+        let unregistered = newIdentifier()
+        var scratch = WaitTable()
+        scratch.insert(
+            unregistered,
+            Waiter(
+                path: path, directory: directory, watch: nil, deadline: nil, recheckInterval: 0, nextProbe: 0,
+                pollStep: 0, resume: { _ in }))
+        let (due, _) = scratch.collect([], dueAt: 0, inotify: -1)
+        _ = scratch.remove(unregistered, inotify: -1)
+        probe(due, now: Syscall.monotonicNanoseconds)
     }
 
     /// Ends a wait with `result`; nothing when it has already ended.

@@ -361,8 +361,12 @@ struct FlightWaiters {
 
     /// Takes out the waiter that registered first (the lowest id).
     mutating func removeOldest() -> (Int, FlightContinuation)? {
-        guard let id = [first?.id, others.keys.min()].compactMap({ $0 }).min() else { return nil }
-        return remove(id).map { (id, $0) }
+        // No array on the way: this runs on the lock-wait thread at a wake, and a process's first array of
+        // `Int?` costs a type-metadata lookup there (issue 25).
+        var oldest = first?.id
+        for id in others.keys where id < (oldest ?? .max) { oldest = id }
+        guard let oldest else { return nil }
+        return remove(oldest).map { (oldest, $0) }
     }
 
     /// Takes out every waiter.

@@ -159,6 +159,17 @@ final class MemoryStore: Sendable {
     var totalCost: Int { lru.withLock { $0.totalCost } }
     var count: Int { lru.withLock { $0.count } }
 
+    /// Inserts an item for `key` into a scratch LRU, not this one: the type metadata a process makes on its
+    /// first insert (the runtime looks the key's `Hashable` up, a scan of every conformance record) made
+    /// ahead of time (`CacheEngine.rehearseWake`). Returns the scratch LRU's count (1).
+    static func rehearseInsert(for key: MemoryKey, metadata: YCache.Metadata) -> Int {
+        var scratch = CostLRU<MemoryKey, MemoryItem>(maximumCost: nil, maximumCount: nil)
+        scratch.insert(
+            MemoryItem(value: 0, cost: 0, metadata: metadata, slots: nil, stamp: nil, entryPath: nil), for: key, cost: 0
+        )
+        return scratch.count
+    }
+
     /// Records that the entry file of `key` was marked used at `nanoseconds` (I11), in its item.
     func noteUse(_ key: MemoryKey, at nanoseconds: Int64) {
         lru.withLock { lru in _ = lru.update(key) { $0.lastUse = nanoseconds } }

@@ -49,6 +49,8 @@ final class Directory: Sendable {
     let rootIdentity: FileStatus
     /// CLOCK_MONOTONIC of the last check that `path` still names `rootIdentity`.
     private let rootCheckedAt: Atomic<Int64>
+    /// The fan-out folders this process made or asked to be made ahead of a publish (`prepareFanOut`).
+    let preparedFanOuts = Mutex<Set<String>>([])
     /// Called once for each damaged auxiliary file (`state`, `trim.lock`) this process replaced (I14).
     let onRepair: @Sendable () -> Void
 

@@ -19,6 +19,17 @@ extension Directory {
         return Directory.ensureDirectory(relative, in: descriptor, mode: directoryMode, replacingFiles: true)
     }
 
+    /// Makes the fan-out folder `relative` on a task of its own (returned: the production awaits it before
+    /// it returns), once per folder in this process, so that a production's publish finds it: made at the
+    /// publish, it came between the generator's return and the rename that wakes the key's waiters (two or
+    /// three journal operations; issue 25). It runs beside the generation; a publish that comes first makes
+    /// the folder itself (EntryFile.commit), and two creators do not conflict (`ensureDirectory`). A
+    /// failure is left to the publish, which reports it. Nil when this process prepared it already.
+    func prepareFanOut(_ relative: String) -> Task<Void, Never>? {
+        guard preparedFanOuts.withLock({ $0.insert(relative).inserted }) else { return nil }
+        return Task { _ = self.ensureFanOut(relative) }
+    }
+
     /// Makes `tmp/` a real folder again after it was removed or replaced by a symlink (never followed).
     func repairStagingFolder() -> Result<Void, SystemCallError> {
         Directory.ensureDirectory(Directory.stagingFolder, in: descriptor, mode: directoryMode, replacingFiles: false)

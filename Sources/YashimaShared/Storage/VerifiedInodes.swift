@@ -42,6 +42,14 @@ final class VerifiedInodes: Sendable {
             && status.modifiedNanoseconds != status.changedNanoseconds
     }
 
+    /// Stores a record in a scratch table, not this one: the type metadata a process makes on its first
+    /// insert made ahead of time (`CacheEngine.rehearseWake`). Returns the scratch table's count (1).
+    static func rehearseInsert() -> Int {
+        var scratch = FixedTable<Identity, Seen>(capacity: 2)
+        scratch.insert(Seen(changed: 0, size: 0), for: Identity(device: 0, inode: 0))
+        return scratch.count
+    }
+
     func insert(_ status: FileStatus, now: Int64) {
         guard now - status.changedNanoseconds >= verifiedCtimeMinimumAge else { return }
         table.withLock { table in
