@@ -167,6 +167,22 @@ struct EntryFileTests {
         #expect(fixture.directory.state.usage == 0)
     }
 
+    @Test("a removal meeting a folder planted at the entry path fails and leaves the folder where it was")
+    func removeLeavesPlantedFolder() throws {
+        let fixture = try Fixture()
+        let path = fixture.path(CacheKey("planted"))
+        let entry = fixture.root.appendingPathComponent(path.relative)
+        try FileManager.default.createDirectory(at: entry, withIntermediateDirectories: true)
+        try writeFile(Data("someone's".utf8), to: entry.appendingPathComponent("file"))
+        guard case .failure(let error) = fixture.files.remove(path.relative, payload: .readHeader) else {
+            Issue.record("removing a folder succeeded")
+            return
+        }
+        #expect(error.errno == .isDirectory)
+        #expect(fileExists(entry.appendingPathComponent("file")))
+        #expect(try fixture.stagingFiles().isEmpty)
+    }
+
     @Test("a missing fan-out folder is created on publish")
     func fanOutCreated() throws {
         let fixture = try Fixture()
