@@ -1,5 +1,6 @@
 // The process's one thread for lock waits (I5, I8), `yashima-wait`: one inotify watch per `locks/<xx>/`
-// folder, an event means "probe now", every wait re-probed at least once a second; polled without inotify.
+// folder, a close means "probe now", an unlink or rename away "released"; every wait re-probed at least
+// once a second; polled without inotify.
 // The bounds and why: Docs/Internals.md (Coordination/LockWatch.swift).
 
 import Glibc
@@ -194,7 +195,11 @@ final class LockWatch: Sendable {
         for probe in due {
             let key = ProbeKey(root: probe.directory.descriptor, relative: probe.path.relative)
             let result: LockWait.Probe
-            if let known = results[key] {
+            if probe.nameGone {
+                // The event said the lock file's name was unlinked or moved away (a publish, I6): its holder
+                // is gone, as the probe would find (an open that fails with ENOENT), without the open.
+                result = .released
+            } else if let known = results[key] {
                 result = known
             } else {
                 result = LockWait.probe(probe.path, in: probe.directory)
@@ -234,6 +239,16 @@ private struct DueProbe {
     let directory: Directory
     /// Probed because an event named its lock file (then a busy lock is probed again soon: see the header).
     let afterEvent: Bool
+    /// That event was the lock file's name being unlinked or moved away: released, without a probe. (A new
+    /// lock file made at the name since is another holder's: the flight's step finds it busy and waits.)
+    var nameGone = false
+}
+
+/// Why a wait is probed (`WaitTable.collect`), in increasing order of what it tells.
+private enum DueReason: Int8, Comparable {
+    case timer, event, nameGone
+
+    static func < (lhs: DueReason, rhs: DueReason) -> Bool { lhs.rawValue < rhs.rawValue }
 }
 
 /// One wait in the table.
@@ -403,10 +418,11 @@ private struct WaitTable {
 
     /// The waits to probe now (named by an event, or due by their timer) and those past their deadline.
     mutating func collect(_ events: [InotifyEvent], dueAt now: Int64, inotify: Int32) -> ([DueProbe], [UInt64]) {
-        var chosen: [UInt64: Bool] = [:]
+        // Why each is due: `timer`, `event`, or `nameGone` (an event that unlinked or moved its lock file).
+        var chosen: [UInt64: DueReason] = [:]
         for event in events {
             if event.mask.contains(.queueOverflow) {
-                for identifier in waiters.keys { chosen[identifier] = true }
+                for identifier in waiters.keys { chosen[identifier] = .event }
                 continue
             }
             guard let folder = folders[event.watch] else { continue }  // a watch just removed
@@ -416,14 +432,15 @@ private struct WaitTable {
                 for (identifier, var waiter) in waiters where waiter.watch == event.watch {
                     waiter.watch = nil
                     waiters[identifier] = waiter
-                    chosen[identifier] = true
+                    chosen[identifier] = .event
                 }
                 if folder.idleSince != nil { idleWatches -= 1 }
                 folders[event.watch] = nil
                 if !event.mask.contains(.ignored) { Inotify.removeWatch(inotify, event.watch) }
                 continue
             }
-            folder.waits[Substring(event.name)]?.forEach { chosen[$0] = true }
+            let reason: DueReason = event.mask.isDisjoint(with: [.deleted, .movedFrom]) ? .event : .nameGone
+            folder.waits[Substring(event.name)]?.forEach { chosen[$0] = max(chosen[$0] ?? .event, reason) }
         }
         var timedOut: [UInt64] = []
         while let top = timers.top, top.time <= now {
@@ -433,13 +450,14 @@ private struct WaitTable {
                 timedOut.append(top.identifier)
                 chosen[top.identifier] = nil
             } else if chosen[top.identifier] == nil {
-                chosen[top.identifier] = false
+                chosen[top.identifier] = .timer
             }
         }
-        let due = chosen.compactMap { identifier, afterEvent -> DueProbe? in
+        let due = chosen.compactMap { identifier, reason -> DueProbe? in
             guard let waiter = waiters[identifier] else { return nil }
             return DueProbe(
-                identifier: identifier, path: waiter.path, directory: waiter.directory, afterEvent: afterEvent)
+                identifier: identifier, path: waiter.path, directory: waiter.directory, afterEvent: reason != .timer,
+                nameGone: reason == .nameGone)
         }
         return (due, timedOut)
     }

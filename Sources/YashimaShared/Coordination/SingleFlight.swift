@@ -295,16 +295,17 @@ final class Flight: Sendable {
     /// Delivers the result to every waiter (the first result only), after taking the flight out of its
     /// table.
     func complete(_ result: FlightResult) {
-        let waiters = state.withLock { state -> [FlightContinuation]? in
+        let waiters = state.withLock { state -> FlightWaiters? in
             guard state.result == nil else { return nil }
             state.result = result
             state.stepper = nil
             state.pendingStep = nil
-            return state.waiters.removeAll()
+            state.cancelWait = nil
+            return state.waiters.takeAll()
         }
         guard let waiters else { return }
         table?.remove(self)
-        for waiter in waiters { waiter.resume(returning: .result(result)) }
+        waiters.forEach { $0.resume(returning: .result(result)) }
     }
 
     /// Waits for this flight's next event as waiter `id`: the result, `.lead` (take the next step, then
@@ -369,12 +370,17 @@ struct FlightWaiters {
         return remove(oldest).map { (oldest, $0) }
     }
 
-    /// Takes out every waiter.
-    mutating func removeAll() -> [FlightContinuation] {
-        var all = others.values.map { $0 }
-        if let first { all.append(first.continuation) }
-        self = FlightWaiters()
-        return all
+    /// Takes out every waiter (the table as it was: no array on the way, see `removeOldest`; a flight
+    /// completed on the lock-wait thread still has its one waiter registered, issue 25).
+    mutating func takeAll() -> FlightWaiters {
+        defer { self = FlightWaiters() }
+        return self
+    }
+
+    /// Calls `body` with each waiter's continuation.
+    func forEach(_ body: (FlightContinuation) -> Void) {
+        if let first { body(first.continuation) }
+        for continuation in others.values { body(continuation) }
     }
 }
 

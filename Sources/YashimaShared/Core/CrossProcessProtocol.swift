@@ -35,13 +35,14 @@
 /// - **I5 One generator per key across processes**: the holder of the key's lock file; waiters look in
 ///   storage after every wake and once they hold the lock, and only then generate. A process waits on any
 ///   number of keys with one thread: an inotify watch per `locks/<xx>/` folder makes it probe a key (open
-///   read-only, `LOCK_SH|LOCK_NB`) when its lock file is closed after writing, unlinked or renamed; an
-///   event means "probe now", never "free". Worst case for a release no event reports (a forked child
+///   read-only, `LOCK_SH|LOCK_NB`) when its lock file is closed after writing; a close means "probe now",
+///   never "free"; an unlink or rename away of the name is a release (what the probe would find). Worst case for a release no event reports (a forked child
 ///   still holding the descriptor, a lost event): 1 s, the recheck every wait gets; a probe that an event
 ///   found busy is repeated after 1 and 10 ms (a dead holder's close is reported just before its lock
 ///   goes); without inotify a wait polls, doubling from 1 ms to 100 ms. A flight waiting on another
 ///   process holds no task: the wait's end wakes one of its callers, which looks in storage and tries the
-///   lock again. (KeyLock, LockWait, LockWatch, SingleFlight)
+///   lock again (a small entry of the library's codecs is looked at by the lock-wait thread itself, the
+///   same validated read). (KeyLock, LockWait, LockWatch, SingleFlight)
 /// - **I6 Lock files bind to an inode**: only its holder unlinks or renames one, every locker checks the
 ///   path still names what it locked, and a generator's lock file is its staging file (a large remote
 ///   hit's is a file in `tmp/`, renamed into place while the lock is held). (KeyLock, RemoteStaging)

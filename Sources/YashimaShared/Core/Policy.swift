@@ -147,7 +147,10 @@ enum Policy {
         /// `inotify_rm_watch` before its task resumes, and the next wait in that folder reuses the watch.
         /// An idle watch only wakes the thread for other keys' lock files (a few µs each).
         static let idleWatchLifetime: Duration = .seconds(2)
-        /// The stack of the one lock-wait thread (it probes and resumes; no deep recursion).
+        /// The largest entry file the lock-wait thread reads itself when a flight's wait ends (tens of µs
+        /// at most to read, verify and copy); a larger entry is read on the waiting caller's task.
+        static let wakeReadLimit = 16 * 1024
+        /// The stack of the one lock-wait thread (it probes, resumes, reads small entries; no deep recursion).
         static let threadStackSize = 256 * 1024
     }
 

@@ -294,8 +294,9 @@ extension Production {
 
 /// The coordination step of a lookup flight's production while it is not a task (I5, I8): the key's
 /// lock tried without waiting (`KeyLock.step`); while another process holds it, a wait of the process's
-/// lock-wait thread whose end makes one of the flight's callers take the next step (Flight.lead). What a
-/// step needs is here, on the heap, so a key waited on holds no task and no production frames.
+/// lock-wait thread whose end makes one of the flight's callers take the next step (Flight.lead), or,
+/// for a small entry published meanwhile, completes the flight there (`released`). What a step needs is
+/// here, on the heap, so a key waited on holds no task and no production frames.
 private final class FlightCoordination<Codec: CacheCodec>: Sendable {
     let engine: CacheEngine
     /// The request by reference: one copy per waiting key, the caller's.
@@ -372,6 +373,37 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
             Task { flight.complete(await production.produce(storage, permit: held.take(), epochs: epochs)) })
     }
 
+    /// The holder released the key's lock (published, most likely): on the lock-wait thread, which calls
+    /// this, a small entry of a codec of the library's own is read, verified, decoded and remembered here
+    /// and completes the flight, so a waiting caller is resumed once, with the value (issue 25: no hop to
+    /// a caller's task to take the step first). The same read as the step's look after a wait
+    /// (`CacheEngine.storageHit`: I3's validation, epochs taken before the read, I10), bounded so that it
+    /// never holds the thread long: only entry files up to `Policy.LockWaiting.wakeReadLimit` bytes, and
+    /// only `DataCodec` and `StringCodec`, whose decode is a copy (no caller's code runs on this thread).
+    /// Anything else (no entry, a larger one, another codec) leads the flight's next step as before.
+    private func released() {
+        guard !flight.isCancelled, Codec.self == DataCodec.self || Codec.self == StringCodec.self else {
+            flight.lead(.released)
+            return
+        }
+        let found: StorageHit<Codec.Value>?
+        do {
+            found = try engine.storageHit(
+                boxed.request, in: storage, shared: true, limit: Policy.LockWaiting.wakeReadLimit)
+        } catch is LeavesCallerExecutor {
+            found = nil
+        } catch {
+            flight.complete(.failure(error))  // as the step would (`.throwError`)
+            return
+        }
+        guard let found else {
+            flight.lead(.released)
+            return
+        }
+        engine.count { $0.sharedGenerations += 1 }
+        flight.complete(Production<Codec>.result(of: found, sharedAcrossProcesses: true))
+    }
+
     /// Waits for the lock's holder on the lock-wait thread; its end leads the flight's next step.
     private func wait() {
         if let deadline, deadline <= Syscall.monotonicNanoseconds {
@@ -391,9 +423,9 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
         watch.register(
             identifier, path: lockPath, in: storage.directory, deadline: deadline, recheck: recheck,
             checkingCancellation: false,
-            resume: { outcome in
+            resume: { [self] outcome in
                 switch outcome {
-                case .success(.released): flight.lead(.released)
+                case .success(.released): released()
                 case .success(.timedOut): flight.lead(.timedOut)
                 case .failure(let error): flight.lead(.failed(error))
                 }
@@ -419,9 +451,30 @@ extension CacheEngine {
         let metadata = request.key.metadata(
             codecIdentifier: request.codec.identifier, createdAt: 0, expiresAt: nil, byteCount: 0, cost: nil)
         let key = request.memoryKey
-        Task { _ = MemoryStore.rehearseInsert(for: key, metadata: metadata) + VerifiedInodes.rehearseInsert() }
+        Task {
+            _ = MemoryStore.rehearseInsert(for: key, metadata: metadata) + VerifiedInodes.rehearseInsert()
+            Self.rehearseCodecTypes(Codec.self)
+        }
+    }
+
+    /// Makes the metadata of the generic types a wake-up (FlightCoordination's read on the lock-wait
+    /// thread, the waiting caller's settle) instantiates for the caller's codec, which a process otherwise
+    /// makes after the holder's release, on its first wake-up: each checks `Codec: CacheCodec` (the
+    /// runtime's scan of every conformance record) the first time (issue 25).
+    @inline(never)
+    static func rehearseCodecTypes<Codec: CacheCodec>(_: Codec.Type) {
+        let types: [Any.Type] = [
+            ProductionRequest<Codec>.self, FlightRequest<Codec>.self, StorageHit<Codec.Value>?.self,
+            YCache.Resolved<Codec.Value>.self, LookupResolution<Codec.Value>.self, Settled<Codec.Value>.self,
+            KeyLock.Found<StorageHit<Codec.Value>>.self,
+        ]
+        // Kept (an atomic store): metadata accessors have no visible effect, and would otherwise be elided.
+        rehearsedTypes.store(types.reduce(0) { $0 &+ ObjectIdentifier($1).hashValue }, ordering: .relaxed)
     }
 }
+
+/// What `CacheEngine.rehearseCodecTypes` made (kept only so that its work is not elided).
+private let rehearsedTypes = Atomic<Int>(0)
 
 /// A write permit handed to the production's task (a noncopyable value cannot be captured).
 private final class HeldPermit: Sendable {
