@@ -138,9 +138,9 @@ final class BenchReport {
 enum Bench {
     static let sections = ["single", "crossprocess", "scale", "observation", "remote"]
     /// Parts of the sections above that can be run alone (only when named): `stampede` (the stampede
-    /// against the bare-flock floor, from crossprocess) and `executors` (hits from the main actor, an
-    /// actor and a detached task, from single).
-    static let parts = ["stampede", "executors"]
+    /// against the bare-flock floor, from crossprocess), `executors` (hits from the main actor, an
+    /// actor and a detached task, from single) and `http` (the HTTP hits against curl, from remote).
+    static let parts = ["stampede", "executors", "http"]
 
     static let help = """
         usage: yashima-stress bench [--quick] [--format text|json] [--svg FILE] [--section NAME ...]
@@ -151,7 +151,7 @@ enum Bench {
           --format         text (default) or json
           --svg FILE       also draw the main results as an SVG chart
           --section NAME   run only these sections (repeatable); also \(parts.joined(separator: ", ")), parts
-                           of crossprocess and single run alone
+                           of crossprocess, single and remote run alone
           --stampede-sizes N,N,...  the process counts of the stampede against the bare-flock floor
                            (default 8,32,64)
           --directory D    where to put benchmark files (default: a fresh folder under $TMPDIR)
@@ -235,6 +235,7 @@ enum Bench {
             case "observation": try await ObservationBench.run(context)
             case "stampede": try await CrossProcessBench.stampedeAgainstFloor(context)
             case "executors": try await SingleProcessBench.executors(context)
+            case "http": try await HTTPRemoteBench.run(context)
             case "remote":
                 try await RemoteBench.run(context, url: remoteURL)
                 try await HTTPRemoteBench.run(context)
