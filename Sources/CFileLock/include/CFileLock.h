@@ -5,7 +5,7 @@
 // interrupted (open, flock, read, write) retry EINTR here, in one place. No cache logic lives here.
 // Every descriptor is opened O_CLOEXEC, and every path open is O_NOFOLLOW and relative to a directory
 // descriptor. The implementations: shims.c (files, folders, mappings, listing, clocks), pathwalk.c
-// (resolving paths without following symlinks), crc32c.c, sigbus_guard.c, inotify.c; the shared-memory
+// (resolving paths without following symlinks), crc32c.c, sha256.c, sigbus_guard.c, inotify.c; the shared-memory
 // atomics are inline below. GNU-only calls (renameat2, statfs magic) need _GNU_SOURCE, which the C files
 // define and this header must not: Swift imports it alongside Glibc (built without _GNU_SOURCE), and a
 // clean build then fails on struct definitions (fd_set) that differ between the two modules.
@@ -154,6 +154,12 @@ void ysh_dir_close(ysh_dir *dir);
 uint32_t ysh_crc32c(uint32_t crc, const void *data, size_t length);
 /// 1 when ysh_crc32c uses the SSE4.2 instruction.
 int ysh_crc32c_is_hardware(void);
+
+/// 1 when the CPU has the x86 SHA extensions, which ysh_sha256_blocks needs.
+int ysh_sha256_is_hardware(void);
+/// The SHA-256 compression function over `count` consecutive 64-byte blocks, updating the eight working
+/// values in `state` (H0 to H7). Call only when ysh_sha256_is_hardware(); otherwise it does nothing.
+void ysh_sha256_blocks(uint32_t state[8], const void *blocks, size_t count);
 
 /// Sequentially consistent atomics on 8-byte-aligned words of shared memory (the mmapped state file),
 /// inline: one instruction each, on the hit path.

@@ -1,7 +1,9 @@
-// SHA256.swift: a pure-Swift SHA-256 (FIPS 180-4) and its 32-byte digest value.
-// Owns the hash behind cache-key identifiers and entry identities. Blocks are read straight from
-// raw buffers with big-endian loads; the state lives in locals and the schedule on the stack.
+// SHA256.swift: SHA-256 (FIPS 180-4) and its 32-byte digest value. Owns the hash behind cache-key
+// identifiers, entry identities and the remote tier's HMAC. Blocks go through the CPU's SHA extensions
+// (CFileLock/sha256.c) where it has them, else through Swift rounds reading them straight from raw
+// buffers with big-endian loads, the state in locals and the schedule on the stack.
 
+import CFileLock
 import Foundation
 
 /// A SHA-256 digest: 32 bytes, stored as four big-endian 64-bit words for fast comparison and hashing.
@@ -118,9 +120,18 @@ struct SHA256 {
     private var pendingCount = 0
     /// Total message length so far, in bytes.
     private var totalLength: UInt64 = 0
+    /// Whether blocks go through the CPU's SHA extensions (CFileLock/sha256.c) rather than the Swift rounds.
+    private let usesHardware: Bool
+
+    /// Whether this CPU has the x86 SHA extensions, which hashers use unless told not to.
+    static let hardwareAvailable = ysh_sha256_is_hardware() != 0
 
     /// Creates a hasher for an empty message.
-    init() {}
+    init() { usesHardware = Self.hardwareAvailable }
+
+    /// Creates a hasher for an empty message that runs the Swift rounds even where the CPU has the SHA
+    /// extensions (tests: both give the same digests).
+    init(swiftRoundsOnly: Bool) { usesHardware = Self.hardwareAvailable && !swiftRoundsOnly }
 
     /// Appends bytes to the message.
     ///
@@ -142,14 +153,14 @@ struct SHA256 {
             guard pendingCount == 64 else { return }
             var block = pending
             Swift.withUnsafeBytes(of: &block) { buffer in
-                Self.compress(&h, blocks: buffer.baseAddress!, count: 1)
+                compress(blocks: buffer.baseAddress!, count: 1)
             }
             pendingCount = 0
         }
 
         let wholeBlocks = remaining >> 6
         if wholeBlocks > 0 {
-            Self.compress(&h, blocks: base, count: wholeBlocks)
+            compress(blocks: base, count: wholeBlocks)
             base += wholeBlocks << 6
             remaining -= wholeBlocks << 6
         }
@@ -271,7 +282,17 @@ struct SHA256 {
         h = t1 &+ sigma0 &+ majority
     }
 
-    /// Runs the compression function over `count` consecutive 64-byte blocks starting at `blocks`.
+    /// Runs the compression function over `count` consecutive 64-byte blocks starting at `blocks`: the
+    /// CPU's SHA extensions when this hasher uses them, else the Swift rounds.
+    private mutating func compress(blocks: UnsafeRawPointer, count: Int) {
+        guard usesHardware else { return Self.compress(&h, blocks: blocks, count: count) }
+        // A tuple of eight UInt32 is laid out as eight contiguous words, H0 first.
+        withUnsafeMutableBytes(of: &h) { words in
+            ysh_sha256_blocks(words.baseAddress!.assumingMemoryBound(to: UInt32.self), blocks, count)
+        }
+    }
+
+    /// Runs the Swift compression rounds over `count` consecutive 64-byte blocks starting at `blocks`.
     private static func compress(
         _ state: inout (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32),
         blocks: UnsafeRawPointer,

@@ -1,5 +1,7 @@
-// SHA256Tests.swift: checks the pure-Swift SHA-256 against the NIST FIPS 180-4 example vectors,
-// incremental updates split at every offset, and the digest value type's conversions.
+// SHA256Tests.swift: checks SHA-256 against the NIST FIPS 180-4 example vectors (through the CPU's SHA
+// extensions where it has them and through the Swift rounds), the two against each other on messages of
+// every length up to 300 bytes and on a large one, incremental updates split at every offset, and the
+// digest value type's conversions.
 
 import Foundation
 import Testing
@@ -27,6 +29,34 @@ struct SHA256Tests {
         let (message, hex) = Self.vectors[index]
         #expect(SHA256.hash(Array(message.utf8)).hex == hex)
         #expect(SHA256.hash(Data(message.utf8)).hex == hex)
+    }
+
+    @Test("NIST vectors through the Swift rounds", arguments: 0..<4)
+    func nistVectorSwiftRounds(index: Int) {
+        var hasher = SHA256(swiftRoundsOnly: true)
+        hasher.update(Array(Self.vectors[index].message.utf8))
+        #expect(hasher.finalize().hex == Self.vectors[index].hex)
+    }
+
+    @Test("the SHA extensions and the Swift rounds agree on every length up to 300 bytes and on 1 MiB + 7")
+    func hardwareAgreesWithSwiftRounds() {
+        let seed = UInt8.random(in: 0...255)
+        for length in Array(0...300) + [(1 << 20) + 7] {
+            let message =
+                length <= 300
+                ? (0..<length).map { _ in UInt8.random(in: 0...255) }
+                : (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ ($0 >> 9)) &+ seed }
+            var swift = SHA256(swiftRoundsOnly: true)
+            swift.update(message)
+            #expect(SHA256.hash(message) == swift.finalize(), "length \(length)")
+        }
+    }
+
+    @Test("the SHA extensions are used exactly where /proc/cpuinfo lists them")
+    func hardwareDetection() throws {
+        let cpuinfo = try String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)
+        let flags = cpuinfo.split(separator: "\n").first { $0.hasPrefix("flags") }?.split(separator: " ") ?? []
+        #expect(SHA256.hardwareAvailable == (flags.contains("sha_ni") && flags.contains("sse4_1")))
     }
 
     @Test("one million 'a'")
