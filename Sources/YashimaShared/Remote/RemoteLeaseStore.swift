@@ -24,7 +24,7 @@ protocol RemoteLeaseStore: RemoteValueStore {
     func startRenewal(_ lease: RemoteLease, onLost: @escaping @Sendable () -> Void) -> LeaseRenewal
 }
 
-/// A lease store that holds the values too (Redis): a miss's lookup and its lease in one round trip.
+/// A lease store that holds the values too (Redis): a lookup and, on a miss, its lease in one call.
 protocol RemoteLookupOrLease: RemoteLeaseStore {
     /// Starts asking for the verified value of `identity` when one is stored (a hit), else the lease:
     /// taken, or held by another; `completion` gets the answer on an I/O thread (or at once when the
