@@ -52,6 +52,70 @@ struct RedisRemoteStoreTests {
         await server.stop()
     }
 
+    @Test(
+        "while lookups hit, a lookup sends GET alone (no script); a miss goes back to lookup and lease in one round trip"
+    )
+    func getFirstWhileHitting() async throws {
+        let server = try await RedisServer.start()
+        let store = try makeStore(server)
+        let hits = (0..<4).map { entryIdentity("streak-hit-\($0)") }
+        for id in hits { #expect(await store.store(id, payload: payload(64), createdAt: 1, expiresAt: 0) == .stored) }
+        // Calls of GET and of the lease script (EVALSHA, or EVAL after a NOSCRIPT) the server has run.
+        func calls() async throws -> (get: Int, script: Int) {
+            guard case .bulkString(let bytes) = try await server.run(["INFO", "commandstats"]) else { return (0, 0) }
+            var counts: [String: Int] = [:]
+            for line in String(decoding: bytes, as: UTF8.self).split(separator: "\r\n") {
+                guard line.hasPrefix("cmdstat_"), let colon = line.firstIndex(of: ":"),
+                    let field = line[colon...].split(separator: ",").first,
+                    let count = Int(field.dropFirst("calls=".count + 1))
+                else { continue }
+                counts[String(line[line.index(line.startIndex, offsetBy: 8)..<colon])] = count
+            }
+            return (counts["get", default: 0], counts["evalsha", default: 0] + counts["eval", default: 0])
+        }
+        func lookUp(_ id: EntryIdentity) async -> RemoteLeaseAcquisition {
+            await withCheckedContinuation { continuation in
+                store.startLookupOrAcquireLease(id) { continuation.resume(returning: $0) }
+            }
+        }
+        func delta(_ id: EntryIdentity) async throws -> (acquisition: RemoteLeaseAcquisition, get: Int, script: Int) {
+            let before = try await calls()
+            let acquisition = await lookUp(id)
+            let after = try await calls()
+            return (acquisition, after.get - before.get, after.script - before.script)
+        }
+        // The first two hits: lookup and lease pipelined (one GET, the script: EVALSHA, and EVAL too the
+        // first time, when the server answers NOSCRIPT).
+        for id in hits.prefix(2) {
+            let step = try await delta(id)
+            guard case .found = step.acquisition else { Issue.record("not a hit: \(step.acquisition)"); continue }
+            #expect(step.get == 1 && step.script >= 1, "\(step)")
+        }
+        // Two hits in a row: a GET alone answers the next ones, no script.
+        for id in hits.suffix(2) {
+            let step = try await delta(id)
+            guard case .found = step.acquisition else { Issue.record("not a hit: \(step.acquisition)"); continue }
+            #expect(step.get == 1 && step.script == 0, "\(step)")
+        }
+        // A miss after hits pays the GET alone once, then the pipelined lookup that takes the lease.
+        let first = try await delta(entryIdentity("streak-miss-1"))
+        guard case .acquired(let lease) = first.acquisition else {
+            Issue.record("no lease: \(first.acquisition)")
+            return
+        }
+        #expect(first.get == 2 && first.script >= 1, "\(first)")
+        #expect(await store.release(lease))
+        // The miss ended the streak: the next miss is one round trip, lookup and lease together.
+        let second = try await delta(entryIdentity("streak-miss-2"))
+        guard case .acquired(let secondLease) = second.acquisition else {
+            Issue.record("no lease: \(second.acquisition)")
+            return
+        }
+        #expect(second.get == 1 && second.script >= 1, "\(second)")
+        #expect(await store.release(secondLease))
+        await server.stop()
+    }
+
     @Test("storeAndRelease of a value over the cap releases the lease and stores nothing")
     func storeAndReleaseOverCap() async throws {
         let server = try await RedisServer.start()

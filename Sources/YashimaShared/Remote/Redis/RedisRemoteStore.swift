@@ -55,6 +55,8 @@ final class RedisRemoteStore: RemoteLookupOrLease {
     let configuration: RedisConfiguration
     /// The tier's counters.
     let statistics = RemoteStatistics()
+    /// Lookups that hit in a row, up to `getFirstAfterHits` (see `startLookupOrAcquireLease`).
+    private let hitStreak = Atomic<Int>(0)
     /// Timeouts, breakers, read-only mode, cap.
     let remoteGuard: RemoteGuard
     /// Signs stored values; only values signed with it are hits.
@@ -165,12 +167,13 @@ final class RedisRemoteStore: RemoteLookupOrLease {
         }
     }
 
-    /// The value of `identity`, or when there is none usable its lease (see ``RemoteLookupOrLease``): a
-    /// `GET` alone first, which answers a hit; otherwise one more round trip (`GET` and the
-    /// acquire-unless-stored script, pipelined, as the lease has always been taken); a rejected value
-    /// costs a third (`SET NX` past it). The script's Lua call cost the server 25–30 µs per lookup in the
-    /// bench (SLOWLOG, 4 KiB: `GET` 4 µs, the script 28 µs), on every hit's critical path, for a lease a hit
-    /// never takes; a miss, which goes on to generate, pays the extra round trip instead.
+    /// The value of `identity`, or when there is none usable its lease (see ``RemoteLookupOrLease``): one
+    /// round trip (`GET` and the acquire-unless-stored script, pipelined); a rejected value costs a second
+    /// (`SET NX` past it). While this store's lookups hit (the last ``getFirstAfterHits`` did), a `GET`
+    /// alone goes first and answers a hit without the script, whose Lua call cost the server 25–30 µs per
+    /// lookup in the bench (SLOWLOG, 4 KiB: `GET` 4 µs, the script 28 µs), for a lease a hit never takes; a
+    /// miss then pays one more round trip, once: it ends the streak, so the misses after it (a stampede's
+    /// other keys, a cold cache) keep a miss's lookup and lease in one round trip.
     func startLookupOrAcquireLease(
         _ identity: EntryIdentity, completion: @escaping @Sendable (RemoteLeaseAcquisition) -> Void
     ) {
@@ -179,20 +182,25 @@ final class RedisRemoteStore: RemoteLookupOrLease {
         let ttl = configuration.leaseTimeToLive.remoteMilliseconds
         remoteGuard.start(scope: router.scope(for: keys.routingKey), access: .write) {
             (deadline) throws(RemoteError) -> (RemoteLookup, RemoteLeaseAcquisition) in
-            if let bytes = try Self.getUnlessOtherType(keys, commands: commands, deadline: deadline),
+            if self.hitStreak.load(ordering: .relaxed) >= Self.getFirstAfterHits,
+                let bytes = try Self.getUnlessOtherType(keys, commands: commands, deadline: deadline),
                 case .hit(let value) = Self.verify(bytes, identity: identity, secret: secret)
             {
+                self.noteLookup(hit: true)
                 return (.hit(value), .found(value))
             }
             let found = try commands.lookupOrAcquire(keys, timeToLiveMilliseconds: ttl, deadline: deadline)
             guard let bytes = found.value else {
+                self.noteLookup(hit: false)
                 return (.miss(.absent), found.lease.map { .acquired($0) } ?? .heldElsewhere)
             }
             let lookup = Self.verify(bytes, identity: identity, secret: secret)
             if case .hit(let value) = lookup {
+                self.noteLookup(hit: true)
                 if let lease = found.lease { _ = try? commands.release(lease, deadline: deadline) }
                 return (lookup, .found(value))
             }
+            self.noteLookup(hit: false)
             if let lease = found.lease { return (lookup, .acquired(lease)) }
             let past = try commands.acquire(keys, timeToLiveMilliseconds: ttl, deadline: deadline)
             return (lookup, past.lease.map { .acquired($0) } ?? .heldElsewhere)
@@ -204,6 +212,19 @@ final class RedisRemoteStore: RemoteLookupOrLease {
                 completion(acquisition)
             case .keyFailure, .unavailable: completion(.unavailable)
             }
+        }
+    }
+
+    /// How many lookups in a row hit before a lookup sends `GET` alone first (`startLookupOrAcquireLease`).
+    static let getFirstAfterHits = 2
+
+    /// Counts this store's lookups that hit in a row (up to `getFirstAfterHits`); a miss resets it.
+    /// Relaxed: it only chooses how the next lookup asks, never what it answers.
+    private func noteLookup(hit: Bool) {
+        if !hit {
+            hitStreak.store(0, ordering: .relaxed)
+        } else if hitStreak.load(ordering: .relaxed) < Self.getFirstAfterHits {
+            hitStreak.add(1, ordering: .relaxed)
         }
     }
 
