@@ -157,6 +157,8 @@ int ysh_crc32c_is_hardware(void);
 
 /// 1 when the CPU has the x86 SHA extensions, which ysh_sha256_blocks needs.
 int ysh_sha256_is_hardware(void);
+/// SHA-256's 64 round constants (FIPS 180-4), for the Swift rounds that run without the SHA extensions.
+const uint32_t *ysh_sha256_round_constants(void);
 /// The SHA-256 compression function over `count` consecutive 64-byte blocks, updating the eight working
 /// values in `state` (H0 to H7). Call only when ysh_sha256_is_hardware(); otherwise it does nothing.
 void ysh_sha256_blocks(uint32_t state[8], const void *blocks, size_t count);
