@@ -3,7 +3,8 @@
 // large values streamed through a staging file — against `curl` fetching the same stored file from the
 // same server in the same run (one `curl` process fetching it repeatedly over one kept-alive connection;
 // the times are curl's own per transfer, `%{time_total}`), and against curl plus a local miss-and-publish
-// of the same value (what the hit shares with a generation).
+// of the same value (what the hit shares with a generation), and curl plus the filesystem's floor of that
+// miss and publish in plain syscalls (RawPublish).
 // Skipped with a note when nginx or curl is not installed.
 
 import ChildProcesses
@@ -52,7 +53,7 @@ enum HTTPRemoteBench {
             let reader = YCache(
                 storageDirectory: context.directory("http-reader"), remote: remote, memoryMaximumCost: 0,
                 storageMaximumByteCount: nil)
-            let (hits, misses, _) = try await RemoteBench.hitsPairedWithLocalMisses(
+            let paired = try await RemoteBench.hitsPairedWithLocalMisses(
                 context, value: value, key: key, rounds: iterations + 3, warmUp: 3, folder: "http-local"
             ) {
                 try await reader.removeAll(in: "bench-http")  // local only: the remote value stays
@@ -64,16 +65,21 @@ enum HTTPRemoteBench {
                 }
                 return elapsed
             }
+            let (hits, misses) = (paired.hits, paired.misses)
+            report.add(
+                BenchRow(section: "remote", name: RemoteBench.rawPublishRow(label), samples: paired.rawPublishes))
             report.add(
                 BenchRow(
                     section: "remote", name: "local miss+publish \(label) (next to the HTTP hits)", samples: misses))
             let floor = RemoteBench.sumOfOrderStatistics(curlSamples, misses)
+            let filesystemFloor = RemoteBench.sumOfOrderStatistics(curlSamples, paired.rawPublishes)
             report.add(
                 BenchRow(
                     section: "remote", name: "HTTP remote hit \(label) (YCache, then in local storage)", samples: hits,
                     note: String(
-                        format: "%.2fx curl + local miss+publish (%@ + %@)", hits.median / floor.median,
-                        formatNanoseconds(curlSamples.median), formatNanoseconds(misses.median))),
+                        format: "%.2fx curl + local miss+publish (%@ + %@); %.2fx curl + raw miss+publish",
+                        hits.median / floor.median, formatNanoseconds(curlSamples.median),
+                        formatNanoseconds(misses.median), hits.median / filesystemFloor.median)),
                 comparedTo: "curl GET \(label)", limit: size <= 4096 ? 3 : (size <= 1 << 20 ? 1.5 : nil))
         }
     }

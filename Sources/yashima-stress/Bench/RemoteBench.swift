@@ -2,7 +2,8 @@
 // lookup, verify, decode, publish locally) at 4 KiB and 1 MiB, against its floor in the same run: a raw
 // `GET` of the same size from the same process (a minimal blocking RESP client over the same socket kind),
 // back to back and in the hit's place (after the same local work), plus a local miss-and-publish of the
-// same value (a cache without a remote tier). The server: `--remote URL` (redis:// or redis+unix://), else a
+// same value (a cache without a remote tier), and the filesystem's floor of that miss and publish in plain
+// syscalls (RawPublish), next to each. The server: `--remote URL` (redis:// or redis+unix://), else a
 // redis-server started here on a Unix socket, else the section is skipped with a note. Then three hosts
 // (storage directories) of three worker processes each miss one key together: one generation per round.
 
@@ -58,7 +59,7 @@ enum RemoteBench {
             // right before a hit. A raw GET back to back finds the server hot; the hit's own GET comes
             // after a local miss and publish, when the server has been idle that long: so the raw GET is
             // measured in the hit's place too (the same work before it, in alternate rounds).
-            let (hits, misses, pairedRaw) = try await hitsPairedWithLocalMisses(
+            let paired = try await hitsPairedWithLocalMisses(
                 context, value: value, key: key, rounds: iterations + 10, warmUp: 10, folder: "remote-local",
                 floor: {
                     try await reader.removeAll(in: "bench-remote")  // as before a hit
@@ -78,19 +79,23 @@ enum RemoteBench {
                 }
                 return elapsed
             }
+            let (hits, misses) = (paired.hits, paired.misses)
+            report.add(BenchRow(section: "remote", name: rawPublishRow(label), samples: paired.rawPublishes))
             report.add(
                 BenchRow(section: "remote", name: "local miss+publish \(label) (no remote tier)", samples: misses))
             let floor = "raw GET + local miss+publish \(label)"
             report.add(BenchRow(section: "remote", name: floor, samples: sumOfOrderStatistics(rawSamples, misses)))
-            report.add(BenchRow(section: "remote", name: "raw GET \(label) in the hit's place", samples: pairedRaw))
-            let inPlace = sumOfOrderStatistics(pairedRaw, misses)
+            report.add(BenchRow(section: "remote", name: "raw GET \(label) in the hit's place", samples: paired.floors))
+            let inPlace = sumOfOrderStatistics(paired.floors, misses)
             report.add(
                 BenchRow(section: "remote", name: "raw GET in the hit's place + local miss \(label)", samples: inPlace))
-            let inPlaceRatio = String(format: "%.2fx", hits.median / inPlace.median)
+            let filesystemFloor = sumOfOrderStatistics(rawSamples, paired.rawPublishes)
             report.add(
                 BenchRow(
                     section: "remote", name: "remote hit \(label) (YCache, then in local storage)", samples: hits,
-                    note: "\(inPlaceRatio) raw GET in the hit's place + local miss"),
+                    note: String(
+                        format: "%.2fx raw GET in the hit's place + local miss; %.2fx raw GET + raw miss+publish",
+                        hits.median / inPlace.median, hits.median / filesystemFloor.median)),
                 comparedTo: floor, limit: size <= 4096 ? 1.2 : nil)
         }
         try await hostStampede(context, url: url)
@@ -105,10 +110,11 @@ enum RemoteBench {
     static func hitsPairedWithLocalMisses(
         _ context: BenchContext, value: Data, key: CacheKey, rounds: Int, warmUp: Int, folder: String,
         floor: (() async throws -> Double)? = nil, hit: () async throws -> Double
-    ) async throws -> (hits: Samples, misses: Samples, floors: Samples) {
+    ) async throws -> PairedHits {
         let local = YCache(
             storageDirectory: context.directory(folder), memoryMaximumCost: 0, storageMaximumByteCount: nil)
-        var (hits, misses, floors) = (Samples(), Samples(), Samples())
+        let raw = try RawPublish(in: context.directory(folder + "-raw").path, value: value)
+        var paired = PairedHits()
         func localMiss() async throws -> Double {
             try await local.removeAll(in: key.namespace)
             let start = monotonicNanoseconds()
@@ -119,16 +125,34 @@ enum RemoteBench {
             if let floor {
                 _ = try await localMiss()  // the misses counted are those next to the hits
                 let floorElapsed = try await floor()
-                if round >= warmUp { floors.append(floorElapsed) }
+                if round >= warmUp { paired.floors.append(floorElapsed) }
             }
+            let rawElapsed = try raw.publish()
             let elapsed = try await localMiss()
             let hitElapsed = try await hit()
             if round >= warmUp {
-                misses.append(elapsed)
-                hits.append(hitElapsed)
+                paired.rawPublishes.append(rawElapsed)
+                paired.misses.append(elapsed)
+                paired.hits.append(hitElapsed)
             }
         }
-        return (hits, misses, floors)
+        return paired
+    }
+
+    /// What `hitsPairedWithLocalMisses` measured, round by round side by side.
+    struct PairedHits {
+        var hits = Samples()
+        /// A local miss and publish through YCache (no remote tier) right before each hit.
+        var misses = Samples()
+        /// The filesystem's own floor of that publish (`RawPublish`), right before each local miss.
+        var rawPublishes = Samples()
+        /// The caller's `floor`, when given.
+        var floors = Samples()
+    }
+
+    /// The row of `RawPublish`'s samples at `label`.
+    static func rawPublishRow(_ label: String) -> String {
+        "raw miss+publish \(label) (open, lock, write, rename: the filesystem's floor)"
     }
 
     /// The floor of a remote hit: the i-th smallest sample of each added (so its median is the sum of
