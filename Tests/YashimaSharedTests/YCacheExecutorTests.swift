@@ -89,4 +89,63 @@ struct YCacheExecutorTests {
         #expect(onMain.withLock { $0 }, "the compressed entry was not a hit")
         MainActor.assertIsolated()
     }
+
+    /// Where the generator of a miss called from a task on the pool ran, and what it saw of its caller.
+    struct ProductionStart: Sendable {
+        var onCallerThread: Bool
+        var label: String?
+        var priority: TaskPriority
+    }
+
+    @TaskLocal static var label: String?
+
+    /// One miss (or a refresh) from a task of its own on the pool: its caller's thread, then the
+    /// generator's, which does not suspend.
+    @concurrent static func start(
+        _ cache: YCache, _ key: CacheKey, options: YCache.Options = .default, refresh: Bool = false
+    ) async throws -> ProductionStart {
+        let caller = pthread_self()
+        let seen = Mutex<ProductionStart?>(nil)
+        let generate: @Sendable () async throws -> Data = {
+            seen.withLock {
+                $0 = ProductionStart(
+                    onCallerThread: pthread_equal(pthread_self(), caller) != 0, label: Self.label,
+                    priority: Task.currentPriority)
+            }
+            return Data(count: 64)
+        }
+        if refresh {
+            _ = try await cache.refresh(for: key, codec: DataCodec(), options: options, generate)
+        } else {
+            _ = try await cache.value(for: key, codec: DataCodec(), options: options, generate)
+        }
+        return try #require(seen.withLock { $0 })
+    }
+
+    @Test("a miss's production starts on its caller's pool thread, with the caller's task-locals and priority")
+    func productionStartsOnTheCallersThread() async throws {
+        let (dir, cache) = Self.storageOnlyCache("executor-production")
+        defer { withExtendedLifetime(dir) {} }
+        // Each way a production starts: a lookup coordinated across processes (the default), one that is
+        // not (no key lock), and a refresh.
+        let ways: [(String, YCache.Options, Bool)] = [
+            ("coordinated", .default, false), ("process-local", .init(crossProcess: .processLocal), false),
+            ("refresh", .default, true),
+        ]
+        for (way, options, refresh) in ways {
+            for round in 0..<20 {
+                let key = CacheKey(namespace: "production", identity: "\(way)-\(round)")
+                let start = try await Task(priority: .low) {
+                    try await Self.$label.withValue(way) {
+                        try await Self.start(cache, key, options: options, refresh: refresh)
+                    }
+                }.value
+                // Queued for the pool instead (Task.init), it ran on whichever pool thread took it: on a
+                // loaded machine as often the other one.
+                #expect(start.onCallerThread, "\(way), round \(round): the production started on another thread")
+                #expect(start.label == way, "\(way): the generator did not see the caller's task-local")
+                #expect(start.priority == .low, "\(way): the generator did not run at the caller's priority")
+            }
+        }
+    }
 }

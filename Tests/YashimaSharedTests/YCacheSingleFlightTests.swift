@@ -184,6 +184,35 @@ struct YCacheSingleFlightTests {
         #expect(try await f.stored() == nil)
     }
 
+    @Test("cancelWhenNoWaiters: a joiner leaving while the starter's generator runs without suspending cancels nothing")
+    func starterWhoseGeneratorNeverSuspendedStillWaits() async throws {
+        // The production starts on its starter's thread (Task.startingOnThisPoolThread), so a generator
+        // that never suspends holds the starter there before it registers as a waiter: it is still one.
+        // The starter runs on a thread of its own (a task executor), so that the generator's blocking
+        // holds no thread of the cooperative pool, which the other tests need.
+        let f = Flight("cancel-starter")
+        let (started, release, calls) = (Gate(), Gate(), Counter())
+        let (cache, key, codec) = (f.cache, f.key, f.codec)
+        let starter = Task(executorPreference: DedicatedThreadExecutor()) {
+            try await cache.value(for: key, codec: codec, options: Self.cancelling) {
+                calls.increment()
+                started.open()
+                let deadline = Date().addingTimeInterval(60)
+                while !release.isOpen, Date() < deadline { usleep(1000) }  // no await
+                return "v"
+            }
+        }
+        #expect(await started.wait(within: 30))
+        let joiner = f.value(Self.cancelling) { "joiner's own" }
+        #expect(await f.joined(2))
+        joiner.cancel()
+        Self.expectCancelled(await result(of: joiner))
+        release.open()
+        #expect(try await result(of: starter)?.get() == "v", "the starter's flight was abandoned")
+        #expect(calls.value == 1)
+        #expect(try await f.stored() == "v")
+    }
+
     @Test("cancelWhenNoWaiters: a remaining waiter still gets the value, and it is stored")
     func cancelWhenNoWaitersWithRemainingWaiter() async throws {
         let f = Flight("cancel-one")

@@ -69,6 +69,11 @@ final class Flight: Sendable {
     private struct State {
         var waiters = FlightWaiters()
         var departed: Set<Int> = []  // waiters cancelled before they registered
+        /// Whether the caller that starts the flight is still in `start`, where its production may run on
+        /// its thread (`Task.startingOnThisPoolThread`) before it registers: it waits for the result as
+        /// much as a registered waiter does, so it counts as one (a flight with `.cancelWhenNoWaiters` is
+        /// not abandoned then).
+        var starting = false
         var nextWaiter = 0
         var result: FlightResult?
         var producer: Task<Void, Never>?
@@ -105,6 +110,15 @@ final class Flight: Sendable {
             defer { state.nextWaiter += 1 }
             return state.nextWaiter
         }
+    }
+
+    /// Runs `start` (the flight's first caller starting it) with that caller counted as waiting.
+    func starting(_ start: (Flight) -> Void) {
+        state.withLock { $0.starting = true }
+        start(self)
+        // It registers next (`next`), or departs when cancelled meanwhile (`depart`, which may then abandon
+        // the flight): nothing to decide here.
+        state.withLock { $0.starting = false }
     }
 
     func setProducer(_ task: Task<Void, Never>) {
@@ -194,7 +208,8 @@ final class Flight: Sendable {
     /// With `.cancelWhenNoWaiters`, cancels a flight that has no waiter and no leader left and has not
     /// committed: returns what to stop (outside the lock).
     private static func cancelIfAbandoned(_ state: inout State) -> Abandoned? {
-        guard state.waiters.isEmpty, !state.leading, !state.committed, state.result == nil, !state.cancelled
+        guard state.waiters.isEmpty, !state.starting, !state.leading, !state.committed, state.result == nil,
+            !state.cancelled
         else { return nil }
         state.cancelled = true
         state.stepper = nil
@@ -416,7 +431,7 @@ final class FlightTable: Sendable {
             return (flight, true)
         }
         let id = flight.newWaiterID()
-        if isNew { start(flight) }
+        if isNew { flight.starting(start) }
         return FlightTicket(flight: flight, id: id, joined: !isNew)
     }
 
@@ -446,14 +461,14 @@ final class FlightTable: Sendable {
     }
 
     /// `run(_:cancelsWhenNoWaiters:start:)` for a production that is a task from the start: `produce`
-    /// runs on a new task (inheriting the caller's task-locals and priority) and its result is the
-    /// flight's.
+    /// runs on a new task (inheriting the caller's task-locals and priority; started on the caller's
+    /// thread, `Task.startingOnThisPoolThread`) and its result is the flight's.
     func run(
         _ key: FlightKey, cancelsWhenNoWaiters: Bool,
         produce: @escaping @Sendable (Flight) async -> FlightResult
     ) async throws -> (result: FlightResult, joined: Bool, kind: FlightKind) {
         try await run(key, cancelsWhenNoWaiters: cancelsWhenNoWaiters) { flight in
-            flight.setProducer(Task { flight.complete(await produce(flight)) })
+            flight.setProducer(Task.startingOnThisPoolThread { flight.complete(await produce(flight)) })
         }
     }
 }
@@ -469,7 +484,9 @@ extension FlightTable {
 }
 
 extension Flight {
-    /// Callers waiting on the flight: registered, or taking its next step (test seam, see
+    /// Callers waiting on the flight: registered, taking its next step, or starting it (test seam, see
     /// `FlightTable.waiterCount`).
-    var waiterCount: Int { state.withLock { $0.waiters.count + ($0.callerLeading ? 1 : 0) } }
+    var waiterCount: Int {
+        state.withLock { $0.waiters.count + ($0.callerLeading ? 1 : 0) + ($0.starting ? 1 : 0) }
+    }
 }

@@ -270,7 +270,7 @@ extension Production {
         guard kind == .lookup, let storage, coordinatesAcrossProcesses(storage) else {
             let production = self
             flight.setProducer(
-                Task {
+                Task.startingOnThisPoolThread {
                     let result: FlightResult
                     do {
                         switch try await production.coordinate(storage) {
@@ -370,7 +370,9 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
         let production = Production(engine: engine, request: request, flight: flight, kind: .lookup)
         let (storage, flight) = (storage, flight)
         flight.setProducer(
-            Task { flight.complete(await production.produce(storage, permit: held.take(), epochs: epochs)) })
+            Task.startingOnThisPoolThread {
+                flight.complete(await production.produce(storage, permit: held.take(), epochs: epochs))
+            })
     }
 
     /// The holder released the key's lock (published, most likely): on the lock-wait thread, which calls
