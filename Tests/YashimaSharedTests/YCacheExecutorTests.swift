@@ -133,7 +133,7 @@ struct YCacheExecutorTests {
             ("refresh", .default, true),
         ]
         for (way, options, refresh) in ways {
-            for round in 0..<20 {
+            for round in 0..<8 {
                 let key = CacheKey(namespace: "production", identity: "\(way)-\(round)")
                 let start = try await Task(priority: .low) {
                     try await Self.$label.withValue(way) {
