@@ -53,14 +53,24 @@ public func startRetryingTakenPorts<Server>(retrying: Bool = true, _ start: () a
 
 /// TCP on 127.0.0.1: a port free now, and whether something accepts on one.
 public enum Loopback {
-    /// A port in 20000...29999 free now (and, with `withBus`, port + 10000 too: Redis Cluster's bus).
+    /// A port free now (and, with `withBus`, port + 10000 too: Redis Cluster's bus), below the kernel's
+    /// ephemeral range, so no outgoing connection's local port takes it before the server binds it.
     public static func freePort(withBus: Bool = false) -> Int {
+        let range = withBus ? 10000...(ephemeralStart - 10001) : 20000...min(29999, ephemeralStart - 1)
         for _ in 0..<100 {
-            let port = Int.random(in: 20000...29999)
+            let port = Int.random(in: range)
             if isFree(port) && (!withBus || isFree(port + 10000)) { return port }
         }
-        return Int.random(in: 20000...29999)
+        return Int.random(in: range)
     }
+
+    /// The first port of `net.ipv4.ip_local_port_range` (connections' local ports), 32768 when unread,
+    /// and never below 20001 (the ranges above stay non-empty).
+    private static let ephemeralStart: Int = {
+        let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+        let first = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).first.flatMap { Int($0) }
+        return max(first ?? 32768, 20001)
+    }()
 
     /// True when something accepts TCP connections on 127.0.0.1:`port`.
     public static func accepts(_ port: Int) -> Bool {

@@ -1,5 +1,5 @@
 // A real three-master Redis Cluster on loopback: three redis-server processes with
-// `--cluster-enabled yes` on free ports (and free bus ports, +10000), slots assigned with
+// `--cluster-enabled yes` on free ports (and free bus ports, +10000, below the ephemeral range), slots assigned with
 // `CLUSTER ADDSLOTSRANGE`, joined with `CLUSTER MEET`, ready once every node reports
 // `cluster_state:ok`, three known nodes and the whole slot map.
 
@@ -27,18 +27,22 @@ final class RedisCluster: Sendable {
         var nodes: [RedisServer] = []
         var ports = Set<Int>()
         for _ in 0..<(replicas ? 6 : 3) {
-            var port = RedisServer.freePort(withBus: true)
-            while ports.contains(port) || ports.contains(port + 10000) || ports.contains(port - 10000) {
-                port = RedisServer.freePort(withBus: true)
-            }
-            ports.insert(port)
-            nodes.append(
-                try await RedisServer.start(
+            // Another process may bind the probed port or its bus port before the node does: a new pair
+            // then (a node's start fails when either is taken).
+            let node = try await startRetryingTakenPorts {
+                var port = RedisServer.freePort(withBus: true)
+                while ports.contains(port) || ports.contains(port + 10000) || ports.contains(port - 10000) {
+                    port = RedisServer.freePort(withBus: true)
+                }
+                return try await RedisServer.start(
                     tcp: true, port: port,
                     extraArguments: [
                         "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                         "--cluster-node-timeout", String(nodeTimeout),
-                    ]))
+                    ])
+            }
+            ports.insert(node.port)
+            nodes.append(node)
         }
         for (node, range) in zip(nodes, ranges) {
             try expectOK(try await node.run(["CLUSTER", "ADDSLOTSRANGE", String(range.0), String(range.1)]))
