@@ -11,7 +11,10 @@ import Testing
 
 /// A string codec whose next decode (or, with `holdsCost`, next memory-cost estimate, which a writer asks
 /// for after its publish), once armed, announces itself and waits until released. The wait blocks its
-/// thread (both calls are synchronous), bounded so a broken test fails instead of hanging.
+/// thread (both calls are synchronous), bounded so a broken test fails instead of hanging: by 90 s, longer
+/// than the tests' own 30 s waits, because the held thread is one of the pool's two and the rest of a
+/// loaded parallel run may keep the other busy for seconds (a 10 s bound ended the hold too early in CI).
+/// Each test releases it when it ends, however it ends.
 struct HeldCodec: CacheCodec {
     final class Control: Sendable {
         let armed = Atomic<Bool>(false)
@@ -24,8 +27,8 @@ struct HeldCodec: CacheCodec {
         func holdIfArmed() {
             guard armed.exchange(false, ordering: .acquiringAndReleasing) else { return }
             entered.store(true, ordering: .releasing)
-            let deadline = ContinuousClock.now.advanced(by: .seconds(10))
-            while !released.load(ordering: .acquiring), ContinuousClock.now < deadline { usleep(200) }
+            let deadline = ContinuousClock.now.advanced(by: .seconds(90))
+            while !released.load(ordering: .acquiring), ContinuousClock.now < deadline { usleep(500) }
         }
     }
 
@@ -52,6 +55,7 @@ struct FlightStalenessTests {
     func joinerAfterRemovalGetsNoStaleEntry() async throws {
         let dir = TemporaryDirectory("flight-stale")
         let control = HeldCodec.Control()
+        defer { control.release() }
         let codec = HeldCodec(control: control)
         let mine = YCache(storageDirectory: dir.url)
         let theirs = YCache(storageDirectory: dir.url)  // "another process"
@@ -100,6 +104,7 @@ struct FlightStalenessTests {
     func refreshJoinerAfterRemovalRefreshesItself() async throws {
         let dir = TemporaryDirectory("flight-stale-refresh")
         let control = HeldCodec.Control()
+        defer { control.release() }
         let codec = HeldCodec(control: control, holdsCost: true)
         let mine = YCache(storageDirectory: dir.url)
         let theirs = YCache(storageDirectory: dir.url)  // "another process"
