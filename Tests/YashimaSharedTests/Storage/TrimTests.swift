@@ -5,6 +5,7 @@
 
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 
 @testable import YashimaShared
@@ -355,8 +356,10 @@ struct TrimTests {
         }
         var held = try lockNew()
         // The acquisition blocks in flock: on a thread of its own, never the cooperative pool.
+        let waiterThread = Mutex<String?>(nil)
         let waiting = Task {
             await BlockingWork.run { () -> Result<Void, SystemCallError> in
+                waiterThread.withLock { $0 = Self.currentThreadFolder() }
                 switch TrimLock.acquire(in: directory) {
                 case .success(let lock):
                     lock.release()
@@ -369,7 +372,14 @@ struct TrimTests {
         // file, finds the path names another, and waits on that one.
         for _ in 0..<6 {
             let inode = try FileManager.default.attributesOfItem(atPath: path)[.systemFileNumber] as? UInt64 ?? 0
-            #expect(await eventually(within: 60) { Self.isBlockedOnFlock(inode: inode) })
+            // Its thread's own state says so; /proc/locks too, but a loaded parallel run's churn of other
+            // locks may hide a line from a reader of that one list (a CI run under ASan missed it for 60 s
+            // while the waiter went on to lock the last file).
+            #expect(
+                await eventually(within: 60) {
+                    waiterThread.withLock { $0 }.map { Self.isInFlock($0, inode: inode) } == true
+                        || Self.isBlockedOnFlock(inode: inode)
+                })
             let next = try lockNew()
             flock(held, LOCK_UN)
             close(held)
@@ -379,6 +389,33 @@ struct TrimTests {
         close(held)
         let outcome = await result(of: Task { try await waiting.value.get() }, within: 60)
         #expect(throws: Never.self) { try outcome?.get() }
+    }
+
+    /// The calling thread's folder in /proc (`/proc/PID/task/TID`, what /proc/thread-self names).
+    static func currentThreadFolder() -> String? {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let count = buffer.withUnsafeMutableBytes {
+            readlink("/proc/thread-self", $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1)
+        }
+        guard count > 0 else { return nil }
+        return "/proc/" + String(decoding: buffer[..<count], as: UTF8.self)
+    }
+
+    /// Whether the thread whose /proc folder is `thread` is in flock(2) (its `syscall` file: the call's
+    /// number, then its arguments) on a descriptor of the file with inode `inode`.
+    static func isInFlock(_ thread: String, inode: UInt64) -> Bool {
+        #if arch(x86_64)
+            let flockCall = 73
+        #else
+            let flockCall = 32  // aarch64's generic table
+        #endif
+        guard let text = try? String(contentsOfFile: thread + "/syscall", encoding: .utf8) else { return false }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, Int(fields[0]) == flockCall, fields[1].hasPrefix("0x"),
+            let descriptor = Int(fields[1].dropFirst(2), radix: 16)
+        else { return false }
+        var status = stat()
+        return stat("/proc/self/fd/\(descriptor)", &status) == 0 && UInt64(status.st_ino) == inode
     }
 
     /// Whether some process is blocked in flock(2) on the file with inode `inode` (per /proc/locks).
