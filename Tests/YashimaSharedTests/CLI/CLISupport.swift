@@ -6,6 +6,8 @@ import Foundation
 import Glibc
 import Testing
 
+@testable import YashimaShared
+
 /// The built `yashima` executable.
 let yashimaExecutable = productsDirectory().appendingPathComponent("yashima")
 
@@ -131,7 +133,8 @@ func isWaitingForLock(_ pid: Int32) -> Bool {
         else { continue }
         if info.split(separator: "\n").contains(where: { $0.hasPrefix("inotify wd:") }) { return true }
     }
-    guard let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return false }
+    // All of it: String(contentsOfFile:) reads a /proc file's first 4 KiB only (its size reads 0).
+    guard let text = ProcLocks.procText("/proc/locks") else { return false }
     return text.split(separator: "\n").contains { line in
         let fields = line.split(separator: " ", omittingEmptySubsequences: true)
         return fields.count > 5 && fields[1] == "->" && fields[2] == "FLOCK" && fields[5] == "\(pid)"

@@ -5,6 +5,7 @@
 
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 
 @_spi(Operator) @testable import YashimaShared
@@ -117,6 +118,51 @@ import Testing
         #expect(await eventually { storage.census().waitingProcesses == 0 })
         census = storage.census()
         #expect(census.lockFiles == 0 && census.lockFilesHeld == 0)
+    }
+
+    @Test("the census sees a held lock while a thousand other locks come and go (each read can skip a line)")
+    func censusSeesAHeldLockThroughOtherLocksChurning() throws {
+        let dir = TemporaryDirectory("census-churn")
+        try FileManager.default.createDirectory(at: dir.url, withIntermediateDirectories: true)
+        // The churn: 1,000 files locked and unlocked in a loop on a thread of its own.
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        let churned = Int(min(1000, max(0, Int(limit.rlim_max) - 200)))
+        if limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max
+            setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
+        let descriptors = (0..<churned).map {
+            open(dir.url.appendingPathComponent("c\($0)").path, O_RDWR | O_CREAT, 0o600)
+        }
+        defer { descriptors.forEach { close($0) } }
+        #expect(descriptors.allSatisfy { $0 >= 0 })
+        let stop = Atomic<Bool>(false)
+        let churn = Thread {
+            while !stop.load(ordering: .relaxed) {
+                for fd in descriptors { flock(fd, LOCK_EX) }
+                for fd in descriptors { flock(fd, LOCK_UN) }
+            }
+        }
+        churn.start()
+        defer { stop.store(true, ordering: .relaxed) }
+        // Ours, held the whole time.
+        let ours = open(dir.url.appendingPathComponent("held.lock").path, O_RDWR | O_CREAT, 0o600)
+        defer { close(ours) }
+        try #require(ours >= 0 && flock(ours, LOCK_EX) == 0)
+        guard case .success(let status) = Syscall.status(of: ours) else { throw CancellationError() }
+        var missed = 0
+        var missedByOneRead = 0
+        for _ in 0..<100 {
+            if ProcLocks.read()?.use(of: status).exclusive != true { missed += 1 }
+            if let text = ProcLocks.procText("/proc/locks"), !ProcLocks(parsing: text).use(of: status).exclusive {
+                missedByOneRead += 1
+            }
+        }
+        print(
+            "census beside \(churned) locks churning: missed by the merged reads \(missed) of 100, by one read \(missedByOneRead) of 100"
+        )
+        #expect(missed == 0, "the census missed a lock held the whole time \(missed) times of 100")
     }
 
     @Test("listing streams every entry from its header; the census and the name count agree with it")

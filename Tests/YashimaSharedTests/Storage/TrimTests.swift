@@ -420,7 +420,8 @@ struct TrimTests {
 
     /// Whether some process is blocked in flock(2) on the file with inode `inode` (per /proc/locks).
     static func isBlockedOnFlock(inode: UInt64) -> Bool {
-        guard let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return false }
+        // All of it: String(contentsOfFile:) reads a /proc file's first 4 KiB only (its size reads 0).
+        guard let text = ProcLocks.procText("/proc/locks") else { return false }
         return text.split(separator: "\n").contains { line in
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
             return fields.count > 6 && fields[1] == "->" && fields[2] == "FLOCK"
