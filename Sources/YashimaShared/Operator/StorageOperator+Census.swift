@@ -141,8 +141,9 @@ struct ProcLocks {
     /// Parses /proc/locks `reads` times and merges what they show; nil when it cannot be read. The kernel
     /// prints the list a page at a time and starts each page again at a position in it, so while other
     /// locks come and go a read skips a line now and then: 2–7% of reads missed a held lock beside 1,000
-    /// others locked and unlocked in a loop (measured 2026-12-02; three reads merged missed none in 100). A lock any of the reads shows is counted (a lock let go
-    /// between them counts as a snapshot a moment earlier would).
+    /// others locked and unlocked in a loop (measured 2026-12-02; three reads merged missed none in 100).
+    /// A lock any of the reads shows is counted (a lock let go between them counts as a snapshot a moment
+    /// earlier would).
     static func read() -> ProcLocks? {
         var texts: [String] = []
         for _ in 0..<reads {
