@@ -133,10 +133,7 @@ func isWaitingForLock(_ pid: Int32) -> Bool {
         else { continue }
         if info.split(separator: "\n").contains(where: { $0.hasPrefix("inotify wd:") }) { return true }
     }
-    // All of it: String(contentsOfFile:) reads a /proc file's first 4 KiB only (its size reads 0).
-    guard let text = ProcLocks.procText("/proc/locks") else { return false }
-    return text.split(separator: "\n").contains { line in
-        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-        return fields.count > 5 && fields[1] == "->" && fields[2] == "FLOCK" && fields[5] == "\(pid)"
-    }
+    // The census's reader: all of the file, merged over reads (ProcLocks).
+    guard let locks = ProcLocks.read() else { return false }
+    return locks.files.values.contains { $0.waitingProcesses.contains(pid) }
 }

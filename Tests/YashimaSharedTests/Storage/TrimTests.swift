@@ -420,13 +420,9 @@ struct TrimTests {
 
     /// Whether some process is blocked in flock(2) on the file with inode `inode` (per /proc/locks).
     static func isBlockedOnFlock(inode: UInt64) -> Bool {
-        // All of it: String(contentsOfFile:) reads a /proc file's first 4 KiB only (its size reads 0).
-        guard let text = ProcLocks.procText("/proc/locks") else { return false }
-        return text.split(separator: "\n").contains { line in
-            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            return fields.count > 6 && fields[1] == "->" && fields[2] == "FLOCK"
-                && fields[6].split(separator: ":").last.map { UInt64($0) == inode } == true
-        }
+        // The census's reader: all of the file, merged over reads (ProcLocks).
+        guard let locks = ProcLocks.read() else { return false }
+        return locks.files.contains { $0.key.inode == inode && $0.value.waiters > 0 }
     }
 
     // MARK: Usage
