@@ -190,20 +190,21 @@ struct KeyLock: ~Copyable {
 
     // MARK: Ending
 
-    /// Publishes `content` at `entry` through this lock file, then releases the lock (I6): the lock file,
-    /// filled, is moved to the entry path, so waiters wake to find it gone and read the entry. When
-    /// the publish fails, the lock file is abandoned instead. Either way the lock is released once.
-    consuming func publish(_ content: EntryContent, to entry: EntryPath) async -> Result<
+    /// Publishes `content` at `entry` through this lock file by `mode`, then releases the lock (I6): the
+    /// lock file, filled, is moved to the entry path (`EntryFile.place`), so waiters wake to find it gone
+    /// and read the entry. When the publish fails, or an `.adding` publish left a live entry in place, the
+    /// lock file is abandoned instead. Either way the lock is released once.
+    consuming func publish(_ content: EntryContent, to entry: EntryPath, mode: PublishMode) async -> Result<
         PublishOutcome, SystemCallError
     > {
         let staging = HeldStagingFile(
             descriptor: lock.descriptor, relative: path.relative, leftoverBytes: sizeWhenLocked)
         let outcome = await EntryFile(directory: directory).publishOffPoolWhenLarge(
-            content, to: entry, through: .held(staging))
+            content, to: entry, through: .held(staging), mode: mode)
         switch outcome {
-        case .success:
+        case .success(let published) where published.placed:
             lock.release()  // the path names the entry now: nothing to unlink
-        case .failure:
+        case .success, .failure:
             abandon()
         }
         return outcome

@@ -3,6 +3,7 @@
 // them (the leader) is woken to take the next step. Waiters leave at once when cancelled; with
 // `.cancelWhenNoWaiters` the production is cancelled when its last waiter leaves (the commit gate). No I/O.
 
+import Dispatch
 import Synchronization
 
 /// What a producer hands its waiters.
@@ -36,6 +37,9 @@ enum FlightEvent: Sendable {
     case lead(FlightStep)
     /// The flight was cancelled before this waiter registered: join (or start) another.
     case gone
+    /// This waiter's own `crossProcessWaitTimeout` passed while the flight still waited for another
+    /// process's lock (I8 is a promise to each caller): it left the flight, and produces without the lock.
+    case expired
 }
 
 /// Lookup flights serve `value`/`optionalValue`; refresh flights serve `refresh`. A lookup may join a
@@ -69,6 +73,7 @@ final class Flight: Sendable {
     private struct State {
         var waiters = FlightWaiters()
         var departed: Set<Int> = []  // waiters cancelled before they registered
+        var expired: Set<Int> = []  // waiters whose own deadline passed while they were not registered
         /// Whether the caller that starts the flight is still in `start`, where its production may run on
         /// its thread (`Task.startingOnThisPoolThread`) before it registers: it waits for the result as
         /// much as a registered waiter does, so it counts as one (a flight with `.cancelWhenNoWaiters` is
@@ -149,7 +154,10 @@ final class Flight: Sendable {
     /// with the result, or with `.lead` when the production's next step falls to it.
     func register(_ id: Int, _ continuation: FlightContinuation) -> Bool {
         let cancelsWhenNoWaiters = cancelsWhenNoWaiters
-        enum Action { case wait, resume(FlightEvent), cancelled(Abandoned?, handOn: FlightStep?), gone }
+        enum Action {
+            case wait, resume(FlightEvent), cancelled(Abandoned?, handOn: FlightStep?), gone
+            case expired(Abandoned?, handOn: FlightStep?)
+        }
         let action = state.withLock { state -> Action in
             if state.leader == id {
                 state.leading = false
@@ -169,6 +177,16 @@ final class Flight: Sendable {
             }
             if let result = state.result { return .resume(.result(result)) }
             if state.cancelled { return .gone }
+            if state.producer == nil, state.expired.remove(id) != nil {
+                // Its own deadline passed while it took a step: it leaves as a departing waiter does.
+                let abandoned = cancelsWhenNoWaiters ? Self.cancelIfAbandoned(&state) : nil
+                var handOn: FlightStep?
+                if !state.leading, !state.cancelled, let step = state.pendingStep {
+                    state.pendingStep = nil
+                    handOn = step
+                }
+                return .expired(abandoned, handOn: handOn)
+            }
             if let step = state.pendingStep {
                 state.pendingStep = nil
                 state.leading = true
@@ -191,7 +209,39 @@ final class Flight: Sendable {
             return true
         case .gone:
             return false
+        case .expired(let abandoned, let handOn):
+            continuation.resume(returning: .expired)
+            abandoned?.cancel()
+            if let handOn { lead(handOn) }
+            return true
         }
+    }
+
+    /// Arms waiter `id`'s own deadline (a joiner's `crossProcessWaitTimeout`, I8): when it passes while the
+    /// production still waits for another process's lock (no producer task yet), the waiter leaves the
+    /// flight with `.expired`. Timed by Dispatch, off the cooperative pool, so a busy pool does not delay
+    /// it. Once the production holds the lock or generates, the waiter waits for its result as any joiner.
+    func expire(_ id: Int, after timeout: Duration) {
+        let nanoseconds = max(0, timeout.nanoseconds)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: nanoseconds))) {
+            [weak self] in self?.expire(id)
+        }
+    }
+
+    /// `expire(_:after:)`'s deadline passed.
+    private func expire(_ id: Int) {
+        let cancelsWhenNoWaiters = cancelsWhenNoWaiters
+        let (continuation, abandoned) = state.withLock { state -> (FlightContinuation?, Abandoned?) in
+            guard state.result == nil, state.producer == nil, !state.cancelled else { return (nil, nil) }
+            guard let continuation = state.waiters.remove(id) else {
+                state.expired.insert(id)  // taking a step, or not registered yet: told when it registers
+                return (nil, nil)
+            }
+            return (continuation, cancelsWhenNoWaiters ? Self.cancelIfAbandoned(&state) : nil)
+        }
+        continuation?.resume(returning: .expired)
+        abandoned?.cancel()
+        if abandoned != nil { table?.remove(self) }
     }
 
     /// What a flight nobody waits for any more must stop: its producer task, its lock wait.
@@ -455,7 +505,7 @@ final class FlightTable: Sendable {
             switch try await ticket.flight.next(ticket.id) {
             case .result(let result): return (result, ticket.joined, ticket.flight.kind)
             case .lead(let step): ticket.flight.advance(step)
-            case .gone: ticket = try join(key, cancelsWhenNoWaiters: cancelsWhenNoWaiters, start: start)
+            case .gone, .expired: ticket = try join(key, cancelsWhenNoWaiters: cancelsWhenNoWaiters, start: start)
             }
         }
     }

@@ -6,11 +6,6 @@
 enum Policy {
     // MARK: Storage reads
 
-    /// Entry files of at least this many bytes are mapped (mmap) instead of read. Measured on this machine
-    /// with every page really touched (issue 14's bench fix): at 64 KiB open+read(2) 4.5–5 µs against
-    /// open+mmap+touch+munmap 13–14 µs; at 1 MiB read(2) 58–72 µs against mmap 35–37 µs. So read below
-    /// 128 KiB, map above.
-    static let mapThreshold = 128 * 1024
     /// The largest entry file a lookup reads and decodes on its caller's executor (the main actor, an
     /// actor): a few microseconds of syscalls and copying. A larger one, a first open of the directory,
     /// a decompressing codec, and every miss continue on the cooperative pool (Engine/Lookup.swift).
@@ -104,6 +99,11 @@ enum Policy {
     /// always check. One second bounds how long a process reads a directory that was renamed away, at
     /// the cost of one `stat(2)` a second.
     static let rootCheckInterval: Duration = .seconds(1)
+    /// A publish checks the root again (I13) when its production's check (when it opened storage) is older
+    /// than this: a production that waited for another process or generated for long must not publish into
+    /// a root renamed away meanwhile. Below it the two checks are as far apart as a check and any write
+    /// always are, and a fast miss makes no second `stat(2)`.
+    static let publishRootRecheckAge: Duration = .milliseconds(1)
 
     /// A storage directory that could not be opened is tried again at most this often (it may become
     /// usable later); meanwhile every call gets the recorded error at no cost.

@@ -1,4 +1,4 @@
-// The lifecycle operations on stored entries: metadata, removal of one key (between two bumps of its
+// The lifecycle operations on stored entries: metadata, removal of one key (inside a write window on its
 // epochs, I10), of a namespace or of everything (announced to observers, I15), of expired entries;
 // listing; usage; trimming; and putting a value in memory only. Scans, removals of many entries and trims
 // are blocking: the public API runs them off the cooperative pool (BlockingWork).
@@ -38,9 +38,16 @@ extension CacheEngine {
     }
 
     /// Removes `key`'s value from every tier, the last first (Tier.swift); true when any held it (as
-    /// Yashima reports it). Every tier is asked; the first error is thrown after that.
+    /// Yashima reports it). Every tier is asked; the first error is thrown after that. The whole walk is a
+    /// write window on the key's epochs (I10): a remote value a production fetched before the remote
+    /// delete is not published while it is open, nor after (`PublishMode.addingUnlessWrittenSince`, I16).
     func remove(key: CacheKey, codecIdentifier: String) async throws(YCache.Error) -> Bool {
         let key = TierKey(key: key, codecIdentifier: codecIdentifier)
+        let window =
+            remoteTier == nil
+            ? nil
+            : try? storage(for: .write).get().directory.state.openKeyWindow(
+                SharedState.slots(namespace: key.key.namespace, keyDigest: key.key.stableDigest))
         var removed = false
         var failure: YCache.Error?
         for tier in tiers.reversed() {
@@ -50,38 +57,27 @@ extension CacheEngine {
                 failure = failure ?? error
             }
         }
+        _ = window?.close()
         if let failure { throw failure }
         return removed
     }
 
-    /// Unlinks a key's entry file between two bumps of its epoch (I10), so that no process keeps, or
-    /// caches again, the value it held. Returns the key's epoch slots and their stamp after the second bump,
-    /// and whether a file was unlinked.
+    /// Unlinks a key's entry file inside a write window on its epochs (I10), so that no process keeps, or
+    /// caches again, the value it held. Returns the key's epoch slots and their stamp after the window
+    /// (matching nothing when another write of the slot came between), and whether a file was unlinked.
     func unlinkStoredEntry(
         at path: EntryPath, headerSize: Int, namespace: String, keyDigest: SHA256Digest, in context: StorageContext
     ) throws(YCache.Error) -> (EpochSnapshot, Bool) {
         let slots = SharedState.slots(namespace: namespace, keyDigest: keyDigest)
-        let state = context.directory.state
-        let before = state.stamp(slots)
-        let afterFirst = try state.bumpKey(slots, expecting: before)  // I10: before unlinking
+        let window = try context.directory.state.openKeyWindow(slots)
         let outcome = context.files.remove(path.relative, payload: .headerSize(headerSize))
-        // And again after: a reader that stamped its epochs after the first bump may have read the file
-        // before the unlink; its memory copy must not outlive this call.
-        let afterSecond: SharedState.Stamp?
-        if let afterFirst {
-            afterSecond = try state.bumpKey(slots, expecting: afterFirst)
-        } else {
-            try state.bumpKey(slots)
-            afterSecond = nil
-        }
+        let after = window.close() ?? .unavailable
         let unlinked: Bool
         switch outcome {
         case .success(let removed): unlinked = removed != nil
         case .failure(let error): throw .system(error, path: storagePath, operation: "removing an entry")
         }
-        // The epochs a value kept only in memory by this writer is valid under: from our second bump on,
-        // unless another removal interleaved (then `before`, which no longer matches).
-        return (EpochSnapshot(slots: slots, stamp: afterSecond ?? before), unlinked)
+        return (EpochSnapshot(slots: slots, stamp: after), unlinked)
     }
 
     /// Removes every entry (whose namespace matches, when given). Blocking: run through BlockingWork.
@@ -94,44 +90,51 @@ extension CacheEngine {
         return try removed.get()
     }
 
-    /// The unlinks of `removeAll`, between two bumps of the namespace's or the global epoch (I10).
+    /// The unlinks of `removeAll`: each entry inside a write window on its key's epochs (I10), as a removal
+    /// of that key; then the namespace's or the global epoch bumped, so that memory items whose entry was
+    /// gone already (trimmed) or that were never stored go too.
     private func unlinkAll(inNamespace namespace: String?, in context: StorageContext) throws(YCache.Error) -> Int {
-        let bump = { () throws(YCache.Error) in
-            if let namespace {
-                try context.directory.state.bumpNamespace(slot: SharedState.namespaceSlot(namespace))
-            } else {
-                try context.directory.state.bumpGlobal()
-            }
-        }
-        try bump()  // I10: before unlinking
+        let state = context.directory.state
         var removed = 0
         for entry in context.files.scanEntries() {
-            var charge = PayloadCharge.readHeader
-            if let namespace {
-                guard case .success(let (header, bytes, _)) = context.files.readHeader(entry.relative),
-                    let key = CacheKey(canonicalBytes: bytes[header.keyOffset..<header.codecOffset]),
-                    key.namespace == namespace
-                else { continue }
-                charge = .headerSize(header.payloadOffset)
+            guard case .success(let (header, bytes, _)) = context.files.readHeader(entry.relative),
+                let key = CacheKey(canonicalBytes: bytes[header.keyOffset..<header.codecOffset])
+            else {
+                // Not a sound entry: nobody can have it in memory. Removed unless a namespace is asked for.
+                if namespace == nil, case .success(_?) = context.files.remove(entry.relative, payload: .readHeader) {
+                    removed += 1
+                }
+                continue
             }
-            if case .success(_?) = context.files.remove(entry.relative, payload: charge) { removed += 1 }
+            if let namespace, key.namespace != namespace { continue }
+            let window = try state.openKeyWindow(
+                SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest))
+            let outcome = context.files.remove(entry.relative, payload: .headerSize(header.payloadOffset))
+            _ = window.close()
+            if case .success(_?) = outcome { removed += 1 }
         }
-        // And again after: a reader that stamped its epochs after the first bump may have read an entry
-        // before the scan unlinked it; its memory copy must not outlive this call.
-        try bump()
+        if let namespace {
+            try state.bumpNamespace(slot: SharedState.namespaceSlot(namespace))
+        } else {
+            try state.bumpGlobal()
+        }
         return removed
     }
 
-    /// Removes expired entries. Blocking.
+    /// Removes expired entries: each the file judged expired, never one published at its path since
+    /// (`JudgedFile`). Blocking.
     func removeExpired() -> Int {
         guard case .success(let context) = storage(for: .write) else { return 0 }
         let now = Syscall.realtimeNanoseconds
         var removed = 0
         for entry in context.files.scanEntries() {
-            guard case .success(let (header, _, _)) = context.files.readHeader(entry.relative),
+            guard case .success(let (header, _, status)) = context.files.readHeader(entry.relative),
                 header.isExpired(atNanoseconds: now)
             else { continue }
-            if case .success(_?) = context.files.remove(entry.relative, payload: .headerSize(header.payloadOffset)) {
+            let judged = JudgedFile(status: status, unlessTouched: false)
+            if case .success(_?) = context.files.remove(
+                entry.relative, payload: .headerSize(header.payloadOffset), judged: judged)
+            {
                 removed += 1
             }
         }

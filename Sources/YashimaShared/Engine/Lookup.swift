@@ -144,6 +144,11 @@ extension CacheEngine {
         case .gone:
             lookup.ticket = try joinFlight(boxed)
             return
+        case .expired:
+            // Its own wait timeout passed (I8): a production of its own, which tries the lock once more.
+            lookup.ticket = nil
+            lookup.outcome = .afterOwnTimeout(boxed)
+            return
         case .result(let flightResult):
             result = flightResult
         }
@@ -173,6 +178,14 @@ extension CacheEngine {
             return try await refresh(boxed.request).map(LookupResolution.init)
         case .alone(let boxed, kind: _):
             return try await Production(engine: self, request: boxed.request, flight: nil, kind: .lookup).resolve()
+                .map(LookupResolution.init)
+        case .afterOwnTimeout(let boxed):
+            // The lock tried once (its holder may be gone by now), else produced without it (I8).
+            let waited = boxed.request
+            var options = waited.options
+            options.crossProcessWaitTimeout = .zero
+            let request = request(waited.memoryKey, codec: waited.codec, options: options, generate: waited.generate)
+            return try await Production(engine: self, request: request, flight: nil, kind: .lookup).resolve()
                 .map(LookupResolution.init)
         }
     }
@@ -259,16 +272,22 @@ extension CacheEngine {
 
     // MARK: Flights
 
-    /// Joins this process's lookup flight for the entry, or starts one (without waiting for it).
+    /// Joins this process's lookup flight for the entry, or starts one (without waiting for it). A caller
+    /// that joined someone else's flight with a `crossProcessWaitTimeout` of its own has it armed (I8: the
+    /// flight's wait has its first caller's).
     @inline(never)
     private func joinFlight<Codec: CacheCodec>(_ boxed: FlightRequest<Codec>) throws -> FlightTicket {
         let request = boxed.request
-        return try flights.join(
+        let ticket = try flights.join(
             FlightKey(entry: request.memoryKey, kind: .lookup),
             cancelsWhenNoWaiters: request.options.singleFlightPolicy == .cancelWhenNoWaiters
         ) { flight in
             Production(engine: self, request: boxed.request, flight: flight, kind: .lookup).start(flight, boxed)
         }
+        if ticket.joined, let timeout = request.options.crossProcessWaitTimeout {
+            ticket.flight.expire(ticket.id, after: timeout)
+        }
+        return ticket
     }
 
     /// What a flight's outcome means for this caller: its result, or (a value it may not use, an optional
@@ -410,6 +429,8 @@ final class PoolLookup<Codec: CacheCodec> {
         /// A production of the caller's own: a refresh, a lookup with single-flight disabled, or one that
         /// found no flight's value it may use.
         case alone(FlightRequest<Codec>, kind: ProductionKind)
+        /// A lookup whose own `crossProcessWaitTimeout` passed while the flight it joined waited (I8).
+        case afterOwnTimeout(FlightRequest<Codec>)
     }
 
     /// The request, once the `.beforeFlight` tiers missed.

@@ -56,18 +56,19 @@ extension CacheEngine {
             storage: try? storage(for: .read).get(), now: Syscall.realtimeNanoseconds)?.value
     }
 
-    /// The memory item of `memoryKey` if it is live (I10). An item whose epochs moved but that names a
-    /// stored entry is kept when storage still holds the same publish of that entry (a removal or a
-    /// replacement of another key in its epoch slot moved them): one open and a 128-byte read instead of
-    /// dropping it and reading the whole entry again.
+    /// The memory item of `memoryKey` if it is live (I10). An item whose epochs moved, or that was stamped
+    /// or is looked up while a write window is open on its slot, but that names a stored entry, is served
+    /// when storage still holds the same publish of that entry: one open and a 128-byte read instead of
+    /// dropping it and reading the whole entry again. Confirmed only under a quiet stamp.
     ///
-    /// Why this keeps I10: a removal bumps the key's epochs, unlinks, and bumps again; a replacement
-    /// publishes (rename), then bumps. `MemoryStore.lookup` read the current epochs before the check
-    /// below, and the item is kept with those. If the check found the old file, it ran before the
-    /// unlink or rename, so the epochs it read predate the removal's or replacement's last bump: the next
-    /// lookup finds them moved again and checks again, and then the file is gone or another publish. So a
-    /// lookup that begins after a removal has returned never serves the removed value; only a lookup that
-    /// overlapped the removal can, as it could have before the removal began.
+    /// Why this keeps each key linearizable (I10): every publish and removal renames inside a write window
+    /// on the key's slot (opened before, closed after), and a memory item is served without a look at
+    /// storage only when the stamp it carries is quiet and equal to the current one, that is when no
+    /// window opened since it was stamped. The current stamp is read before the look at storage and kept
+    /// only if quiet: a rename after that read moves the epochs again, so the next lookup looks again. So a
+    /// memory hit returns what a read of storage at that instant would (or a value no write has replaced
+    /// since it was read), and once any process reads a new value, or finds a removed one gone, no process
+    /// serves the old one from memory.
     func liveMemoryItem(_ memoryKey: MemoryKey, now: Int64, storage: StorageContext?) -> MemoryItem? {
         switch memory.lookup(memoryKey, state: storage?.directory.state, now: now) {
         case .miss:

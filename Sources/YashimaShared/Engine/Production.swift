@@ -13,8 +13,12 @@ enum ProductionKind: Sendable {
     /// An explicit `store`: no generation, the publish replaces the value everywhere (I10).
     case store
 
-    /// Whether the publish replaces a value other processes may hold (their memory copies must go, I10).
+    /// Whether the publish replaces the stored value (a store, a refresh) rather than adding one where none
+    /// is live (a lookup's: first wins, `PublishMode.adding`).
     var replaces: Bool { self != .lookup }
+
+    /// How its publish treats an entry already there.
+    var publishMode: PublishMode { replaces ? .replacing : .adding }
 }
 
 /// What a production may publish with: the key's lock (it is the key's one generator across processes),
@@ -25,12 +29,13 @@ enum WritePermit: ~Copyable {
 
     /// Publishes `content` at `entry` (consuming the key lock: its lock file is the staging file, I6), or
     /// through a new staging file when uncoordinated.
-    consuming func publish(_ content: EntryContent, to entry: EntryPath, in storage: StorageContext) async
-        -> Result<PublishOutcome, SystemCallError>
-    {
+    consuming func publish(
+        _ content: EntryContent, to entry: EntryPath, in storage: StorageContext, mode: PublishMode
+    ) async -> Result<PublishOutcome, SystemCallError> {
         switch consume self {
-        case .keyLock(let lock): return await lock.publish(content, to: entry)
-        case .uncoordinated: return await storage.files.publishOffPoolWhenLarge(content, to: entry, through: .newFile)
+        case .keyLock(let lock): return await lock.publish(content, to: entry, mode: mode)
+        case .uncoordinated:
+            return await storage.files.publishOffPoolWhenLarge(content, to: entry, through: .newFile, mode: mode)
         }
     }
 
@@ -228,9 +233,12 @@ struct Production<Codec: CacheCodec>: Sendable {
     /// bring it back. Its entry is unlinked again and its memory copy dropped; the callers of this
     /// production (which began before the removal ended) still get the value.
     private func discardIfRemoved(_ stored: Stored, storage: StorageContext?, epochs: EpochSnapshot?) {
-        // The epochs were taken in this storage's state file: compared there, not in a root that replaced it
-        // meanwhile (a root re-check switches the engine to it, whose stamps would read as a removal here).
-        guard let storage, stored.published?.isStoredLocally == true, !engine.isCurrent(epochs, in: storage) else {
+        // The epochs before the fetch against those just before the publish's own write window (which
+        // moves them itself): any write of the slot between them may be a removal of this key. Compared in
+        // this storage's state file, not in a root that replaced it meanwhile.
+        guard let storage, stored.published?.isStoredLocally == true, let epochs, let before = stored.beforePublish,
+            !epochs.stamp.matches(before)
+        else {
             return
         }
         engine.memory.remove(request.memoryKey)

@@ -1,6 +1,6 @@
 // A large remote hit streamed into the local entry file it becomes (I6): a staging file in `tmp/` with room
-// for the header, the payload verified as it arrives, decoded from a private mapping, renamed into place
-// under the key's lock. No whole copy of the payload sits on the heap. Docs/Internals.md.
+// for the header, the payload verified as it arrives, read back into memory of its own for the caller (never
+// a mapping: the file may be truncated by someone once published), renamed into place under the key's lock.
 
 import Foundation
 
@@ -27,16 +27,25 @@ final class StagedEntry: Sendable {
     /// nothing (staging names are random, never reused, I2).
     func discard() { _ = Syscall.unlink(relative, in: storage.directory.descriptor) }
 
-    /// The payload, mapped privately from the file (pages come from the page cache as they are read).
-    func mappedPayload() -> Data? {
-        let size = Int(header.fileSize)
-        guard case .success(let base) = Syscall.mapPrivate(descriptor, length: size) else { return nil }
-        let baseBits = UInt(bitPattern: base)
+    /// The payload, read back from the file into a buffer of its own (`pread`): the value handed to the
+    /// caller must not depend on the file, which is published and then anyone's to truncate. Nil when the
+    /// read comes up short.
+    func readPayload() -> Data? {
+        let count = Int(header.payloadByteCount)
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(count, 1), alignment: 16)
+        let read = Syscall.read(
+            descriptor, into: UnsafeMutableRawBufferPointer(start: buffer, count: count),
+            at: Int64(header.payloadOffset))
+        guard case .success(let got) = read, got == count else {
+            buffer.deallocate()
+            return nil
+        }
+        let baseBits = UInt(bitPattern: buffer)
         return Data(
-            bytesNoCopy: base + header.payloadOffset, count: Int(header.payloadByteCount),
+            bytesNoCopy: buffer, count: count,
             deallocator: .custom { _, _ in
-                // Captures only integers: safe whichever thread frees the Data (as EntryFile.readMapped).
-                if let pointer = UnsafeMutableRawPointer(bitPattern: baseBits) { Syscall.unmap(pointer, length: size) }
+                // Captures only an integer: safe whichever thread frees the Data (as EntryFile.readBuffered).
+                UnsafeMutableRawPointer(bitPattern: baseBits)?.deallocate()
             })
     }
 }
@@ -80,7 +89,7 @@ extension RemoteTier {
             createdAtNanoseconds: file.createdAt, expiresAtNanoseconds: file.expiresAt)
         guard headerBytes.count == expectation.headerSize,
             case .success = headerBytes.withUnsafeBytes({ Syscall.write(fd, $0, at: 0) }),
-            let payload = staged.mappedPayload(), let decoded = try? request.codec.decode(payload)
+            let payload = staged.readPayload(), let decoded = try? request.codec.decode(payload)
         else {
             staged.discard()
             return nil

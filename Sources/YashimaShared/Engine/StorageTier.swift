@@ -63,8 +63,10 @@ extension CacheEngine {
         let epochs = epochs(of: request, in: storage)
         let path = request.expectation.path
         let now = now ?? Syscall.realtimeNanoseconds
-        let read = storage.files.read(
-            path, expecting: request.expectation, now: now, useMapping: storage.isLocalFilesystem, limit: limit)
+        var opened: FileStatus?
+        let read = storage.files.read(path, expecting: request.expectation, now: now, limit: limit, opened: &opened)
+        // What a discard below removes: the file read, and no other published since (`JudgedFile`).
+        let judged = opened.map { JudgedFile(status: $0, unlessTouched: false) }
         let strict = request.options.readFailurePolicy == .throwError
         switch read {
         case .success(let entry):
@@ -73,7 +75,7 @@ extension CacheEngine {
                 value = try request.codec.decode(entry.payload)
             } catch {
                 count { $0.corruptEntries += 1 }
-                discard(path, headerSize: request.expectation.headerSize, in: storage)
+                discard(path, headerSize: request.expectation.headerSize, judged: judged, in: storage)
                 if strict { throw error }  // the codec's own error, unwrapped (as Yashima)
                 return nil
             }
@@ -102,11 +104,11 @@ extension CacheEngine {
         case .failure(.missing):
             return nil
         case .failure(.expired):
-            discard(path, headerSize: request.expectation.headerSize, in: storage)
+            discard(path, headerSize: request.expectation.headerSize, judged: judged, in: storage)
             return nil
         case .failure(.corrupt(let corruption, _)):
             count { $0.corruptEntries += 1 }
-            discard(path, headerSize: request.expectation.headerSize, in: storage)
+            discard(path, headerSize: request.expectation.headerSize, judged: judged, in: storage)
             if strict { throw YCache.Error.corruptEntry(reason: corruption.description) }
             return nil
         case .failure(.system(let error)):
@@ -123,14 +125,15 @@ extension CacheEngine {
         -> EpochSnapshot?
     {
         guard let storage else { return nil }
-        let slots = SharedState.slots(namespace: request.key.namespace, keyDigest: request.expectation.keyDigest)
+        let slots = request.expectation.slots
         return EpochSnapshot(slots: slots, stamp: storage.directory.state.stamp(slots))
     }
 
-    /// Unlinks an entry a lookup proved corrupt or expired, unless the root path no longer names this
-    /// root (I13: never unlink in a directory that was renamed away).
-    private func discard(_ path: EntryPath, headerSize: Int, in storage: StorageContext) {
-        guard storage.directory.isStillNamedByPath() else { return }
-        _ = storage.files.remove(path.relative, payload: .headerSize(headerSize))
+    /// Unlinks the entry file a lookup proved corrupt or expired (`judged`: that file, never one published
+    /// at the path since), unless the root path no longer names this root (I13: never unlink in a
+    /// directory that was renamed away).
+    private func discard(_ path: EntryPath, headerSize: Int, judged: JudgedFile?, in storage: StorageContext) {
+        guard let judged, storage.directory.isStillNamedByPath() else { return }
+        _ = storage.files.remove(path.relative, payload: .headerSize(headerSize), judged: judged)
     }
 }

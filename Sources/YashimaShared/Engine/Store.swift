@@ -1,6 +1,6 @@
-// The publish step of every production and of `store`: encode once, publish through the permit, bump the
-// epochs of a replaced value (I10), trim when over budget (I9), remember in memory. The local tiers' store:
-// storage first (the commit point), then memory under the epochs it left.
+// The publish step of every production and of `store`: encode once, publish through the permit (a store or
+// refresh replaces, a lookup adds where no live entry is: first wins), trim when over budget (I9), remember
+// in memory under the epochs the publish's write window left (I10). Storage first (the commit point).
 
 import Foundation
 
@@ -12,6 +12,8 @@ struct Stored: Sendable {
     let epochs: EpochSnapshot?
     /// For the generation tiers' post-publish work.
     let published: PublishedValue?
+    /// The key's epochs just before the publish's write window opened; nil when nothing was published.
+    var beforePublish: SharedState.Stamp?
 }
 
 extension CacheEngine {
@@ -60,8 +62,14 @@ extension Production {
         var write = StorageWrite(epochs: epochs)
         if options.writePolicy == .memoryAndStorage {
             let failure: YCache.Error?
+            // A remote value is published only while no write of its slot came since its production's epochs
+            // (a removal meanwhile deleted it everywhere, I16).
+            var mode = kind.publishMode
+            if produced.source == .remote, case .adding = mode, let epochs {
+                mode = .addingUnlessWrittenSince(epochs.stamp)
+            }
             (write, failure) = await writeToStorage(
-                content, staged: produced.stored?.staged, storage: storage, epochs: epochs, permit: permit)
+                content, staged: produced.stored?.staged, storage: storage, epochs: epochs, mode: mode, permit: permit)
             if let failure {
                 engine.count { $0.writeFailures += 1 }
                 if options.writeFailurePolicy == .throwError {
@@ -78,6 +86,14 @@ extension Production {
         let metadata = request.key.metadata(
             codecIdentifier: request.codec.identifier, createdAt: content.createdAt, expiresAt: expiresAt,
             byteCount: content.payload.count, cost: cost, keyDigest: request.expectation.keyDigest)
+        guard !write.leftForLiveEntry else {
+            // Another writer's entry, published after this lookup missed, stayed (first wins): the value is
+            // this caller's alone (its write ordered just before that one), kept in no memory and no remote
+            // tier, and a joiner looks again (epochs that match nothing).
+            return Stored(
+                metadata: metadata, epochs: write.epochs,
+                published: PublishedValue(content: nil, isStoredLocally: false), beforePublish: write.beforePublish)
+        }
         engine.remember(
             MemoryItem(
                 value: produced.value, cost: cost, metadata: metadata, slots: write.epochs?.slots,
@@ -86,7 +102,8 @@ extension Production {
         return Stored(
             metadata: metadata, epochs: write.epochs,
             published: PublishedValue(
-                content: content, isStoredLocally: write.entryPath != nil, entry: write.publishedEntry))
+                content: content, isStoredLocally: write.entryPath != nil, entry: write.publishedEntry),
+            beforePublish: write.beforePublish)
     }
 
     /// The entry to publish, and its expiry (nil: never): the bytes a tier already had, or the value
@@ -114,6 +131,10 @@ extension Production {
         var publishedAt: Int64?
         /// The file published.
         var publishedEntry: PublishedEntry?
+        /// The key's epochs just before the publish's write window opened.
+        var beforePublish: SharedState.Stamp?
+        /// An `.adding` publish found a live entry and left it: nothing of this value was stored.
+        var leftForLiveEntry = false
     }
 
     /// Publishes `content` in storage through `permit` (consumed on every path), or, for a value no
@@ -122,13 +143,22 @@ extension Production {
     /// the error that stopped the write, if any (a publish may have happened before it).
     private func writeToStorage(
         _ content: EntryContent, staged: StagedEntry?, storage opened: StorageContext?, epochs: EpochSnapshot?,
-        permit: consuming WritePermit
+        mode: PublishMode, permit: consuming WritePermit
     ) async -> (StorageWrite, YCache.Error?) {
         let unwritten = StorageWrite(epochs: epochs)
         let storage: StorageContext
-        if let opened {
+        if let opened,
+            opened.directory.isStillNamedByPath(
+                checkedWithin: publishRootRecheckAge, now: Syscall.monotonicNanoseconds)
+        {
             storage = opened
         } else {
+            // Opened long ago and renamed away since (I13): the key's lock there is given up, and the value
+            // goes to the root the path names now, uncoordinated (a duplicate generation at worst, I8).
+            if opened != nil {
+                permit.abandon()
+                permit = .uncoordinated
+            }
             switch engine.storage(for: .write) {
             case .success(let opened): storage = opened
             case .failure(let error):
@@ -163,40 +193,34 @@ extension Production {
                 return (unwritten, error)
             }
         }
-        // A replacing write stamps its memory item from just before its publish (I10).
-        let slots = SharedState.slots(namespace: request.key.namespace, keyDigest: expectation.keyDigest)
-        let beforePublish = storage.directory.state.stamp(slots)
-        let outcome: PublishOutcome
         let result: Result<PublishOutcome, SystemCallError>
         if let staged, staged.storage.directory.descriptor == storage.directory.descriptor {
             // The entry file is staged already: renamed into place under the key's lock, which then goes.
-            // (Staged in a root since replaced, it is written again from its mapping instead.)
+            // (Staged in a root since replaced, it is written again from its bytes instead.)
             result = storage.files.publishStaged(
-                staged.relative, descriptor: staged.descriptor, header: staged.header, to: path)
+                staged.relative, descriptor: staged.descriptor, header: staged.header, to: path,
+                expectation: expectation, mode: mode)
             permit.abandon()
         } else {
-            result = await permit.publish(content, to: path, in: storage)
+            result = await permit.publish(content, to: path, in: storage, mode: mode)
         }
+        let outcome: PublishOutcome
         switch result {
         case .success(let published): outcome = published
         case .failure(let error):
             return (unwritten, .system(error, path: engine.storagePath, operation: "publishing an entry"))
         }
-        var write = StorageWrite(
-            epochs: epochs, entryPath: path, entryVersion: EntryVersion(outcome.header),
-            publishedAt: outcome.modifiedNanoseconds,
-            publishedEntry: PublishedEntry(storage: storage, path: path, header: outcome.header))
-        if kind.replaces {
-            // The value is replaced: other processes' memory copies go (I10). Our own copy is valid from our
-            // bump on, unless a removal ran since before our publish (it may have unlinked what we
-            // published): then it is read again.
-            do throws(YCache.Error) {
-                let after = try storage.directory.state.bumpKey(slots, expecting: beforePublish)
-                write.epochs = EpochSnapshot(slots: slots, stamp: after ?? beforePublish)
-            } catch {
-                return (write, error)
-            }
+        // The memory item is valid from the publish's write window on (I10), unless another write of the
+        // slot came between (then it matches nothing and is read again at its next lookup).
+        let stamped = EpochSnapshot(slots: expectation.slots, stamp: outcome.stamp ?? .unavailable)
+        guard outcome.placed else {
+            return (StorageWrite(epochs: stamped, beforePublish: outcome.before, leftForLiveEntry: true), nil)
         }
+        let write = StorageWrite(
+            epochs: stamped, entryPath: path, entryVersion: EntryVersion(outcome.header),
+            publishedAt: outcome.modifiedNanoseconds,
+            publishedEntry: PublishedEntry(storage: storage, path: path, header: outcome.header),
+            beforePublish: outcome.before)
         // Maintenance after the value is stored: a failed trim is counted, never the caller's error.
         if budget.isExceeded(by: storage.directory.state),
             case .failure = await BlockingWork.run({ Maintenance.trimIfNeeded(storage, budget: budget) })
@@ -206,3 +230,6 @@ extension Production {
         return (write, nil)
     }
 }
+
+/// `Policy.publishRootRecheckAge` in nanoseconds, read once.
+private let publishRootRecheckAge = Policy.publishRootRecheckAge.nanoseconds

@@ -4,10 +4,21 @@
 
 import Synchronization
 
-/// What identifies a value in memory: the key and the codec that decoded it.
+/// What identifies a value in memory: the key and the codec that decoded it, both compared by their UTF-8
+/// bytes (as the entry identity hashes them): two codec identifiers that differ only in Unicode
+/// normalisation name two entries, never one memory item.
 struct MemoryKey: Hashable, Sendable {
     let key: CacheKey
     let codecIdentifier: String
+
+    static func == (lhs: MemoryKey, rhs: MemoryKey) -> Bool {
+        lhs.key == rhs.key && compareUTF8(lhs.codecIdentifier, rhs.codecIdentifier) == 0
+    }
+
+    func hash(into hasher: inout Hasher) {
+        key.hash(into: &hasher)
+        hashUTF8(codecIdentifier, into: &hasher)
+    }
 }
 
 /// One value in memory, with what a hit needs to know about it.
@@ -47,10 +58,11 @@ struct MemoryItem: Sendable {
 enum MemoryLookup {
     case miss
     case hit(MemoryItem)
-    /// The item's epochs moved (I10) but it names a stored entry: another key sharing its epoch slot may
-    /// have been removed or replaced, not this one. The caller checks that storage still holds the same
-    /// publish of the entry, then `confirm`s the item with `current` (the epochs read here, before that
-    /// check) or `drop`s it.
+    /// The item's epochs moved, or a write window is open on them (I10), but it names a stored entry:
+    /// another key sharing its epoch slot may have been written or removed, not this one. The caller checks
+    /// that storage still holds the same publish of the entry (then the item is what a read of storage would
+    /// return now), serves it and `confirm`s it with `current` (the epochs read here, before that check), or
+    /// `drop`s it.
     case unconfirmed(MemoryItem, current: SharedState.Stamp)
 }
 
@@ -112,8 +124,11 @@ final class MemoryStore: Sendable {
         }
     }
 
-    /// Keeps an unconfirmed item, valid from now on under `stamp`, if `key` still holds that item.
+    /// Keeps an unconfirmed item, valid from now on under `stamp`, if `key` still holds that item. A stamp
+    /// read while a write window was open (not quiet) vouches for nothing: the item keeps its old one, and
+    /// its next lookup looks at storage again (I10).
     func confirm(_ key: MemoryKey, serial: UInt64, stamp: SharedState.Stamp) {
+        guard stamp.isQuiet else { return }
         lru.withLock { lru in
             _ = lru.update(key) { item in
                 if item.serial == serial { item.stamp = stamp }

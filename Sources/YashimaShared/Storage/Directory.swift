@@ -115,6 +115,14 @@ final class Directory: Sendable {
         return true
     }
 
+    /// Whether the root path still names this root, checked again only when the last check is at least
+    /// `age` nanoseconds old (a publish after a long production, `Policy.publishRootRecheckAge`, I13).
+    func isStillNamedByPath(checkedWithin age: Int64, now: Int64) -> Bool {
+        if now - rootCheckedAt.load(ordering: .relaxed) < age { return true }
+        rootCheckedAt.store(now, ordering: .relaxed)
+        return isStillNamedByPath()
+    }
+
     /// Whether this handle may still be used: owned by this process and, when `verifyingRoot` or at most
     /// once per `Policy.rootCheckInterval` otherwise, still named by the root path (I13).
     func isUsable(verifyingRoot: Bool, now: Int64) -> Bool {

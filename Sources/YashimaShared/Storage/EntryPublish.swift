@@ -1,6 +1,6 @@
 // Publishing an entry (I1, I2): the whole file written to a staging file (new in `tmp/`, or the key's lock
-// file, I6) moved to the entry path, the commit point, owning what it replaces; usage (I9) and last publish
-// (I11) raised.
+// file, I6) moved to the entry path, the commit point, inside a write window on the key's epochs (I10),
+// owning what it replaces; usage (I9) and last publish (I11) raised. Placement: EntryPlacement.swift.
 
 import Foundation
 
@@ -36,7 +36,22 @@ enum Staging: Sendable {
     case held(HeldStagingFile)
 }
 
-/// What a publish did, for usage accounting.
+/// How a publish treats an entry already at its path.
+enum PublishMode: Sendable {
+    /// A lookup's publish (a generation, a remote hit, a wait that timed out): adds the entry where none is
+    /// live. A live entry there (sound and unexpired: another writer published it after this lookup missed)
+    /// stays, and this file is discarded: first wins, so a generation never undoes a `store` made while it
+    /// ran.
+    case adding
+    /// `.adding`, and only while no write of the key's slot came after `since` (the epochs a remote hit's
+    /// production took before it fetched the value): a removal meanwhile deleted that value from the remote
+    /// tier and from storage, and it must not come back (I10, I16).
+    case addingUnlessWrittenSince(SharedState.Stamp)
+    /// `store` and `refresh`: replaces whatever is there.
+    case replacing
+}
+
+/// What a publish did, for usage accounting and the writer's memory item (I10).
 struct PublishOutcome: Sendable {
     let header: EntryFormat.Header
     let allocatedBytes: Int64
@@ -44,27 +59,35 @@ struct PublishOutcome: Sendable {
     let replacedPayloadBytes: Int64
     /// The mtime the publish gave the entry (its first use, I11).
     let modifiedNanoseconds: Int64
+    /// False when an `.adding` publish found a live entry and left it (nothing of this publish is visible).
+    var placed = true
+    /// The key's epochs right after the publish's write window closed, when nothing else wrote the slot
+    /// meanwhile: what the writer's memory item is valid under. Nil: stamp it with nothing that matches.
+    var stamp: SharedState.Stamp?
+    /// The key's epochs just before the window opened.
+    var before: SharedState.Stamp = .unavailable
 }
 
 extension EntryFile {
     /// `publish(_:to:through:)`, on a thread of its own when the payload has at least
     /// `Policy.offPoolWriteThreshold` bytes: its checksum and write hold a thread for milliseconds (far
     /// longer when the kernel throttles dirty pages), which must not be one of the cooperative pool's.
-    func publishOffPoolWhenLarge(_ content: EntryContent, to path: EntryPath, through staging: Staging) async
-        -> Result<PublishOutcome, SystemCallError>
-    {
+    func publishOffPoolWhenLarge(
+        _ content: EntryContent, to path: EntryPath, through staging: Staging, mode: PublishMode
+    ) async -> Result<PublishOutcome, SystemCallError> {
         guard content.payload.count >= Policy.offPoolWriteThreshold else {
-            return publish(content, to: path, through: staging)
+            return publish(content, to: path, through: staging, mode: mode)
         }
         let files = self
-        return await BlockingWork.run { files.publish(content, to: path, through: staging) }
+        return await BlockingWork.run { files.publish(content, to: path, through: staging, mode: mode) }
     }
 
     /// Writes `content` to the staging file and renames it over `path`: the commit point. Waiters blocked
     /// on a held lock file wake to find the lock path gone and read the entry.
-    func publish(_ content: EntryContent, to path: EntryPath, through staging: Staging = .newFile)
-        -> Result<PublishOutcome, SystemCallError>
-    {
+    func publish(
+        _ content: EntryContent, to path: EntryPath, through staging: Staging = .newFile,
+        mode: PublishMode = .replacing
+    ) -> Result<PublishOutcome, SystemCallError> {
         let (payload, expectation) = (content.payload, content.expectation)
         let checksum = payload.withUnsafeBytes { CRC32C.checksum($0) }
         let headerBytes = EntryFormat.encodeHeader(
@@ -118,8 +141,14 @@ extension EntryFile {
             entryIdentity: expectation.identity.digest, keyStableDigest: expectation.keyDigest)
         let held: Bool
         if case .held = staging { held = true } else { held = false }
-        switch commit(stagingPath, held: held, as: header, to: path, publishedAt: publishedAt) {
-        case .success(let outcome): return .success(outcome)
+        switch commit(
+            stagingPath, held: held, as: header, to: path, publishedAt: publishedAt, mode: mode,
+            expectation: expectation)
+        {
+        case .success(let outcome):
+            // Left for a live entry: a new staging file goes; a held one stays its holder's to abandon.
+            if !outcome.placed, !held { _ = Syscall.unlink(stagingPath, in: root) }
+            return .success(outcome)
         case .failure(let error): return fail(error)
         }
     }
@@ -127,23 +156,25 @@ extension EntryFile {
     /// Publishes a staging file already laid out as the entry (header, then payload: a remote value
     /// streamed into it, RemoteStaging.swift) by renaming it over `path`; the caller holds the key's lock
     /// and abandons it afterwards. On failure the file stays, for the caller to unlink.
-    func publishStaged(_ stagingPath: String, descriptor: Int32, header: EntryFormat.Header, to path: EntryPath)
-        -> Result<PublishOutcome, SystemCallError>
-    {
+    func publishStaged(
+        _ stagingPath: String, descriptor: Int32, header: EntryFormat.Header, to path: EntryPath,
+        expectation: EntryExpectation, mode: PublishMode = .adding
+    ) -> Result<PublishOutcome, SystemCallError> {
         let publishedAt = Syscall.realtimeNanoseconds
         _ = Syscall.setTimes(descriptor, nanoseconds: publishedAt)  // best effort, as in `publish`
-        return commit(stagingPath, held: false, as: header, to: path, publishedAt: publishedAt)
+        return commit(
+            stagingPath, held: false, as: header, to: path, publishedAt: publishedAt, mode: mode,
+            expectation: expectation)
     }
 
     /// The commit point of a publish: moves the filled staging file to `path` (making the fan-out folder a
-    /// real one when needed, I13) and charges the usage counters (I9, I11). Whatever it replaces it owns
-    /// (I9): a file of `tmp/` is swapped with the entry (`RENAME_EXCHANGE`), so the old entry lands at the
-    /// staging path, where this process alone charges and unlinks it; a held lock file (which must stay
-    /// the only file waiters lock, I6) moves in only where nothing is (`RENAME_NOREPLACE`), an entry there
-    /// being first renamed aside like a removal. A remover racing either way moves a given file at most
-    /// once, so no file is ever subtracted twice (or never).
+    /// real one when needed, I13) inside a write window on the key's epochs (I10: no memory anywhere serves
+    /// or confirms a value of the slot without a look at storage until the window closes after the rename),
+    /// and charges the usage counters (I9, I11). Whatever it replaces it owns (I9, EntryPlacement.swift). A
+    /// remover racing it moves a given file at most once, so no file is ever subtracted twice (or never).
     private func commit(
-        _ stagingPath: String, held: Bool, as header: EntryFormat.Header, to path: EntryPath, publishedAt: Int64
+        _ stagingPath: String, held: Bool, as header: EntryFormat.Header, to path: EntryPath, publishedAt: Int64,
+        mode: PublishMode, expectation: EntryExpectation
     ) -> Result<PublishOutcome, SystemCallError> {
         let headerSize = header.payloadOffset
         let payloadCount = Int(header.payloadByteCount)
@@ -151,141 +182,62 @@ extension EntryFile {
         // (what ext4 allocates; trim recounts st_blocks). Added before the file can be seen, so a removal
         // that takes it the next instant never drives the counters below zero (they clamp there).
         let allocated = roundUpToBlock(Int64(headerSize + payloadCount))
-        directory.state.adjustUsage(by: allocated)
-        directory.state.adjustPayloadBytes(by: Int64(payloadCount))
+        let state = directory.state
+        func uncharge() {
+            state.adjustUsage(by: -allocated)
+            state.adjustPayloadBytes(by: -Int64(payloadCount))
+        }
+        state.adjustUsage(by: allocated)
+        state.adjustPayloadBytes(by: Int64(payloadCount))
+        let window: SharedState.KeyWindow
+        do {
+            window = try state.openKeyWindow(expectation.slots)
+        } catch {
+            // No state file: the write could not be announced to other processes' memory (I10).
+            uncharge()
+            return .failure(SystemCallError(operation: "openat", path: Directory.stateFile, errno: .ioError))
+        }
+        let before = window.before
+        if case .addingUnlessWrittenSince(let since) = mode, !since.matches(before) {
+            window.cancel()
+            uncharge()
+            return .success(
+                PublishOutcome(
+                    header: header, allocatedBytes: 0, replacedAllocatedBytes: 0, replacedPayloadBytes: 0,
+                    modifiedNanoseconds: publishedAt, placed: false, stamp: nil, before: before))
+        }
         // The entry replaced has the same key and codec, so the same header size.
-        let placed =
-            held
-            ? placeWithoutReplacing(stagingPath, at: path, headerSize: headerSize)
-            : placeExchanging(stagingPath, at: path, headerSize: headerSize)
-        let replaced: RemovedCharge
+        let placed = place(
+            stagingPath, held: held, at: path, headerSize: headerSize, mode: mode, expectation: expectation)
+        let placement: Placement
         switch placed {
-        case .success(let charge): replaced = charge
+        case .success(let value): placement = value
         case .failure(let error):
-            directory.state.adjustUsage(by: -allocated)
-            directory.state.adjustPayloadBytes(by: -Int64(payloadCount))
+            // An `.adding` placement that failed moved nothing anyone could read (at most a dead entry
+            // aside); a replacing one may have taken the old entry away (`placeWithoutReplacing`).
+            if case .replacing = mode { _ = window.close() } else { window.cancel() }
+            uncharge()
             return .failure(error)
         }
-        directory.state.adjustUsage(by: -replaced.allocatedBytes)
-        directory.state.adjustPayloadBytes(by: -replaced.payloadBytes)
-        directory.state.notePublish(atNanoseconds: publishedAt)
+        state.adjustUsage(by: -placement.replaced.allocatedBytes)
+        state.adjustPayloadBytes(by: -placement.replaced.payloadBytes)
+        guard placement.placed else {
+            window.cancel()
+            uncharge()
+            return .success(
+                PublishOutcome(
+                    header: header, allocatedBytes: 0, replacedAllocatedBytes: placement.replaced.allocatedBytes,
+                    replacedPayloadBytes: placement.replaced.payloadBytes, modifiedNanoseconds: publishedAt,
+                    placed: false, stamp: nil, before: before))
+        }
+        let stamp = window.close()
+        state.notePublish(atNanoseconds: publishedAt)
         return .success(
             PublishOutcome(
-                header: header, allocatedBytes: allocated, replacedAllocatedBytes: replaced.allocatedBytes,
-                replacedPayloadBytes: replaced.payloadBytes, modifiedNanoseconds: publishedAt))
+                header: header, allocatedBytes: allocated, replacedAllocatedBytes: placement.replaced.allocatedBytes,
+                replacedPayloadBytes: placement.replaced.payloadBytes, modifiedNanoseconds: publishedAt,
+                placed: true, stamp: stamp, before: before))
     }
-
-    /// Swaps a `tmp/` staging file with the entry at `path`, or moves it there when no entry is; returns
-    /// the charge of the entry replaced (unlinked here). Where the filesystem cannot swap, or the entry
-    /// keeps changing, it falls back to a plain rename charged from a prior look.
-    private func placeExchanging(_ staging: String, at path: EntryPath, headerSize: Int) -> Result<
-        RemovedCharge, SystemCallError
-    > {
-        let root = directory.descriptor
-        attempts: for _ in 0..<Self.placementAttempts {
-            switch Syscall.exchange(staging, in: root, with: path.relative, in: root) {
-            case .success:
-                // The old entry, ours alone; a folder planted at the entry path is not ours to move: it goes
-                // back, and the publish fails as a rename over it would.
-                if case .success(let moved) = Syscall.status(of: staging, in: root), moved.isDirectory {
-                    _ = Syscall.exchange(staging, in: root, with: path.relative, in: root)
-                    return .failure(
-                        SystemCallError(operation: "renameat2", path: path.relative, errno: .isDirectory))
-                }
-                return .success(dispose(staging, charge: .headerSize(headerSize)))
-            case .failure(let error) where error.errno.isFolderMissingOrReplaced:
-                // No entry there (or no real fan-out folder): move in, unless one was published meanwhile.
-                switch moveInWithoutReplacing(staging, at: path) {
-                case .success(true): return .success(RemovedCharge(allocatedBytes: 0, payloadBytes: 0))
-                case .success(false): continue attempts
-                case .failure(let error) where error.errno.cannotSwap: break attempts
-                case .failure(let error): return .failure(error)
-                }
-            case .failure(let error) where error.errno.cannotSwap: break attempts
-            case .failure(let error): return .failure(error)
-            }
-        }
-        return renameOver(staging, at: path, headerSize: headerSize)
-    }
-
-    /// Moves a held lock file to `path` where no entry is, renaming any entry there aside first (charged
-    /// and unlinked like a removal); returns the charge of what was taken aside.
-    private func placeWithoutReplacing(_ staging: String, at path: EntryPath, headerSize: Int) -> Result<
-        RemovedCharge, SystemCallError
-    > {
-        var replaced = RemovedCharge(allocatedBytes: 0, payloadBytes: 0)
-        /// A failure, with what was taken aside already charged off (the caller only undoes its own charge).
-        func fail(_ error: SystemCallError) -> Result<RemovedCharge, SystemCallError> {
-            directory.state.adjustUsage(by: -replaced.allocatedBytes)
-            directory.state.adjustPayloadBytes(by: -replaced.payloadBytes)
-            return .failure(error)
-        }
-        attempts: for _ in 0..<Self.placementAttempts {
-            switch moveInWithoutReplacing(staging, at: path) {
-            case .success(true): return .success(replaced)
-            case .success(false):
-                switch takeAside(path.relative) {
-                case .success(let aside?):
-                    let charge = dispose(aside, charge: .headerSize(headerSize))
-                    replaced.allocatedBytes += charge.allocatedBytes
-                    replaced.payloadBytes += charge.payloadBytes
-                case .success(nil): continue attempts
-                case .failure(let error): return fail(error)
-                }
-            case .failure(let error) where error.errno.cannotSwap: break attempts
-            case .failure(let error): return fail(error)
-            }
-        }
-        switch renameOver(staging, at: path, headerSize: headerSize) {
-        case .success(let charge):
-            return .success(
-                RemovedCharge(
-                    allocatedBytes: replaced.allocatedBytes + charge.allocatedBytes,
-                    payloadBytes: replaced.payloadBytes + charge.payloadBytes))
-        case .failure(let error): return fail(error)
-        }
-    }
-
-    /// `RENAME_NOREPLACE` from `staging` to `path`, making the fan-out folder a real one when it is missing
-    /// or replaced (I13): `true` when moved, `false` when an entry is there.
-    private func moveInWithoutReplacing(_ staging: String, at path: EntryPath) -> Result<Bool, SystemCallError> {
-        let root = directory.descriptor
-        var moved = Syscall.renameWithoutReplacing(staging, in: root, to: path.relative, in: root)
-        if case .failure(let error) = moved, error.errno.isFolderMissingOrReplaced {
-            if case .failure(let mkdirError) = directory.ensureFanOut(path.fanOut) { return .failure(mkdirError) }
-            moved = Syscall.renameWithoutReplacing(staging, in: root, to: path.relative, in: root)
-        }
-        switch moved {
-        case .success: return .success(true)
-        case .failure(let error) where error.errno == .fileExists: return .success(false)
-        case .failure(let error): return .failure(error)
-        }
-    }
-
-    /// The fallback where `renameat2` cannot swap or refuse to replace (or the entry kept changing under
-    /// the publish): a look at the entry, then a rename over it. A remover unlinking it in between makes
-    /// the counters undercount until a recount (the drift check, I9).
-    private func renameOver(_ staging: String, at path: EntryPath, headerSize: Int) -> Result<
-        RemovedCharge, SystemCallError
-    > {
-        let root = directory.descriptor
-        var replaced = RemovedCharge(allocatedBytes: 0, payloadBytes: 0)
-        if case .success(let old) = Syscall.status(of: path.relative, in: root), old.isRegularFile {
-            replaced = RemovedCharge(
-                allocatedBytes: old.allocatedBytes,
-                payloadBytes: Self.payloadBytes(fileSize: old.size, headerSize: headerSize))
-        }
-        var renamed = Syscall.rename(staging, in: root, to: path.relative, in: root)
-        if case .failure(let error) = renamed, error.errno.isFolderMissingOrReplaced {
-            if case .failure(let mkdirError) = directory.ensureFanOut(path.fanOut) { return .failure(mkdirError) }
-            renamed = Syscall.rename(staging, in: root, to: path.relative, in: root)
-        }
-        return renamed.map { replaced }
-    }
-
-    /// How many times a placement swaps or moves before falling back to `renameOver`: each retry means
-    /// another process published or removed this very entry in the last microseconds.
-    private static let placementAttempts = 8
 
     /// A new, empty staging file `tmp/<random>.staging` open for reading and writing, with the directory's
     /// file mode: its path and descriptor. The caller fills it, then publishes it (`publishStaged`) or

@@ -1,6 +1,7 @@
 // Removing an entry (I4): the file is first renamed aside into `tmp/` (so exactly one remover or replacing
-// publisher ever owns a given file, I9), then unlinked: pages a reader already mapped stay readable and trim
-// may remove what others are reading. The file's allocated and payload bytes come off the counters (I9).
+// publisher ever owns a given file, I9), then unlinked: pages a reader already opened stay readable and trim
+// may remove what others are reading. A remover that judged one file (trim, expiry, a corrupt read) removes
+// that file only: anything else it took aside goes back. The bytes moved come off the counters (I9).
 
 /// How `EntryFile.remove` learns the payload bytes it takes off the payload counter (I9).
 enum PayloadCharge: Sendable {
@@ -15,6 +16,21 @@ enum PayloadCharge: Sendable {
 struct RemovedCharge: Sendable, Equatable {
     var allocatedBytes: Int64
     var payloadBytes: Int64
+
+    static let none = RemovedCharge(allocatedBytes: 0, payloadBytes: 0)
+}
+
+/// The file a remover judged (read, stat'ed) and means to remove, and nothing else: a file another process
+/// published at the path since is not the remover's to take.
+struct JudgedFile: Sendable {
+    let status: FileStatus
+    /// Also leave the file when its mtime moved since it was judged (a hit used it: trim's victims, I11).
+    let unlessTouched: Bool
+
+    /// Whether `found` (what the path named when the remover took it aside) is the file judged.
+    func isJudged(_ found: FileStatus) -> Bool {
+        found.isSameFile(as: status) && (!unlessTouched || found.modifiedNanoseconds == status.modifiedNanoseconds)
+    }
 }
 
 extension EntryFile {
@@ -22,11 +38,18 @@ extension EntryFile {
     /// The file is renamed aside first and charged from what was moved, so a publish that replaces it at the
     /// same moment (which owns what it replaces, `commit`) never has it subtracted twice. A missing file is
     /// fine: `.success(nil)`.
+    ///
+    /// With `judged`, only that file goes: when the path named another one by the time it was taken aside
+    /// (a publish since the remover's look), that one is moved back where nothing is (`RENAME_NOREPLACE`:
+    /// the path was empty meanwhile, a miss, which a cache may always give) and the result is nil; when a
+    /// publish filled the path meanwhile too, the file taken aside was replaced by then and is unlinked.
     @discardableResult
-    func remove(_ relative: String, payload charge: PayloadCharge) -> Result<RemovedCharge?, SystemCallError> {
-        switch takeAside(relative) {
-        case .success(let aside?):
-            let removed = dispose(aside, charge: charge)
+    func remove(_ relative: String, payload charge: PayloadCharge, judged: JudgedFile? = nil) -> Result<
+        RemovedCharge?, SystemCallError
+    > {
+        switch takeAside(relative, judged: judged) {
+        case .success(let (aside, status)?):
+            let removed = dispose(aside, status: status, charge: charge)
             directory.state.adjustUsage(by: -removed.allocatedBytes)
             directory.state.adjustPayloadBytes(by: -removed.payloadBytes)
             return .success(removed)
@@ -35,9 +58,33 @@ extension EntryFile {
         }
     }
 
+    /// `takeAside(_:)`, and with `judged` the check that what was taken is the file judged: another file is
+    /// moved back where nothing is (`RENAME_NOREPLACE`; the path was empty meanwhile, a miss, which a cache
+    /// may always give) and the result is nil; when a publish filled the path meanwhile too (or the folder
+    /// went), the file taken aside was replaced by then and is the caller's to dispose like the one judged.
+    /// Returns the name taken aside and its status (nil when it could not be had).
+    func takeAside(_ relative: String, judged: JudgedFile?) -> Result<(String, FileStatus?)?, SystemCallError> {
+        let aside: String
+        switch takeAside(relative) {
+        case .success(let moved?): aside = moved
+        case .success(nil): return .success(nil)
+        case .failure(let error): return .failure(error)
+        }
+        let root = directory.descriptor
+        let status = try? Syscall.status(of: aside, in: root).get()
+        if let judged, let status, !judged.isJudged(status),
+            case .success = Syscall.renameWithoutReplacing(aside, in: root, to: relative, in: root)
+        {
+            return .success(nil)
+        }
+        return .success((aside, status))
+    }
+
     /// Renames the file at `relative` to a new name in `tmp/` (repairing `tmp/` when it was removed or
     /// replaced, I13) and returns that name; `nil` when nothing is at `relative`. A folder planted at an
     /// entry path is not the cache's to move: it goes back, and the call fails as an unlink would (EISDIR).
+    /// The rename sets the file's ctime, which the debris sweep goes by (I2): a file taken aside is never
+    /// swept before its remover charges it off.
     func takeAside(_ relative: String) -> Result<String?, SystemCallError> {
         let root = directory.descriptor
         let aside = directory.newStagingPath()
@@ -63,13 +110,16 @@ extension EntryFile {
     /// Charges and unlinks a file this process moved aside (nobody else names it). Anything but a regular
     /// file is charged nothing.
     func dispose(_ aside: String, charge: PayloadCharge) -> RemovedCharge {
+        dispose(aside, status: try? Syscall.status(of: aside, in: directory.descriptor).get(), charge: charge)
+    }
+
+    /// `dispose(_:charge:)` with the file's status already at hand (nil: it could not be had).
+    func dispose(_ aside: String, status: FileStatus?, charge: PayloadCharge) -> RemovedCharge {
         let root = directory.descriptor
-        guard case .success(let status) = Syscall.status(of: aside, in: root) else {
-            return RemovedCharge(allocatedBytes: 0, payloadBytes: 0)
-        }
+        guard let status else { return .none }
         guard status.isRegularFile else {
             _ = Syscall.unlink(aside, in: root)  // a symlink or special file planted at an entry path
-            return RemovedCharge(allocatedBytes: 0, payloadBytes: 0)
+            return .none
         }
         let payload: Int64
         switch charge {

@@ -116,11 +116,13 @@ final class Trimmer: Sendable {
         for victim in sample.prefix(quota) {
             guard targets.isOver(state) else { break }
             // Re-check right before unlinking: an entry used since the scan has a newer mtime, a replaced one
-            // a newer mtime or another size (I9).
+            // a newer mtime or another size (I9); and only that file goes, never one published or used
+            // between this look and the take-aside (`JudgedFile`).
             guard case .success(let status) = Syscall.status(of: victim.relative, in: directory.descriptor),
                 status.isRegularFile, status.modifiedNanoseconds == victim.modified, status.size == victim.size
             else { continue }
-            if case .success(let removed?) = files.remove(victim.relative, payload: .readHeader) {
+            let judged = JudgedFile(status: status, unlessTouched: true)
+            if case .success(let removed?) = files.remove(victim.relative, payload: .readHeader, judged: judged) {
                 unlinked += 1
                 payloadBytes += removed.payloadBytes
                 allocatedBytes += removed.allocatedBytes
@@ -156,12 +158,13 @@ final class Trimmer: Sendable {
 
     // MARK: Staging debris (I2)
 
-    /// Unlinks staging files older than `Policy.stagingDebrisAge` and empty staging folders of that age left
-    /// in the root by a process killed while making a folder, at most `limit` of them. Returns how many
-    /// more the caller's sweep may remove (lock files, Coordination/StaleLockFiles). Blocking.
-    func sweepStagingDebris(limit: Int) -> Int {
+    /// Unlinks staging files whose last write and last change (mtime, ctime) are older than
+    /// `Policy.stagingDebrisAge` (at `now`, the realtime clock; tests move it), and empty
+    /// staging folders of that age left in the root by a process killed while making a folder, at most
+    /// `limit` of them. Returns how many more the caller's sweep may remove (lock files,
+    /// Coordination/StaleLockFiles). Blocking.
+    func sweepStagingDebris(limit: Int, now: Int64 = Syscall.realtimeNanoseconds) -> Int {
         let root = directory.descriptor
-        let now = Syscall.realtimeNanoseconds
         var budget = limit
         if case .success(let names) = Syscall.listDirectoryWithStatus(".", in: root) {
             for name in names where name.name.hasPrefix(Directory.folderStagingPrefix) && budget > 0 {
@@ -175,8 +178,11 @@ final class Trimmer: Sendable {
         if case .success(let names) = Syscall.listDirectoryWithStatus(Directory.stagingFolder, in: root) {
             for name in names where budget > 0 {
                 let relative = Directory.stagingFolder + "/" + name.name
+                // By ctime too: a file taken aside by a remover or a replacing publish keeps its entry's old
+                // mtime, but the rename into `tmp/` set its ctime (EntryRemove.takeAside): it is never swept
+                // before its remover charges it off (I9).
                 guard let status = name.status, status.isRegularFile,
-                    now - status.modifiedNanoseconds >= stagingDebrisAge
+                    now - max(status.modifiedNanoseconds, status.changedNanoseconds) >= stagingDebrisAge
                 else { continue }
                 _ = Syscall.unlink(relative, in: root)
                 budget -= 1

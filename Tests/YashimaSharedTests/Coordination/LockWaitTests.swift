@@ -116,7 +116,7 @@ import Testing
         let content = EntryContent(
             payload: Data("value".utf8), expectation: expectation, codecIdentifier: DataCodec().identifier,
             createdAt: Syscall.realtimeNanoseconds, expiresAt: 0)
-        _ = try await lock.publish(content, to: expectation.path).get()
+        _ = try await lock.publish(content, to: expectation.path, mode: .adding).get()
         #expect(try await result(of: waiting, within: 60)?.get() == .released)
     }
 

@@ -58,7 +58,7 @@ struct WakeReadTests {
             let content = EntryContent(
                 payload: Data(value.utf8), expectation: expectation, codecIdentifier: StringCodec().identifier,
                 createdAt: Syscall.realtimeNanoseconds, expiresAt: 0)
-            _ = try await lock.publish(content, to: expectation.path).get()
+            _ = try await lock.publish(content, to: expectation.path, mode: .adding).get()
         }
 
         /// A damaged file at the entry path (a header that does not parse), then the lock abandoned.

@@ -236,7 +236,8 @@ struct RemoteHTTPFaultTierTests {
             keyStableDigest: expectation.keyDigest)
         let usage = (two.state.usage, two.state.payloadBytes)
         let path = two.entryPath(for: expectation.identity)
-        let result = EntryFile(directory: two).publishStaged(relative, descriptor: fd, header: header, to: path)
+        let result = EntryFile(directory: two).publishStaged(
+            relative, descriptor: fd, header: header, to: path, expectation: expectation)
         guard case .failure(let error) = result else {
             Issue.record("renamed across roots")
             return
@@ -249,7 +250,8 @@ struct RemoteHTTPFaultTierTests {
         #expect(Self.staging(first.url) == [String(relative.dropFirst("tmp/".count))])
         #expect(entryFiles(in: first.url).isEmpty)
         let published = EntryFile(directory: one).publishStaged(
-            relative, descriptor: fd, header: header, to: one.entryPath(for: expectation.identity))
+            relative, descriptor: fd, header: header, to: one.entryPath(for: expectation.identity),
+            expectation: expectation)
         #expect((try? published.get()) != nil)
         let read = try await YCache(storageDirectory: first.url).resolve(for: key, codec: codec) { Data() }
         #expect(read.origin == .storage && read.value == value)

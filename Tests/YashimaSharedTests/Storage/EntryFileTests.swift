@@ -39,9 +39,10 @@ struct EntryFileTests {
         func read(_ key: CacheKey, codec: String = "data-v1", now: Int64 = Syscall.realtimeNanoseconds)
             -> Result<StoredEntry, EntryReadFailure>
         {
-            files.read(
+            var opened: FileStatus?
+            return files.read(
                 path(key, codec), expecting: EntryExpectation(key: key, codecIdentifier: codec), now: now,
-                useMapping: true)
+                opened: &opened)
         }
 
         func stagingFiles() throws -> [String] {
@@ -50,7 +51,7 @@ struct EntryFileTests {
         }
     }
 
-    /// Payloads for the damage tests: buffered and mapped (past `Policy.mapThreshold`), made once.
+    /// Payloads for the damage tests: buffered and mapped (past `(128 * 1024)`), made once.
     static let damagePayloads = [200: payload(200), 140_000: payload(140_000)]
 
     static func payload(_ count: Int, seed: UInt8 = 1) -> Data {
@@ -133,11 +134,11 @@ struct EntryFileTests {
         #expect(try fixture.read(key).get().payload == new)
     }
 
-    @Test("mutating a mapped payload never changes the file")
+    @Test("mutating a large payload read from storage never changes the file")
     func mappedPayloadIsPrivate() throws {
         let fixture = try Fixture()
         let key = CacheKey("private")
-        let payload = Self.payload(Policy.mapThreshold + 70_000)
+        let payload = Self.payload(128 * 1024 + 70_000)
         try fixture.publish(key, payload)
         var mapped = try fixture.read(key).get().payload
         for index in stride(from: 0, to: mapped.count, by: 4096) { mapped[index] ^= 0xFF }
@@ -310,31 +311,36 @@ struct EntryFileTests {
     @Test("verified inodes: a ctime moved by a cache touch is still the verified version; a write's is not")
     func verifiedInodesAndTouches() {
         let inodes = VerifiedInodes()
+        let version = EntryVersion(createdAtNanoseconds: 7, payloadByteCount: 99_000, payloadChecksum: 42)
         var status = FileStatus(ysh_stat())
         status.device = 1
         status.inode = 2
         status.size = 100_000
         status.modifiedNanoseconds = 9_000_000_000
         status.changedNanoseconds = 10_000_000_000
-        inodes.insert(status, now: status.changedNanoseconds + Policy.verifiedCtimeMinimumAge.nanoseconds)
-        #expect(inodes.contains(status))
+        inodes.insert(
+            status, version: version, now: status.changedNanoseconds + Policy.verifiedCtimeMinimumAge.nanoseconds)
+        #expect(inodes.contains(status, version: version))
         var touched = status
         touched.modifiedNanoseconds = EntryFile.marked(20_000_000_001)
         touched.changedNanoseconds = 20_000_000_004
-        #expect(inodes.contains(touched))
+        #expect(inodes.contains(touched, version: version))
         // A write after the touch, even within one clock tick, sets mtime and ctime to one kernel time.
         var written = touched
         written.modifiedNanoseconds = 20_000_000_004
-        #expect(!inodes.contains(written))
+        #expect(!inodes.contains(written, version: version))
         var resized = touched
         resized.size += 1
-        #expect(!inodes.contains(resized))
+        #expect(!inodes.contains(resized, version: version))
         var unmarked = touched
         unmarked.modifiedNanoseconds = 20_000_000_001
-        #expect(!inodes.contains(unmarked))
+        #expect(!inodes.contains(unmarked, version: version))
+        // Another publish on the same inode, size and ctime (an inode number reused, a coarse clock).
+        let reused = EntryVersion(createdAtNanoseconds: 8, payloadByteCount: 99_000, payloadChecksum: 42)
+        #expect(!inodes.contains(status, version: reused))
         var earlier = touched
         earlier.changedNanoseconds = 5_000_000_000
-        #expect(!inodes.contains(earlier))
+        #expect(!inodes.contains(earlier, version: version))
         #expect(EntryFile.marked(777) == 777 && EntryFile.marked(778) == 1777 && EntryFile.marked(1000) == 1777)
         #expect(EntryFile.isTouchMark(EntryFile.marked(123_456_789)) && !EntryFile.isTouchMark(123_456_789))
     }

@@ -238,7 +238,7 @@ struct TrimTests {
     // MARK: Debris
 
     @Test(
-        "trim removes staging files older than an hour and unheld lock files; keeps the rest",
+        "trim removes unheld lock files older than an hour; keeps the rest (and staging files changed lately)",
         arguments: [Int?.none, 1 << 20])
     func debris(budget: Int?) async throws {
         let dir = TemporaryDirectory("trim-debris")
@@ -275,13 +275,37 @@ struct TrimTests {
 
         _ = try await cache.value(for: CacheKey("kept"), codec: Self.codec) { "kept" }
         try await cache.trimStorageIfNeeded()
-        #expect(!fileExists(old))
+        // `old` has an old mtime but was just made (its ctime is now): a file a remover took aside looks the
+        // same, and is its remover's to charge off and unlink (I9), so it stays (swept once its ctime is
+        // old too: `debrisByChange`).
+        #expect(fileExists(old))
         #expect(fileExists(young))
         #expect(!fileExists(dir.url.appendingPathComponent(abandoned.relative)))
         #expect(fileExists(dir.url.appendingPathComponent(busy.relative)))
         #expect(fileExists(dir.url.appendingPathComponent(fresh.relative)))
         #expect(try await cache.valueIfCached(for: CacheKey("kept"), codec: Self.codec) == "kept")
         busyLock.abandon()
+    }
+
+    @Test("a staging file is debris once its mtime and its ctime are both an hour old (not one just taken aside)")
+    func debrisByChange() throws {
+        let dir = TemporaryDirectory("trim-debris-change")
+        let cache = YCache(storageDirectory: dir.url)
+        try cache.openStorage()
+        let context = try cache.storageContext()
+        // An entry taken aside by a remover: its mtime is the entry's (hours old), its ctime the rename's.
+        try writeFile(Data("entry".utf8), to: dir.url.appendingPathComponent("entries-old"))
+        try setModificationTime(dir.url.appendingPathComponent("entries-old"), secondsAgo: 5 * 3600)
+        let aside = dir.url.appendingPathComponent(Directory.stagingFolder).appendingPathComponent("aside.staging")
+        try FileManager.default.moveItem(at: dir.url.appendingPathComponent("entries-old"), to: aside)
+        let hour: Int64 = 3600 * 1_000_000_000
+        let now = Syscall.realtimeNanoseconds
+        _ = context.trimmer.sweepStagingDebris(limit: 100, now: now)
+        #expect(fileExists(aside), "a file changed moments ago is not debris, whatever its mtime")
+        _ = context.trimmer.sweepStagingDebris(limit: 100, now: now + hour / 2)
+        #expect(fileExists(aside))
+        _ = context.trimmer.sweepStagingDebris(limit: 100, now: now + 2 * hour)
+        #expect(!fileExists(aside), "both times an hour old: debris")
     }
 
     /// Takes a key's lock without waiting and without looking in storage.

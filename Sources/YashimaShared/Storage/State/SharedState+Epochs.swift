@@ -1,17 +1,31 @@
-// The removal epochs of the state file (I10): global, per namespace slot, per key slot; bumped around every
-// removal and after a replacing publish, compared by every memory hit. Stamps carry the file's instance id
-// (I14). How a slot shared by many keys still keeps I10: Docs/Internals.md.
+// The epochs of the state file (I10): global, per namespace slot, per key slot. Every publish and every
+// removal of an entry is a write window on its key slot (opened before its rename, closed after it), and
+// `removeAll` bumps its namespace's or the global word after its unlinks; memory serves a value only under
+// a quiet stamp it was read under. Stamps carry the file's instance id (I14). Docs/Internals.md.
 
-/// The removal epochs (I10) a value was read or generated under. A memory item carries them, and so does
-/// a flight's result: a caller that joined someone else's flight accepts the value only while they are
-/// still current, because the flight may have read it before a removal that finished before that caller
-/// began.
+/// The epochs (I10) a value was read or generated under. A memory item carries them, and so does a
+/// flight's result: a caller that joined someone else's flight accepts the value only while they are
+/// still current, because the flight may have read it before a write or removal that finished before
+/// that caller began.
 struct EpochSnapshot: Sendable, Equatable {
     let slots: SharedState.Slots
     let stamp: SharedState.Stamp
 }
 
 extension SharedState {
+    /// How an epoch word is laid out: the low 48 bits count every write window opened and closed on it (the
+    /// epoch), the high 16 bits count the windows open now. A window opens with one addition and closes
+    /// with another (`writeWindowOpening`, `writeWindowClosing`), so concurrent writers of one slot never
+    /// lose each other's marks, and a word whose high bits are zero is quiet: no write of any key of the slot
+    /// is between its two marks. Older builds add 1 per bump and compare words for equality: both still
+    /// see every change.
+    static let openWindowUnit: UInt64 = 1 << 48
+    static let writeWindowOpening: UInt64 = openWindowUnit &+ 1
+    static let writeWindowClosing: UInt64 = 1 &- openWindowUnit
+
+    /// Whether an epoch word has no write window open.
+    static func isQuiet(_ word: UInt64) -> Bool { word < openWindowUnit }
+
     /// The epochs an in-memory entry is valid for, and which state file they were read from.
     struct Stamp: Equatable, Sendable, CustomStringConvertible {
         var instance: UInt64
@@ -23,9 +37,17 @@ extension SharedState {
 
         static let unavailable = Stamp(instance: 0, global: 0, namespace: 0, key: 0, isAvailable: false)
 
-        /// Whether an item stamped `self` is still valid under the current stamp `other`.
+        /// Whether no write window was open on any of the three words when the stamp was read: only such
+        /// a stamp can vouch for a value (a value read while a window was open may be replaced by a rename
+        /// that no later epoch change announces before it is visible).
+        var isQuiet: Bool {
+            isAvailable && SharedState.isQuiet(global) && SharedState.isQuiet(namespace) && SharedState.isQuiet(key)
+        }
+
+        /// Whether an item stamped `self` is still valid under the current stamp `other`: both quiet, the
+        /// same file, and no epoch moved between them (I10).
         func matches(_ other: Stamp) -> Bool {
-            isAvailable && other.isAvailable && instance == other.instance && global == other.global
+            isQuiet && other.isAvailable && instance == other.instance && global == other.global
                 && namespace == other.namespace && key == other.key
         }
 
@@ -66,36 +88,75 @@ extension SharedState {
         return .unavailable
     }
 
-    /// Bumps the key slot's epoch. Throws when no state file can be had (the removal could not be
-    /// announced to other processes).
-    func bumpKey(_ slots: Slots) throws(YCache.Error) { try bump(SharedState.keyOffset + 8 * slots.key) }
+    /// A write window open on a key slot (`openKeyWindow`): closed exactly once (`close`).
+    struct KeyWindow: ~Copyable {
+        fileprivate let state: SharedState
+        fileprivate let mapping: StateMapping
+        fileprivate let slots: Slots
+        /// The stamp read just before the window opened (unavailable when another write of the slot came
+        /// between that read and the opening).
+        let before: Stamp
+        /// The key word right after this window opened.
+        fileprivate let opened: UInt64
 
-    /// Bumps the key slot's epoch like `bumpKey(_:)` and returns the stamp right after that bump, when
-    /// nobody else bumped any epoch of `slots` since `expected` was read (in the same file); nil otherwise.
-    /// A writer stamps its own memory item with the result; with nil it falls back to `expected`, which
-    /// no longer matches, so the item is re-read instead of outliving a removal that ran between
-    /// `expected` and the bump (I10).
-    func bumpKey(_ slots: Slots, expecting expected: Stamp) throws(YCache.Error) -> Stamp? {
-        let offset = SharedState.keyOffset + 8 * slots.key
-        var result: Stamp?
-        var first = true
-        for _ in 0..<Policy.stateSwitchRetries {
-            guard let mapping = live() else { throw unavailableError }
-            let previous = mapping.fetchIncrement(offset)
-            if first, expected.isAvailable, mapping.instance == expected.instance, previous == expected.key,
-                mapping.load(SharedState.globalEpochOffset) == expected.global,
-                mapping.load(SharedState.namespaceOffset + 8 * slots.namespace) == expected.namespace
-            {
-                result = Stamp(
-                    instance: expected.instance, global: expected.global, namespace: expected.namespace,
-                    key: previous &+ 1)
+        /// Closes the window: the key word's open count goes down and its epoch up once more, so every stamp
+        /// read before this instant (inside the window or before it) no longer matches. Returns the stamp
+        /// right after closing when it is quiet and nothing else changed the three words since the window
+        /// was opened (the writer's own memory item is valid under it); nil otherwise (the item is then read
+        /// again at its next lookup). A file that died meanwhile gets a plain bump in its successor instead
+        /// (its words started over: there is no window of ours to close there).
+        consuming func close() -> Stamp? {
+            let offset = SharedState.keyOffset + 8 * slots.key
+            let previous = mapping.fetchAdd(offset, SharedState.writeWindowClosing)
+            if mapping.isLive {
+                let after = previous &+ SharedState.writeWindowClosing
+                guard before.isQuiet, previous == opened, SharedState.isQuiet(after),
+                    mapping.load(SharedState.globalEpochOffset) == before.global,
+                    mapping.load(SharedState.namespaceOffset + 8 * slots.namespace) == before.namespace
+                else { return nil }
+                return Stamp(
+                    instance: before.instance, global: before.global, namespace: before.namespace, key: after)
             }
-            first = false
-            if mapping.isLive { return result }
-            result = nil  // the file died under the bump: bumped again in its successor, our stamp is stale
+            try? state.bump(offset)
+            return nil
+        }
+
+        /// Closes a window through which nothing became visible (a publish that failed before its rename,
+        /// or an `.adding` publish that left a live entry in place): the opening is undone exactly, so the
+        /// word is what it was plus whatever other windows did meanwhile, and memory items stamped before
+        /// stay valid (nothing changed for them). A file that died meanwhile is left alone.
+        consuming func cancel() {
+            let offset = SharedState.keyOffset + 8 * slots.key
+            guard mapping.isLive else { return }
+            _ = mapping.fetchAdd(offset, 0 &- SharedState.writeWindowOpening)
+        }
+    }
+
+    /// Opens a write window on the key slot of `slots` (I10): called right before the rename that publishes
+    /// or removes an entry of that slot; `KeyWindow.close()` right after it. While it is open no stamp of
+    /// the slot is quiet, so no memory item is served or confirmed without a look at storage. Throws when
+    /// no state file can be had (the write could not be announced to other processes: it must not happen).
+    func openKeyWindow(_ slots: Slots) throws(YCache.Error) -> KeyWindow {
+        let offset = SharedState.keyOffset + 8 * slots.key
+        for _ in 0..<Policy.stateSwitchRetries {
+            let before = stamp(slots)
+            guard let mapping = live() else { throw unavailableError }
+            let previous = mapping.fetchAdd(offset, SharedState.writeWindowOpening)
+            if mapping.isLive {
+                let expected = before.isAvailable && mapping.instance == before.instance ? before : .unavailable
+                return KeyWindow(
+                    state: self, mapping: mapping, slots: slots,
+                    before: previous == before.key ? expected : .unavailable,
+                    opened: previous &+ SharedState.writeWindowOpening)
+            }
+            // The file died under the opening: our mark landed in a file nobody reads; open it in the successor.
         }
         throw unavailableError
     }
+
+    /// Bumps the key slot's epoch once (a plain change: stamps read before it no longer match). Throws when
+    /// no state file can be had.
+    func bumpKey(_ slots: Slots) throws(YCache.Error) { try bump(SharedState.keyOffset + 8 * slots.key) }
     func bumpNamespace(slot: Int) throws(YCache.Error) { try bump(SharedState.namespaceOffset + 8 * slot) }
     func bumpGlobal() throws(YCache.Error) { try bump(SharedState.globalEpochOffset) }
 
@@ -104,20 +165,19 @@ extension SharedState {
     /// when the increment itself faulted on a truncated page): a bump never ends up only in a file
     /// nobody reads.
     ///
-    /// Why no process keeps a removed entry in memory across a repair (I10, I14), given that a removal
-    /// is bump, unlink, bump, each bump starting with the magic check of `live()`: a value in memory
+    /// Why no process keeps a removed entry in memory across a repair (I10, I14): a value in memory
     /// carries the stamp (instance id and epochs) it was read under, a stamp is only returned when its
     /// file was still live after the epochs were read (`stamp`), and a lookup compares it with a stamp of
     /// the file live at lookup time. A value stamped from the old file never matches a stamp of the new
     /// one (another instance id), so only values stamped from the new file matter, and those were stamped
-    /// after the repairer marked the old file dead (it does so before its rename). If the remover's
-    /// second bump found the old file still live, that mark, the stamp and the read after it all came
-    /// after the remover's unlink: the entry was gone. If it found the old file dead, it switched first
-    /// and bumped the new file after the unlink, so the value's key epoch no longer matches. (A state
-    /// file someone else renamed over the path or deleted cannot be marked dead by a repairer, who never
-    /// sees it: its holders notice at their next write and within `Policy.rootCheckInterval` of lookups,
+    /// after the repairer marked the old file dead (it does so before its rename). A write window whose
+    /// closing finds its file dead bumps the successor after the rename, so a value stamped there before
+    /// the rename no longer matches; only a lookup between that rename and that bump can still serve the
+    /// value the rename replaced (a repair is damage, I14, and this is its one cost). (A state file
+    /// someone else renamed over the path or deleted cannot be marked dead by a repairer, who never sees
+    /// it: its holders notice at their next write and within `Policy.rootCheckInterval` of lookups,
     /// `verifyPath`.)
-    private func bump(_ offset: Int) throws(YCache.Error) {
+    fileprivate func bump(_ offset: Int) throws(YCache.Error) {
         for _ in 0..<Policy.stateSwitchRetries {
             guard let mapping = live() else { throw unavailableError }
             mapping.increment(offset)

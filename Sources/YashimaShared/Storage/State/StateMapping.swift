@@ -70,8 +70,11 @@ final class StateMapping: @unchecked Sendable {
     }
 
     /// Adds one to the word at `offset`; returns its previous value.
-    func fetchIncrement(_ offset: Int) -> UInt64 {
-        ysh_atomic_fetch_add_u64((base + offset).assumingMemoryBound(to: UInt64.self), 1)
+    func fetchIncrement(_ offset: Int) -> UInt64 { fetchAdd(offset, 1) }
+
+    /// Adds `delta` to the word at `offset`, wrapping; returns its previous value.
+    func fetchAdd(_ offset: Int, _ delta: UInt64) -> UInt64 {
+        ysh_atomic_fetch_add_u64((base + offset).assumingMemoryBound(to: UInt64.self), delta)
     }
 
     /// Adds `delta` to the signed counter at `offset`, clamping a result below zero to 0.

@@ -1,0 +1,134 @@
+// The leads of the consistency issue that a byte check cannot see, each with its test: a remover that judged
+// one file removes that file only (a value published since stays); a joiner's own crossProcessWaitTimeout
+// holds while the flight it joined waits with none (I8 is a promise to each caller); a refresh never leaves
+// the entry path empty; a production that waited long publishes into the root the path names now (I13).
+
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+
+@testable import YashimaShared
+
+@Suite("Consistency leads", .serialized)
+struct ConsistencyLeadsTests {
+    let codec = StringCodec()
+
+    @Test("a removal that judged one file leaves a value another process published at the path since")
+    func judgedRemovalLeavesANewerEntry() async throws {
+        let dir = TemporaryDirectory("judged-removal")
+        let cache = YCache(storageDirectory: dir.url)
+        let key = CacheKey(namespace: "stress", identity: "judged")
+        let data = DataCodec()  // the worker's codec
+        try await cache.store(Data("old".utf8), for: key, codec: data)
+        let context = try cache.storageContext()
+        let path = context.directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: data.identifier))
+        let judged = try Syscall.status(of: path.relative, in: context.directory.descriptor).get()
+        // Another process replaces the entry after the remover looked at the old one (a trim's victim, an
+        // expired entry, a corrupt read).
+        let writer = try ChildProcess(["worker", "get", "--directory", dir.path, "--key", "judged", "--refresh"])
+        #expect(await writer.exitStatus() == 0)
+        let replaced = try Syscall.status(of: path.relative, in: context.directory.descriptor).get()
+        #expect(!replaced.isSameFile(as: judged))
+        let removed = context.files.remove(
+            path.relative, payload: .readHeader, judged: JudgedFile(status: judged, unlessTouched: false))
+        #expect(try removed.get() == nil, "the file at the path is not the one judged")
+        let now = try Syscall.status(of: path.relative, in: context.directory.descriptor).get()
+        #expect(now.isSameFile(as: replaced), "the newer entry is where it was")
+        // The remover's own judged file, still there, goes.
+        let own = try Syscall.status(of: path.relative, in: context.directory.descriptor).get()
+        #expect(
+            try context.files.remove(
+                path.relative, payload: .readHeader, judged: JudgedFile(status: own, unlessTouched: false)
+            ).get() != nil)
+    }
+
+    @Test("a joiner's own crossProcessWaitTimeout holds while the flight it joined waits with none")
+    func joinerTimeout() async throws {
+        let dir = TemporaryDirectory("joiner-timeout")
+        let holder = try ChildProcess([
+            "worker", "get", "--directory", dir.path, "--key", "held", "--generate-ms", "600000", "--announce",
+        ])
+        #expect(await holder.line(timeout: 60, where: { $0.hasPrefix("GENERATING") }) != nil)
+        let cache = YCache(storageDirectory: dir.url)
+        let key = CacheKey(namespace: "stress", identity: "held")
+        let data = DataCodec()
+        // The first caller waits for the holder as long as it holds.
+        let patient = Task { try await cache.value(for: key, codec: data) { Data("patient".utf8) } }
+        #expect(await eventually(within: 60) { cache.waiters(key, data) >= 1 })
+        // The second joins its flight with a timeout of its own: past it, it generates itself (I8).
+        var options = YCache.Options()
+        options.crossProcessWaitTimeout = .milliseconds(300)
+        let hurried = Task {
+            try await cache.value(for: key, codec: data, options: options) { Data("hurried".utf8) }
+        }
+        #expect(try await result(of: hurried, within: 120)?.get() == Data("hurried".utf8))
+        #expect(cache.statistics.crossProcessTimeouts >= 1)
+        #expect(holder.isRunning, "the holder still holds: the timeout, not a release, ended the wait")
+        holder.kill()
+        await holder.exitStatus()
+        _ = try await result(of: patient, within: 120)?.get()
+    }
+
+    @Test("a refresh never leaves the entry path empty: a reader looping on it never misses")
+    func refreshKeepsThePathNamed() async throws {
+        let dir = TemporaryDirectory("refresh-window")
+        let cache = YCache(storageDirectory: dir.url)
+        let key = CacheKey(namespace: "n", identity: "refreshed")
+        try await cache.store("v0", for: key, codec: codec)
+        let context = try cache.storageContext()
+        let expectation = EntryExpectation(key: key, codecIdentifier: codec.identifier)
+        let stop = Atomic<Bool>(false)
+        let files = context.files
+        // A reader of the path on a thread of its own (never the pool): every read must find an entry.
+        let reader = Task {
+            await offPool { () -> (reads: Int, misses: Int) in
+                var (reads, misses) = (0, 0)
+                while !stop.load(ordering: .relaxed) {
+                    var opened: FileStatus?
+                    if case .failure(.missing) = files.read(
+                        expectation.path, expecting: expectation, now: Syscall.realtimeNanoseconds, opened: &opened)
+                    {
+                        misses += 1
+                    }
+                    reads += 1
+                }
+                return (reads, misses)
+            }
+        }
+        for round in 0..<300 {
+            _ = try await cache.refresh(for: key, codec: codec) { "v\(round + 1)" }
+        }
+        stop.store(true, ordering: .relaxed)
+        let counts = await reader.value
+        #expect(counts.reads > 0)
+        #expect(counts.misses == 0, "\(counts.misses) of \(counts.reads) reads found the path empty")
+    }
+
+    @Test("a production that generated long publishes into the root the path names now, not one renamed away")
+    func publishFollowsTheRoot() async throws {
+        let parent = TemporaryDirectory("moved-root")
+        let root = parent.url.appendingPathComponent("cache")
+        let cache = YCache(storageDirectory: root)
+        try cache.openStorage()
+        let key = CacheKey(namespace: "n", identity: "moved")
+        let (generating, release) = (Gate(), Gate())
+        let lookup = Task {
+            try await cache.value(for: key, codec: codec) {
+                generating.open()
+                await release.wait()
+                // Long, by the library's measure (`Policy.publishRootRecheckAge`): at least this, never less.
+                try await Task.sleep(for: .milliseconds(5))
+                return "late"
+            }
+        }
+        #expect(await generating.wait(within: 60))
+        let moved = parent.url.appendingPathComponent("moved")
+        #expect(rename(root.path, moved.path) == 0)
+        release.open()
+        #expect(try await result(of: lookup, within: 60)?.get() == "late")
+        let path = Directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: codec.identifier)).relative
+        #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent(path).path))
+        #expect(!FileManager.default.fileExists(atPath: moved.appendingPathComponent(path).path))
+    }
+}
