@@ -29,9 +29,13 @@
 /// - **I2 Staging files live under the root**, get their mode set explicitly and end published or
 ///   unlinked; a killed process's are swept once `Policy.stagingDebrisAge` old. (EntryPublish, Trim)
 /// - **I3 Readers take no lock**: a reader accepts an entry only once fully validated, anything else is a
-///   miss, and it unlinks only an entry proven corrupt or expired. (EntryFile, StorageTier)
-/// - **I4 Removal only unlinks** (after renaming the file aside into `tmp/`), so pages a reader already
-///   mapped stay readable and trim may remove what others are reading. (EntryRemove)
+///   miss; it reads the file into memory of its own (never a mapping handed out, so a file truncated by
+///   anyone is a short read, a miss, never SIGBUS), and it unlinks only the very file it proved corrupt
+///   or expired. (EntryFile, StorageTier)
+/// - **I4 Removal only unlinks** (after renaming the file aside into `tmp/`), so a reader that opened the
+///   file still reads it whole, and trim may remove what others are reading. A remover that judged one
+///   file (trim, expiry, a corrupt read) takes that file only: another one found at the path goes back.
+///   (EntryRemove)
 /// - **I5 One generator per key across processes**: the holder of the key's lock file; waiters look in
 ///   storage after every wake and once they hold the lock, and only then generate. A process waits on any
 ///   number of keys with one thread: an inotify watch per `locks/<xx>/` folder makes it probe a key (open
@@ -56,8 +60,13 @@
 ///   (`RENAME_EXCHANGE`), and a publish charges its file before it can be seen, so the counters never
 ///   clamp at zero. Only a process killed mid-publish or mid-removal leaves them off. (EntryPublish,
 ///   EntryRemove, Trim, Maintenance)
-/// - **I10 Removal is seen everywhere**: removals and replacing writes bump the state file's epochs, and
-///   memory serves a value only under the epochs it was read or made under. (SharedState+Epochs)
+/// - **I10 Each key is linearizable on one machine**: every publish and every removal renames inside a
+///   write window on its key's epoch slot (opened just before the rename, closed just after; `removeAll`
+///   opens one per entry, then bumps its namespace's or the global word); memory serves a value without a
+///   look at storage only under a quiet stamp (no window open when it was read) equal to the current one,
+///   and after a look that finds the same publish it serves it, confirming it only under a quiet stamp. A
+///   lookup's publish adds only where no live entry is (first wins); `store` and `refresh` replace.
+///   (SharedState+Epochs, EntryPublish, EntryPlacement, MemoryStore, MemoryTier)
 /// - **I11 Touch is debounced, but never behind a publish**: a hit touches its entry when something was
 ///   published since its last use, otherwise at most once per `Policy.touchInterval`. (Touch)
 /// - **I12 The layout file is written once**, first creator wins; a process that finds another layout

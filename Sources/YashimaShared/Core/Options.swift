@@ -102,7 +102,9 @@ extension YCache {
         public var crossProcess: CrossProcessPolicy
         /// How long to wait for another process that is generating the same key before generating
         /// anyway (a duplicate, never a wrong value). Default `nil`: wait as long as it holds the lock
-        /// (a process that dies releases it at once).
+        /// (a process that dies releases it at once). Each caller's own: a call that joins another call's
+        /// wait in this process stops waiting at its own timeout, even when that call has none (a call
+        /// with no timeout that joins one with a shorter timeout may get the value that call generated).
         public var crossProcessWaitTimeout: Duration?
         /// When a value stored by this call expires. Default `.never`.
         public var expiry: CacheExpiry

@@ -233,11 +233,13 @@ struct Production<Codec: CacheCodec>: Sendable {
     /// bring it back. Its entry is unlinked again and its memory copy dropped; the callers of this
     /// production (which began before the removal ended) still get the value.
     private func discardIfRemoved(_ stored: Stored, storage: StorageContext?, epochs: EpochSnapshot?) {
-        // The epochs before the fetch against those just before the publish's own write window (which
-        // moves them itself): any write of the slot between them may be a removal of this key. Compared in
-        // this storage's state file, not in a root that replaced it meanwhile.
+        // The publish was refused when the slot was written between the fetch's epochs and its window
+        // (`.addingUnlessWrittenSince`). A removal that opened its window after that check and before the
+        // publish's window closed shows as a window stamp that matches nothing: then the entry may be
+        // back after that removal, and goes again. Compared in this storage's state file, not in a root
+        // that replaced it meanwhile.
         guard let storage, stored.published?.isStoredLocally == true, let epochs, let before = stored.beforePublish,
-            !epochs.stamp.matches(before)
+            !(epochs.stamp.matches(before) && stored.epochs?.stamp.isQuiet == true)
         else {
             return
         }

@@ -83,11 +83,12 @@ extension EntryFile {
     /// Renames the file at `relative` to a new name in `tmp/` (repairing `tmp/` when it was removed or
     /// replaced, I13) and returns that name; `nil` when nothing is at `relative`. A folder planted at an
     /// entry path is not the cache's to move: it goes back, and the call fails as an unlink would (EISDIR).
-    /// The rename sets the file's ctime, which the debris sweep goes by (I2): a file taken aside is never
-    /// swept before its remover charges it off.
+    /// The name ends in `.aside`, and the rename sets the file's ctime, which the debris sweep goes by for
+    /// such names (I2): a file taken aside keeps its entry's old mtime, but is never swept before its
+    /// remover charges it off.
     func takeAside(_ relative: String) -> Result<String?, SystemCallError> {
         let root = directory.descriptor
-        let aside = directory.newStagingPath()
+        let aside = directory.newAsidePath()
         var moved = Syscall.rename(relative, in: root, to: aside, in: root)
         if case .failure(let error) = moved, error.errno.isFolderMissingOrReplaced {
             // The entry is gone, or `tmp/` is: tell them apart before repairing anything.

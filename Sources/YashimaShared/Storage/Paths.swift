@@ -25,6 +25,9 @@ extension Directory {
     static let entrySuffix = ".entry"
     static let lockSuffix = ".lock"
     static let stagingSuffix = ".staging"
+    /// The suffix of an entry a remover renamed aside into `tmp/` (EntryRemove.takeAside): it keeps the
+    /// entry's old mtime, so the debris sweep goes by its ctime too (the rename's).
+    static let asideSuffix = ".aside"
 
     func entryPath(for identity: EntryIdentity) -> EntryPath { Self.entryPath(for: identity) }
 
@@ -39,6 +42,11 @@ extension Directory {
         let hex = digest.hex
         let fanOut = Directory.locksFolder + "/" + String(hex.prefix(2))
         return LockPath(fanOut: fanOut, relative: fanOut + "/" + hex + Directory.lockSuffix)
+    }
+
+    /// A fresh, unpredictable name in `tmp/` for an entry taken aside (I4).
+    func newAsidePath() -> String {
+        Directory.stagingFolder + "/" + Directory.randomHex(byteCount: 12) + Directory.asideSuffix
     }
 
     /// A fresh, unpredictable staging-file path (I2).

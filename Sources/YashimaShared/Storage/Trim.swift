@@ -158,8 +158,8 @@ final class Trimmer: Sendable {
 
     // MARK: Staging debris (I2)
 
-    /// Unlinks staging files whose last write and last change (mtime, ctime) are older than
-    /// `Policy.stagingDebrisAge` (at `now`, the realtime clock; tests move it), and empty
+    /// Unlinks staging files not written for `Policy.stagingDebrisAge` (at `now`, the realtime clock; tests
+    /// move it) and entries taken aside and left there as long (by ctime too), and empty
     /// staging folders of that age left in the root by a process killed while making a folder, at most
     /// `limit` of them. Returns how many more the caller's sweep may remove (lock files,
     /// Coordination/StaleLockFiles). Blocking.
@@ -178,12 +178,14 @@ final class Trimmer: Sendable {
         if case .success(let names) = Syscall.listDirectoryWithStatus(Directory.stagingFolder, in: root) {
             for name in names where budget > 0 {
                 let relative = Directory.stagingFolder + "/" + name.name
-                // By ctime too: a file taken aside by a remover or a replacing publish keeps its entry's old
-                // mtime, but the rename into `tmp/` set its ctime (EntryRemove.takeAside): it is never swept
-                // before its remover charges it off (I9).
-                guard let status = name.status, status.isRegularFile,
-                    now - max(status.modifiedNanoseconds, status.changedNanoseconds) >= stagingDebrisAge
-                else { continue }
+                // A file taken aside by a remover (`.aside`) keeps its entry's old mtime, but the rename into
+                // `tmp/` set its ctime (EntryRemove.takeAside): by ctime too, so it is never swept before its
+                // remover charges it off (I9). A staging file's mtime is its last write.
+                guard let status = name.status, status.isRegularFile else { continue }
+                let lastChange =
+                    name.name.hasSuffix(Directory.asideSuffix)
+                    ? max(status.modifiedNanoseconds, status.changedNanoseconds) : status.modifiedNanoseconds
+                guard now - lastChange >= stagingDebrisAge else { continue }
                 _ = Syscall.unlink(relative, in: root)
                 budget -= 1
             }
