@@ -21,6 +21,9 @@ literals left out; string interpolations kept):
    across); System/ and Support/ name no other folder. (Coordination/ → Memory/ comes from `MemoryKey`
    alone; its rule waits for that type's move to Key/.)
 6. The folder map in CONTRIBUTING.md (between its `folder-map` markers) is the one these references draw.
+7. The command line (Sources/yashima): each file of Commands/ names no type declared in another file of
+   Commands/ (what two commands share lives outside it), and no file outside Commands/ names a type of
+   Commands/ but Entry.swift, whose `commands` list is the dispatch.
 
 A reference is a name (or a dotted chain of names) that resolves to a type, extension-less typealias or
 protocol declared in a file of another folder; private and fileprivate declarations are not visible
@@ -241,6 +244,38 @@ for folder in sorted(top):
         reported.add(frozenset(cycle))
         problems.append("folder cycle: " + " → ".join(cycle))
 
+CLI, COMMANDS, CLI_ENTRY = "Sources/yashima", "Commands", "Entry.swift"
+cli = {}
+for directory, _, names in os.walk(CLI):
+    for name in sorted(names):
+        if name.endswith(".swift"):
+            path = os.path.join(directory, name)
+            cli[os.path.relpath(path, CLI)] = scan(path)
+cli_declared = {}
+for relative, (declarations, _, _) in cli.items():
+    for qualified, private in declarations:
+        if not private:
+            cli_declared.setdefault(qualified, set()).add(relative)
+for relative, (declarations, references, _) in sorted(cli.items()):
+    own = {qualified for qualified, _ in declarations}
+    in_commands = os.path.dirname(relative) == COMMANDS
+    for chain in references:
+        parts = chain.split(".")
+        for length in range(len(parts), 0, -1):
+            name = ".".join(parts[:length])
+            if name in own:
+                break
+            if name in cli_declared:
+                for other in sorted(cli_declared[name]):
+                    if other == relative or os.path.dirname(other) != COMMANDS:
+                        continue
+                    if in_commands:
+                        problems.append(f"{CLI}/{relative}: names {name} of another command ({other})")
+                    elif relative != CLI_ENTRY:
+                        problems.append(f"{CLI}/{relative}: names {name} of a command ({other}); only "
+                                        f"{CLI_ENTRY} lists the commands")
+                break
+
 counts = {}
 for relative in files:
     counts[os.path.dirname(relative) or "."] = counts.get(os.path.dirname(relative) or ".", 0) + 1
@@ -274,5 +309,5 @@ if problems:
     print("\n".join(problems))
     sys.exit(1)
 print(f"layers: {len(files)} files in {len(edges)} folders; nothing below the facade names it; no folder cycle; "
-      "no stray edge; folder map current")
+      "no stray edge; folder map current; each command its own")
 PYTHON

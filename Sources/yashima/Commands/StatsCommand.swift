@@ -36,7 +36,7 @@ enum StatsCommand {
                 "text (default), json (as --json), or prometheus: the text exposition format, for "
                     + "node_exporter's textfile collector"),
         ]
-            + CommandSpec.storageOptions)
+            + CommandSpec.storageOptions, run: run)
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         let location = try Location(arguments)

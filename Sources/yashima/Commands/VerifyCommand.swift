@@ -21,7 +21,7 @@ enum VerifyCommand {
             Exit status 1 when damaged entries remain (not repaired), else 0.
             """,
         options: [.flag("repair", "remove damaged entries and sweep debris"), CommandSpec.json]
-            + CommandSpec.storageOptions)
+            + CommandSpec.storageOptions, run: run)
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         let location = try Location(arguments)
