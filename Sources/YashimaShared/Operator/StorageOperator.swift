@@ -102,6 +102,9 @@ extension StorageOperator {
     /// The name of the file that makes a folder a storage directory (its layout version).
     public static var layoutFileName: String { Directory.layoutFile }
 
+    /// The on-disk layout version this build reads and writes.
+    public static var layoutVersion: Int { CrossProcessProtocol.layoutVersion }
+
     /// Whether `name`, found in a storage directory's root, is one the cache puts there itself (its
     /// folders and files, or a folder being made); anything else there is someone else's.
     public static func isOwnRootName(_ name: String) -> Bool {

@@ -52,8 +52,11 @@ enum Settings {
         return home.appending(Word(".config/yashima/config"))
     }
 
+    /// The name of a storage directory's file (the one name this tool adds to a directory).
+    static let directoryFileName = "config"
+
     /// A storage directory's file.
-    static func directoryFile(_ directory: Word) -> Word { directory.appending(Word("config")) }
+    static func directoryFile(_ directory: Word) -> Word { directory.appending(Word(directoryFileName)) }
 
     /// The value of `name` from the environment or the files, and its source (nil: the default). The
     /// command line is the caller's to check first.

@@ -23,7 +23,7 @@ enum ClearCommand {
         if location.exists {
             let storage = try location.storageOperator(try location.openCache(budget: nil))
             do {
-                removed = try await offPool(throwing: { try storage.removeAll(inNamespace: namespace) })
+                removed = try await StorageOperator.offPool(throwing: { try storage.removeAll(inNamespace: namespace) })
             } catch let error as YCache.Error {
                 throw CommandFailure.from(error)
             }

@@ -80,7 +80,7 @@ enum ConfigCommand {
             if let file = Settings.userFile, let text = try Settings.read(file)["max-size"] {
                 return (text, .user(file))
             }
-            return (Format.bytes(defaultBudget), .builtIn)
+            return (Format.bytes(Budget.defaultBytes), .builtIn)
         default:
             guard let (text, source) = try Settings.value(name, arguments, directory: location.path) else {
                 return (nil, .builtIn)
@@ -95,8 +95,8 @@ enum ConfigCommand {
         // Check the value as the commands will read it.
         if let value {
             switch name {
-            case "max-size": _ = try parseSize(value, option: "max-size", allowUnlimited: true)
-            case "expire": _ = try parseDuration(value, option: "expire")
+            case "max-size": _ = try Budget.parse(value)
+            case "expire": _ = try Expiry.parse(value)
             case "remote": _ = try RemoteOption.remote(value, readOnly: false)
             case "namespace": guard !value.isEmpty else { throw UsageError("a namespace cannot be empty") }
             default: break
@@ -113,8 +113,8 @@ enum ConfigCommand {
         let cache = try location.openCache(budget: nil)
         if name == "max-size" {
             let storage = try location.storageOperator(cache)
-            let budget = try value.map { try parseSize($0, option: "max-size", allowUnlimited: true) }
-            storage.recordBudget(budget ?? defaultBudget)
+            let budget = try value.map(Budget.parse)
+            storage.recordBudget(budget ?? Budget.defaultBytes)
         } else {
             try Settings.write(
                 name, value, in: Settings.directoryFile(location.path),

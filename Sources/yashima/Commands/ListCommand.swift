@@ -38,7 +38,7 @@ enum ListCommand {
         if location.exists {
             let storage = try location.storageOperator(try location.openCache(budget: nil))
             let progress = ProgressLine(verb: "listed", unit: "entries", enabled: isatty(STDOUT_FILENO) == 0)
-            await offPool {
+            await StorageOperator.offPool {
                 var first = true
                 var headerWritten = false
                 storage.forEachEntry(inNamespace: namespace, progress: progress.show) { entry in

@@ -25,17 +25,13 @@ enum PutCommand {
         let key = try ValueKey.key(arguments)
         let codecIdentifier = try arguments.string("codec") ?? DataCodec().identifier
         let location = try Location(arguments)
-        let expiry = try Settings.value("expire", arguments, directory: location.path).map {
-            try parseDuration($0.0, option: "expire")
-        }
-        let explicit = try arguments.string("max-size").map {
-            try parseSize($0, option: "max-size", allowUnlimited: true)
-        }
+        let expiry = try Expiry.effective(commandLine: try Expiry.commandLine(arguments), directory: location.path)
+        let explicit = try Budget.commandLine(arguments)
         let remote = try RemoteOption.parse(arguments, directory: location.path)
         let probe = try location.openCache(budget: explicit, remote: remote)
-        let (budget, _) = try effectiveBudget(arguments, storage: try location.storageOperator(probe))
+        let budget = try Budget.effective(explicit: explicit, storage: try location.storageOperator(probe))
         let cache = budget == explicit ? probe : try location.openCache(budget: budget, remote: remote)
-        let input = await offPool { FileHandle.standardInput.readDataToEndOfFile() }
+        let input = await StorageOperator.offPool { FileHandle.standardInput.readDataToEndOfFile() }
         var options = YCache.Options()
         if let expiry { options.expiry = .after(expiry) }
         let (before, started) = (cache.statistics, ContinuousClock.now)

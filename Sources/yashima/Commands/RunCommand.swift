@@ -95,20 +95,16 @@ enum RunCommand {
         let remote = try RemoteOption.parse(arguments, directory: location.path)
         // The remote tier may wait on the network: signals are taken from here on.
         if remote != nil { SignalControl.shared.start() }
-        let expiry = try Settings.value("expire", arguments, directory: location.path).map {
-            try parseDuration($0.0, option: "expire")
-        }
+        let expiry = try Expiry.effective(commandLine: invocation.expiry, directory: location.path)
         let recache = arguments.flag("recache") || Word.environment("YASHIMA_RECACHE")?.text == "1"
         let started = ContinuousClock.now
         let codec = RunRecordCodec()
 
         // The hit path: one lookup, nothing else opened, nothing recorded unless --max-size says so.
-        let explicit = try arguments.string("max-size").map {
-            try parseSize($0, option: "max-size", allowUnlimited: true)
-        }
+        let explicit = invocation.budget
         let probe = try location.openCache(budget: explicit, remote: remote)
         let storage = try location.storageOperator(probe)
-        let (budget, _) = try effectiveBudget(arguments, storage: storage)
+        let budget = try Budget.effective(explicit: explicit, storage: storage)
         if !recache, let record = try? await probe.valueIfCached(for: key, codec: codec) {
             let status = try deliver(record, invocation, fromStorage: true)
             let elapsed = started.duration(to: .now)

@@ -32,7 +32,7 @@ enum TrimCommand {
         }
         let probe = try location.openCache(budget: nil)
         let storage = try location.storageOperator(probe)
-        let budget = explicit ?? storage.recordedBudget ?? defaultBudget
+        let budget = explicit ?? storage.recordedBudget ?? Budget.defaultBytes
         let cache = try location.openCache(budget: budget)
         do {
             let before = try await cache.storageUsage()

@@ -28,6 +28,9 @@ final class Invocation: Sendable {
     let outputs: [Word]
     let standardInput: StandardInput.Plan
     let runner: CommandRunner
+    /// `--expire` and `--max-size`, parsed (nil when not given): bad ones are bad usage before anything runs.
+    let expiry: Duration?
+    let budget: Int64?
     private let parts: RunKey.Parts
     /// The record of the command's run, once it ran (so a cache failing afterwards never runs it twice).
     let ran = Mutex<RunRecord?>(nil)
@@ -42,10 +45,8 @@ final class Invocation: Sendable {
         guard !(arguments.flag("stdin") && arguments.flag("no-stdin")) else {
             throw UsageError("--stdin and --no-stdin contradict each other")
         }
-        if let text = try arguments.string("expire") { _ = try parseDuration(text, option: "expire") }
-        if let text = try arguments.string("max-size") {
-            _ = try parseSize(text, option: "max-size", allowUnlimited: true)
-        }
+        expiry = try Expiry.commandLine(arguments)
+        budget = try Budget.commandLine(arguments)
         argv = arguments.command
         var outputs: [Word] = []
         for path in arguments.words("output") where !outputs.contains(path) {
