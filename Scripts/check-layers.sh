@@ -16,7 +16,14 @@ literals left out; string interpolations kept):
 3. Engine/ names no type of a remote backend (Remote/Redis/, Remote/HTTP/): the engine sees the remote
    tier only through Remote/'s protocols.
 4. No cycle between top-level folders (a folder and its subfolders count as one; the facade is above all).
-5. The folder map in CONTRIBUTING.md (between its `folder-map` markers) is the one these references draw.
+5. No stray edge (FORBIDDEN below): Coordination/ names nothing of Observation/ (the inotify layer both use
+   is System/'s); Remote/ names nothing of Storage/ or Engine/ (the machine's board is its only way
+   across); System/ and Support/ name no other folder. (Coordination/ → Memory/ comes from `MemoryKey`
+   alone; its rule waits for that type's move to Key/.)
+6. The folder map in CONTRIBUTING.md (between its `folder-map` markers) is the one these references draw.
+7. The command line (Sources/yashima): each file of Commands/ names no type declared in another file of
+   Commands/ (what two commands share lives outside it), and no file outside Commands/ names a type of
+   Commands/ but Entry.swift, whose `commands` list is the dispatch.
 
 A reference is a name (or a dotted chain of names) that resolves to a type, extension-less typealias or
 protocol declared in a file of another folder; private and fileprivate declarations are not visible
@@ -30,6 +37,14 @@ ROOT = "Sources/YashimaShared"
 DOC = "CONTRIBUTING.md"
 BEGIN, END = "<!-- folder-map:begin (Scripts/check-layers.sh --write) -->", "<!-- folder-map:end -->"
 MAX_FILES = 15
+# (folder, folder it must not name, why); a folder stands for its subfolders too, "*" for every other one.
+FORBIDDEN = [
+    ("Coordination", "Observation", "the inotify wrappers Coordination uses are System/'s"),
+    ("Remote", "Storage", "Remote/ reaches the machine only through RemoteMachineBoard"),
+    ("Remote", "Engine", "the engine sees Remote/, never the reverse"),
+    ("System", "*", "System/ is the bottom layer"),
+    ("Support", "*", "Support/ is the bottom layer"),
+]
 FACADE = "(facade)"
 DECLARING = {"class", "struct", "enum", "protocol", "actor", "extension", "typealias"}
 
@@ -192,6 +207,14 @@ for relative, (declarations, references, members) in sorted(files.items()):
             if folder == "Engine" and re.match(r"Remote/(Redis|HTTP)", other_folder):
                 problems.append(f"{relative}: names {target} of a remote backend ({other})")
 
+for folder, targets in sorted(edges.items()):
+    for source, target, why in FORBIDDEN:
+        if folder.split("/")[0] != source:
+            continue
+        for other in sorted(targets):
+            if other.split("/")[0] != source and (target == "*" or other.split("/")[0] == target):
+                problems.append(f"{folder} refers to {other}: a stray edge ({why})")
+
 top = {}
 for folder, targets in edges.items():
     if folder != FACADE:
@@ -220,6 +243,38 @@ for folder in sorted(top):
     if cycle and frozenset(cycle) not in reported:
         reported.add(frozenset(cycle))
         problems.append("folder cycle: " + " → ".join(cycle))
+
+CLI, COMMANDS, CLI_ENTRY = "Sources/yashima", "Commands", "Entry.swift"
+cli = {}
+for directory, _, names in os.walk(CLI):
+    for name in sorted(names):
+        if name.endswith(".swift"):
+            path = os.path.join(directory, name)
+            cli[os.path.relpath(path, CLI)] = scan(path)
+cli_declared = {}
+for relative, (declarations, _, _) in cli.items():
+    for qualified, private in declarations:
+        if not private:
+            cli_declared.setdefault(qualified, set()).add(relative)
+for relative, (declarations, references, _) in sorted(cli.items()):
+    own = {qualified for qualified, _ in declarations}
+    in_commands = os.path.dirname(relative) == COMMANDS
+    for chain in references:
+        parts = chain.split(".")
+        for length in range(len(parts), 0, -1):
+            name = ".".join(parts[:length])
+            if name in own:
+                break
+            if name in cli_declared:
+                for other in sorted(cli_declared[name]):
+                    if other == relative or os.path.dirname(other) != COMMANDS:
+                        continue
+                    if in_commands:
+                        problems.append(f"{CLI}/{relative}: names {name} of another command ({other})")
+                    elif relative != CLI_ENTRY:
+                        problems.append(f"{CLI}/{relative}: names {name} of a command ({other}); only "
+                                        f"{CLI_ENTRY} lists the commands")
+                break
 
 counts = {}
 for relative in files:
@@ -254,5 +309,5 @@ if problems:
     print("\n".join(problems))
     sys.exit(1)
 print(f"layers: {len(files)} files in {len(edges)} folders; nothing below the facade names it; no folder cycle; "
-      "folder map current")
+      "no stray edge; folder map current; each command its own")
 PYTHON

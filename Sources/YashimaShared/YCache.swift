@@ -1,6 +1,7 @@
 // The public facade: the type, its initializers and the lookups (get-or-generate, cached values, peek),
 // with their documentation, wired to CacheEngine. Writing, inspecting and removing are in
-// YCache+Lifecycle.swift. No I/O, locking or path handling happens here.
+// YCache+Lifecycle.swift. No I/O or locking happens here; the one path handling is `standardPath`, the
+// storage directory's path made standard (lexically, without touching the filesystem) for the engine.
 
 import Foundation
 

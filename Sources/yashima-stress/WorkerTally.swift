@@ -141,9 +141,5 @@ final class Tally: Sendable {
         state.withLock { $0.lists[name, default: []].append(value) }
     }
 
-    func addCorruptEntries(_ count: Int) {
-        state.withLock { $0.corruptEntries += count }
-    }
-
     func snapshot() -> WorkerResult { state.withLock { $0 } }
 }

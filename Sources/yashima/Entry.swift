@@ -1,7 +1,8 @@
 // `yashima`: memoize shell commands across processes, and operate a YashimaShared storage directory.
-// Dispatches to one file per subcommand; exit status 0 ok, 1 failed, 2 bad usage (`run` passes its
-// command's status through). For `run` and `watch`, signals are blocked here, first thing, before any
-// thread exists (see Process.swift). The command starts on the main thread (a hit that never suspends
+// Dispatches to the subcommands of `commands` (one file each in Commands/, each spec carrying its `run`);
+// exit status 0 ok, 1 failed, 2 bad usage (`run` passes its command's status through). For the commands
+// whose spec takes the signals (`run`, `watch`), they are blocked here, first thing, before any thread
+// exists (see Run/Process.swift). The command starts on the main thread (a hit that never suspends
 // ends there: no thread is started); the main thread then waits on a semaphore, never in dispatch's main
 // loop: that parks in sigsuspend with an empty mask, and the blocked signals would be delivered to it.
 
@@ -9,9 +10,10 @@ import Foundation
 import Glibc
 import Synchronization
 
+/// Every subcommand (one file each in Commands/), in the order help lists them.
 let commands: [CommandSpec] = [
     RunCommand.spec, RemoveCommand.spec, StatsCommand.spec, ListCommand.spec, VerifyCommand.spec, TrimCommand.spec,
-    ClearCommand.spec, ValueCommands.getSpec, ValueCommands.putSpec, WatchCommand.spec, ConfigCommand.spec,
+    ClearCommand.spec, GetCommand.spec, PutCommand.spec, WatchCommand.spec, ConfigCommand.spec,
 ]
 
 /// Parses the command line (exact bytes) and runs the subcommand; returns the exit status.
@@ -66,20 +68,7 @@ func main(_ words: [Word]) async -> Int32 {
             throw UsageError(
                 "unexpected argument \(extra.quoted) for yashima \(spec.name) (see yashima \(spec.name) --help)")
         }
-        switch spec.name {
-        case "run": return try await RunCommand.run(arguments)
-        case "rm": return try await RemoveCommand.run(arguments)
-        case "stats": return try await StatsCommand.run(arguments)
-        case "ls": return try await ListCommand.run(arguments)
-        case "verify": return try await VerifyCommand.run(arguments)
-        case "trim": return try await TrimCommand.run(arguments)
-        case "clear": return try await ClearCommand.run(arguments)
-        case "get": return try await ValueCommands.get(arguments)
-        case "put": return try await ValueCommands.put(arguments)
-        case "watch": return try await WatchCommand.run(arguments)
-        case "config": return try await ConfigCommand.run(arguments)
-        default: return 2
-        }
+        return try await spec.run(arguments)
     } catch let error as UsageError {
         Output.error("yashima: \(error.description)")
         return 2
@@ -125,13 +114,8 @@ final class ExitStatus: Sendable {
 public func runAndExit() -> Never {
     let words = Word.arguments
     let name = splitGlobalOptions(words).rest.first?.text
-    if name == "run" {
-        // Taken by SignalControl's thread, started once `run` may block (a hit may never start it).
-        SignalControl.blockSignals()
-    } else if name == "watch" {
-        // Taken by WatchCommand's own handler, started once it has parsed its arguments.
-        SignalControl.blockSignals()
-    }
+    let signals = commands.first { $0.name == name }?.signals ?? .defaultActions
+    if signals != .defaultActions { SignalControl.blockSignals() }
     let status = ExitStatus()
     let done = DispatchSemaphore(value: 0)
     Task.immediate {
@@ -140,6 +124,6 @@ public func runAndExit() -> Never {
         done.signal()
     }
     done.wait()
-    if name == "run" { SignalControl.shared.exitIfSignalled() }
+    if signals == .takenBySignalControl { SignalControl.shared.exitIfSignalled() }
     exit(status.value.withLock { $0 })
 }

@@ -1,6 +1,6 @@
 // The expectation cache: what a storage lookup of a key expects to find (its entry identity, canonical key
 // bytes and digests), remembered for recently used keys so a lookup of a key seen before computes no
-// SHA-256. A fixed table of `Policy.expectationCacheCapacity` slots (Storage/FixedTable): a key it no
+// SHA-256. A fixed table of `Policy.expectationCacheCapacity` slots (Support/FixedTable): a key it no
 // longer holds costs one computation (about 2.5 µs), never a clearing of the others.
 
 import Synchronization

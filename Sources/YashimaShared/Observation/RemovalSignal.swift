@@ -6,7 +6,7 @@
 /// ended exactly once (`end()`).
 struct RemovalSignal: ~Copyable {
     /// The folder of markers, made by the first observer of a directory (never by a remover).
-    static let folder = "signals"
+    static let folder = Directory.signalsFolder
     /// The suffix of a live marker. A marker of a killed remover is renamed to `deadSuffix` before it is
     /// unlinked, so observers tell "ended" (unlinked) from "abandoned" (renamed away).
     static let suffix = ".removal"

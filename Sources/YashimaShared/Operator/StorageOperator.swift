@@ -1,6 +1,7 @@
 // The operator's surface (`@_spi(Operator)`): what the `yashima` command-line tool needs from the
 // internals and the public API does not give — the shared counters, the budget recorded for the directory,
-// removal with a count. Listing, verification and the census of lock files and debris are in the other
+// removal with a count, the names a storage root holds, and the one way to run blocking work off the
+// pool (Support/BlockingWork). Listing, verification and the census of lock files and debris are in the other
 // files of this folder. Everything here is blocking (scans, reads of every entry): call it off the
 // cooperative pool. Nothing here changes the on-disk format; it follows the invariants (I1–I15) like the engine.
 
@@ -91,6 +92,36 @@ public final class StorageOperator: Sendable {
     /// - Throws: A storage-open error when the directory cannot be used.
     public func removeAll(inNamespace namespace: String?) throws(YCache.Error) -> Int {
         try engine.removeAll(inNamespace: namespace)
+    }
+}
+
+@_spi(Operator)
+extension StorageOperator {
+    // MARK: The layout, before a directory is opened
+
+    /// The name of the file that makes a folder a storage directory (its layout version).
+    public static var layoutFileName: String { Directory.layoutFile }
+
+    /// The on-disk layout version this build reads and writes.
+    public static var layoutVersion: Int { CrossProcessProtocol.layoutVersion }
+
+    /// Whether `name`, found in a storage directory's root, is one the cache puts there itself (its
+    /// folders and files, or a folder being made); anything else there is someone else's.
+    public static func isOwnRootName(_ name: String) -> Bool {
+        Directory.rootNames.contains(name) || name.hasPrefix(Directory.folderStagingPrefix)
+    }
+
+    // MARK: Blocking work
+
+    /// Runs `body` (a scan, a read of every entry, a wait) on a thread of its own and returns its result:
+    /// the caller's task is suspended, the cooperative pool never blocked (the library's BlockingWork).
+    public static func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await BlockingWork.run(stackSize: 1 << 20, body)
+    }
+
+    /// `offPool`, for work that throws.
+    public static func offPool<T: Sendable>(throwing body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await offPool { Result { try body() } }.get()
     }
 }
 

@@ -137,13 +137,6 @@ extension RemoteValueStore {
         }
     }
 
-    /// `verify`, counting a rejected value (lease calls and waits, which see values outside lookups).
-    func verifyCounting(_ bytes: [UInt8], identity: EntryIdentity) -> RemoteLookup {
-        let result = Self.verify(bytes, identity: identity, secret: secret)
-        if case .miss(let reason) = result { countRejection(reason) }
-        return result
-    }
-
     /// The store outcome a guarded attempt amounts to, counted.
     func finishStore(_ attempt: RemoteAttempt<Void>) -> RemoteStoreOutcome {
         switch attempt {

@@ -22,12 +22,20 @@ extension Directory {
     static let layoutFile = "layout"
     static let stateFile = "state"
     static let trimLockFile = "trim.lock"
+    /// The removal markers' folder (I15), made by the first observer of a directory (Observation/RemovalSignal).
+    static let signalsFolder = "signals"
     static let entrySuffix = ".entry"
     static let lockSuffix = ".lock"
     static let stagingSuffix = ".staging"
     /// The suffix of an entry a remover renamed aside into `tmp/` (EntryRemove.takeAside): it keeps the
     /// entry's old mtime, so the debris sweep goes by its ctime too (the rename's).
     static let asideSuffix = ".aside"
+
+    /// Every name the cache itself puts in a storage root (folders being made aside, `folderStagingPrefix`,
+    /// apart): anything else there is not the cache's.
+    static let rootNames: [String] = [
+        entriesFolder, locksFolder, stagingFolder, signalsFolder, layoutFile, stateFile, trimLockFile,
+    ]
 
     func entryPath(for identity: EntryIdentity) -> EntryPath { Self.entryPath(for: identity) }
 

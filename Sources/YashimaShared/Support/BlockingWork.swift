@@ -13,11 +13,12 @@ enum BlockingWork {
     static let threadStackSize = 512 * 1024
 
     /// Runs `body` on a new thread and returns its result. The caller's task is suspended, not blocked.
-    static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    /// - Parameter stackSize: The thread's stack (the `yashima` tool's work, formatting included, takes 1 MiB).
+    static func run<T: Sendable>(stackSize: Int = threadStackSize, _ body: @escaping @Sendable () -> T) async -> T {
         observer?()
         return await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
             let thread = Thread { continuation.resume(returning: body()) }
-            thread.stackSize = Self.threadStackSize
+            thread.stackSize = stackSize
             thread.start()
         }
     }

@@ -103,10 +103,7 @@ final class HTTPSecureTransport: HTTPTransport, CustomReflectable {
 /// libcurl's codes that the transport tells apart (curl/curl.h).
 enum CurlCode {
     static let failedInit = 2
-    static let writeError = 23
-    static let readError = 26
     static let timedOut = 28
-    static let abortedByCallback = 42
 }
 
 /// An easy handle and the connection it keeps.

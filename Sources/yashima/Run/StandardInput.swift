@@ -80,7 +80,7 @@ enum StandardInput {
     /// rewound, and digests it.
     private static func capture() async throws -> Plan {
         let file = try temporaryFile(purpose: "standard input")
-        let copied: Int32? = await offPool {
+        let copied: Int32? = await StorageOperator.offPool {
             var buffer = [UInt8](repeating: 0, count: 1 << 16)
             while true {
                 let count = buffer.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, $0.count) }

@@ -36,7 +36,7 @@ enum StatsCommand {
                 "text (default), json (as --json), or prometheus: the text exposition format, for "
                     + "node_exporter's textfile collector"),
         ]
-            + CommandSpec.storageOptions)
+            + CommandSpec.storageOptions, run: run)
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         let location = try Location(arguments)
@@ -57,7 +57,7 @@ enum StatsCommand {
         }
         let cache = try location.openCache(budget: nil)
         let storage = try location.storageOperator(cache)
-        let (counted, census, entryCensus) = await offPool {
+        let (counted, census, entryCensus) = await StorageOperator.offPool {
             () -> ((count: Int, exact: Bool), DirectoryCensus, EntryCensus?) in
             // Names only, for at most half a second: past that the count is scaled up from the folders
             // listed (keys spread evenly over them) and said to be an estimate.
@@ -75,7 +75,7 @@ enum StatsCommand {
         if arguments.flag("zero") { storage.zeroCounters() }
         let bytes = entryCensus?.bytes ?? storage.usageCounter
         let recorded = storage.recordedBudget
-        let budget = recorded ?? defaultBudget
+        let budget = recorded ?? Budget.defaultBytes
         let hits = counters.memoryHits + counters.storageHits
         let lookups = hits + counters.misses
         let hitRate: Double? = lookups > 0 ? Double(hits) / Double(lookups) : nil

@@ -1,39 +1,12 @@
 // Which storage directory a command uses (`--dir`, else `$YASHIMA_DIR`, else the user's `dir` setting,
 // else `$XDG_CACHE_HOME/yashima`, else `~/.cache/yashima`), as exact bytes; the checks that turn a
 // directory the cache cannot use into a `CacheProblem` that says what to do (run then works uncached;
-// other commands exit 2); opening the cache on it; the budget a writer enforces; and the failure types.
+// other commands exit 2), its layout's names taken from the library's operator surface; opening the
+// cache on it.
 
 import Foundation
 import Glibc
 @_spi(Operator) import YashimaShared
-
-/// A command failed: print `message` (unless empty) after `yashima: ` and exit with `status`.
-struct CommandFailure: Error {
-    let status: Int32
-    let message: String
-
-    /// Bad usage or a bad input (status 2).
-    static func usage(_ message: String) -> CommandFailure { CommandFailure(status: 2, message: message) }
-    /// Something failed (status 1).
-    static func failed(_ message: String) -> CommandFailure { CommandFailure(status: 1, message: message) }
-
-    /// A library error that is not about the directory (those are `CacheProblem`s): failed (1).
-    static func from(_ error: YCache.Error) -> CommandFailure { .failed(error.description) }
-}
-
-/// A storage directory the cache cannot use: what is wrong and what to do. `run` then runs its command
-/// uncached (unless strict); the other commands exit 2.
-struct CacheProblem: Error {
-    /// What is wrong, naming the directory.
-    let problem: String
-    /// What to do about it, or nil.
-    let advice: String?
-
-    var message: String { advice.map { "\(problem) (\($0))" } ?? problem }
-}
-
-/// The storage budget when neither `--max-size` nor a recorded budget says otherwise.
-let defaultBudget: Int64 = 1 << 30
 
 /// The storage directory a command works on.
 struct Location {
@@ -45,9 +18,6 @@ struct Location {
     /// Whether the directory exists (read-only commands do not create it).
     let exists: Bool
     let allowNetworkFilesystem: Bool
-
-    /// The names a storage directory holds itself; anything else means the folder is someone else's.
-    private static let ownNames: Set<String> = ["entries", "locks", "tmp", "layout", "state", "trim.lock", "config"]
 
     /// The directory the arguments and settings name, not checked (see `checked`).
     static func resolve(_ arguments: ParsedArguments) throws -> Location {
@@ -108,9 +78,9 @@ struct Location {
                         "the storage directory \(path.quoted) is not readable and writable by you (\(String(cString: strerror(errno))))",
                     advice: "use another --dir")
             }
-            if path.appending(Word("layout")).withCString({ access($0, F_OK) }) != 0,
+            if path.appending(Word(StorageOperator.layoutFileName)).withCString({ access($0, F_OK) }) != 0,
                 let names = try? FileManager.default.contentsOfDirectory(atPath: try text),
-                let foreign = names.first(where: { !Location.ownNames.contains($0) && !$0.hasPrefix(".folder-") })
+                let foreign = names.first(where: { !Location.isOwnName($0) })
             {
                 throw CacheProblem(
                     problem:
@@ -187,6 +157,12 @@ struct Location {
         }
     }
 
+    /// Whether `name`, in a storage directory, is the cache's (the library's layout) or this tool's
+    /// (its settings file); anything else means the folder is someone else's.
+    private static func isOwnName(_ name: String) -> Bool {
+        StorageOperator.isOwnRootName(name) || name == Settings.directoryFileName
+    }
+
     /// The problem when the directory belongs to another user the sharing mode does not admit.
     private static func otherOwner(_ status: stat, sharing: StorageSharingMode) -> CacheProblem? {
         let me = geteuid()
@@ -239,41 +215,4 @@ extension Location {
 
 extension Array {
     fileprivate var nonEmpty: Self? { isEmpty ? nil : self }
-}
-
-/// The budget a writer enforces, and whether it came from the command line: `--max-size` (recorded for
-/// the directory), else `$YASHIMA_MAX_SIZE`, else the recorded one, else the user's `max-size`, else the
-/// default. `Int64.max` is unlimited.
-func effectiveBudget(_ arguments: ParsedArguments, storage: StorageOperator?) throws -> (budget: Int64, explicit: Bool)
-{
-    if let text = try arguments.string("max-size") {
-        let budget = try parseSize(text, option: "max-size", allowUnlimited: true)
-        if let storage, storage.recordedBudget != budget { storage.recordBudget(budget) }
-        return (budget, true)
-    }
-    if let value = Word.environment("YASHIMA_MAX_SIZE"), !value.isEmpty {
-        return (
-            try parseSize(
-                try ParsedArguments.text(value, option: "max-size"), option: "max-size", allowUnlimited: true), false
-        )
-    }
-    if let recorded = storage?.recordedBudget { return (recorded, false) }
-    if let (text, _) = try Settings.value("max-size", directory: nil) {
-        return (try parseSize(text, option: "max-size", allowUnlimited: true), false)
-    }
-    return (defaultBudget, false)
-}
-
-/// Runs blocking work (a scan, a read of every entry) on a thread of its own, never on the cooperative pool.
-func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
-        let thread = Thread { continuation.resume(returning: body()) }
-        thread.stackSize = 1 << 20
-        thread.start()
-    }
-}
-
-/// Like `offPool`, for work that throws.
-func offPool<T: Sendable>(throwing body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await offPool { Result { try body() } }.get()
 }

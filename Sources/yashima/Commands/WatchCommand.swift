@@ -40,7 +40,7 @@ enum WatchCommand {
             .option("namespace", "NAME", "only this namespace's entries (and clears of the whole directory)"),
             .flag("current", "first print a published line for every entry stored now"),
             .flag("json", "one JSON object per line, for scripts (the first is the \"watching\" event)"),
-        ] + CommandSpec.storageOptions)
+        ] + CommandSpec.storageOptions, signals: .takenByCommand, run: run)
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         let location = try Location(arguments)
@@ -129,8 +129,8 @@ enum WatchCommand {
 
     /// `namespace: identity [variants, versions]`.
     private static func name(_ key: CacheKey, codec: String?) -> String {
-        let components = ListCommand.components(key)
-        return Format.printable(key.namespace) + ": " + ListCommand.displayIdentity(key, codec: codec)
+        let components = EntryText.components(key)
+        return Format.printable(key.namespace) + ": " + EntryText.displayIdentity(key, codec: codec)
             + (components.isEmpty ? "" : " [\(components)]")
     }
 
@@ -140,14 +140,14 @@ enum WatchCommand {
         switch change {
         case .published(let entry):
             let metadata = entry.metadata
-            object.merge(ListCommand.keyObject(entry.key, codec: metadata.codecIdentifier)) { $1 }
+            object.merge(EntryText.keyObject(entry.key, codec: metadata.codecIdentifier)) { $1 }
             object.merge([
                 "event": "published", "entry": entry.entryIdentifier, "size": metadata.byteCount,
                 "created": Format.iso(metadata.createdAt), "expires": metadata.expiresAt.map(Format.iso) ?? NSNull(),
             ]) { $1 }
         case .removed(let entry):
             if let key = entry.key {
-                object.merge(ListCommand.keyObject(key, codec: entry.codecIdentifier ?? "")) { $1 }
+                object.merge(EntryText.keyObject(key, codec: entry.codecIdentifier ?? "")) { $1 }
                 object["codec"] = entry.codecIdentifier ?? NSNull()
             } else {
                 for field in ["namespace", "identity", "variants", "versions", "codec", "stableIdentifier"] {

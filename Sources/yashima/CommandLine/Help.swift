@@ -1,7 +1,8 @@
 // What each subcommand accepts and says about itself: its options (the parser's input) and its `--help`
 // text, generated from the same list so the two never disagree. Also the top-level help.
 
-/// A subcommand's options and help.
+/// A subcommand: its name, options and help, and what runs it. `commands` (Entry.swift) lists them all;
+/// the dispatch, the help, the man page and the completions are built from that list.
 struct CommandSpec: Sendable {
     let name: String
     let summary: String
@@ -12,6 +13,22 @@ struct CommandSpec: Sendable {
     var takesCommand = false
     /// `config`: words that are not options are its arguments.
     var takesPositional = false
+    /// Who takes the signals (Run/Process.swift): blocked before any thread exists unless `.defaultActions`.
+    var signals = SignalTaking.defaultActions
+    /// Runs the command with its parsed arguments; returns the exit status (or throws a `UsageError`,
+    /// `CacheProblem` or `CommandFailure`, which `main` prints).
+    let run: @Sendable (ParsedArguments) async throws -> Int32
+
+    /// Who takes SIGINT, SIGTERM and SIGHUP while a command runs.
+    enum SignalTaking: Sendable {
+        /// Their default actions.
+        case defaultActions
+        /// `SignalControl`'s thread, started once the command may block (a hit may never start it); the
+        /// process then ends as signalled (`run`).
+        case takenBySignalControl
+        /// The command's own handler, started once it has parsed its arguments (`watch`).
+        case takenByCommand
+    }
 
     /// Options every command that works on a directory accepts.
     static let storageOptions: [OptionSpec] = [

@@ -17,18 +17,24 @@ enum RemoteOption {
     static func parse(_ arguments: ParsedArguments, readOnly: Bool = false, directory: Word?) throws -> YCache.Remote? {
         var urls = try arguments.strings("remote")
         if urls.isEmpty, let (value, _) = try Settings.value("remote", directory: directory) {
-            urls = value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+            urls = Self.urls(in: value)
         }
         guard !urls.isEmpty else { return nil }
         return try remote(urls, readOnly: readOnly)
     }
 
+    /// The URLs of one setting value (whitespace-separated).
+    private static func urls(in value: String) -> [String] {
+        value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+    }
+
     /// The remote for one setting value (whitespace-separated URLs).
     static func remote(_ value: String, readOnly: Bool) throws -> YCache.Remote {
-        try remote(value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init), readOnly: readOnly)
+        try remote(urls(in: value), readOnly: readOnly)
     }
 
     static func remote(_ urls: [String], readOnly: Bool) throws -> YCache.Remote {
+        guard !urls.isEmpty else { throw UsageError("--remote needs a URL (redis://HOST or http://HOST/PATH)") }
         let options = YCache.Remote.Options(readOnly: readOnly)
         let shown = urls.map(redacted).joined(separator: " ")
         do {

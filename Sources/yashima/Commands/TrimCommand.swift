@@ -1,6 +1,5 @@
-// `yashima trim [--max-size SIZE]` (trim now, least recently used first, to the directory's budget or the
-// given size) and `yashima clear [--namespace N]` (remove everything, or one namespace, for every
-// process). Both use the library's public operations; clear's count comes from the operator surface.
+// `yashima trim [--max-size SIZE]`: trim now, least recently used first, to the directory's budget or the
+// given size (this time only), sweeping debris; with the library's public operations.
 
 import Foundation
 @_spi(Operator) import YashimaShared
@@ -17,7 +16,7 @@ enum TrimCommand {
             sweeps debris.
             """,
         options: [.option("max-size", "SIZE", "trim to this size (this time only)"), CommandSpec.json]
-            + CommandSpec.storageOptions)
+            + CommandSpec.storageOptions, run: run)
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         let location = try Location(arguments)
@@ -33,7 +32,7 @@ enum TrimCommand {
         }
         let probe = try location.openCache(budget: nil)
         let storage = try location.storageOperator(probe)
-        let budget = explicit ?? storage.recordedBudget ?? defaultBudget
+        let budget = explicit ?? storage.recordedBudget ?? Budget.defaultBytes
         let cache = try location.openCache(budget: budget)
         do {
             let before = try await cache.storageUsage()
@@ -55,40 +54,6 @@ enum TrimCommand {
             }
         } catch let error as YCache.Error {
             throw CommandFailure.from(error)
-        }
-        return 0
-    }
-}
-
-enum ClearCommand {
-    static let spec = CommandSpec(
-        name: "clear", summary: "remove every entry, or one namespace's, for every process",
-        usage: "yashima clear [--namespace NAME] [--json] [--dir DIR]",
-        description: """
-            Removes every entry (or every entry of one namespace). Every process's next lookup misses,
-            memory layers included. A process that is reading an entry keeps reading it (entries are only
-            unlinked); a generation in flight publishes after the clear.
-            """,
-        options: [.option("namespace", "NAME", "only entries of this namespace"), CommandSpec.json]
-            + CommandSpec.storageOptions)
-
-    static func run(_ arguments: ParsedArguments) async throws -> Int32 {
-        let location = try Location(arguments)
-        let namespace = try arguments.string("namespace")
-        var removed = 0
-        if location.exists {
-            let storage = try location.storageOperator(try location.openCache(budget: nil))
-            do {
-                removed = try await offPool(throwing: { try storage.removeAll(inNamespace: namespace) })
-            } catch let error as YCache.Error {
-                throw CommandFailure.from(error)
-            }
-        }
-        if arguments.flag("json") {
-            Output.json(["directory": location.shown, "namespace": namespace ?? NSNull(), "removed": removed])
-        } else {
-            let scope = namespace.map { " from namespace \(Format.printable($0))" } ?? ""
-            Output.line("removed \(Format.count(removed, "entry", "entries"))\(scope)")
         }
         return 0
     }

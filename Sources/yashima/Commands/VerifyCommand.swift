@@ -21,7 +21,7 @@ enum VerifyCommand {
             Exit status 1 when damaged entries remain (not repaired), else 0.
             """,
         options: [.flag("repair", "remove damaged entries and sweep debris"), CommandSpec.json]
-            + CommandSpec.storageOptions)
+            + CommandSpec.storageOptions, run: run)
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         let location = try Location(arguments)
@@ -38,13 +38,13 @@ enum VerifyCommand {
         let storage = try location.storageOperator(try location.openCache(budget: nil))
         let showProgress = !json && Output.standardErrorIsTerminal
         let started = ContinuousClock.now
-        let report = await offPool { () -> VerifyReport in
+        let report = await StorageOperator.offPool { () -> VerifyReport in
             let meter = ProgressMeter(started: started)
             return storage.verify { progress in if showProgress { meter.show(progress) } }
         }
         if showProgress { Output.error("\r\u{1B}[K", terminator: false) }
         let elapsed = started.duration(to: .now)
-        let (removed, before, after) = await offPool { () -> (Int, DirectoryCensus, DirectoryCensus) in
+        let (removed, before, after) = await StorageOperator.offPool { () -> (Int, DirectoryCensus, DirectoryCensus) in
             let before = storage.census()
             guard repair else { return (0, before, before) }
             let removed = report.damaged.filter { storage.remove($0) }.count

@@ -10,20 +10,6 @@ import Synchronization
 @_spi(Operator) import YashimaShared
 
 enum RunCommand {
-    /// The options that make the key (`run` and `rm` share them).
-    static let keyOptions: [OptionSpec] = [
-        .option("namespace", "NAME", "namespace of the entry (default: run)"),
-        .option("input", "FILE", "a file the command reads: its contents are part of the key (repeatable)"),
-        .option(
-            "output", "PATH",
-            "a file or folder the command writes: stored, and written on a hit (repeatable)"),
-        .option("key", "TEXT", "extra text for the key, such as a tool version (repeatable)"),
-        .option("env", "NAME", "an environment variable whose value is part of the key (repeatable)"),
-        .flag("cwd", "make the working directory part of the key"),
-        .flag("stdin", "read standard input to its end, put it in the key and give it to the command"),
-        .flag("no-stdin", "the command does not read standard input: give it /dev/null, and cache"),
-    ]
-
     static let spec = CommandSpec(
         name: "run", summary: "memoize a command (exactly once across processes)",
         usage: "yashima run [OPTIONS] [--] COMMAND [ARG...]",
@@ -57,7 +43,7 @@ enum RunCommand {
             SIGINT or SIGTERM while waiting for another process stops waiting at once, while the command
             runs it is forwarded to the command and nothing is stored).
             """,
-        options: keyOptions + [
+        options: Invocation.keyOptions + [
             .option("expire", "DURATION", "the entry expires after DURATION (90s, 15m, 2h, 7d)"),
             .option(
                 "max-size", "SIZE",
@@ -69,7 +55,7 @@ enum RunCommand {
             RemoteOption.spec,
             .flag("verbose", short: "v", "one line on standard error: hit, miss or waited, and the time saved"),
         ] + CommandSpec.storageOptions,
-        takesCommand: true)
+        takesCommand: true, signals: .takenBySignalControl, run: run)
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         // Reading standard input to its end, or an --input file (a large one, a FIFO), may block: a
@@ -109,20 +95,16 @@ enum RunCommand {
         let remote = try RemoteOption.parse(arguments, directory: location.path)
         // The remote tier may wait on the network: signals are taken from here on.
         if remote != nil { SignalControl.shared.start() }
-        let expiry = try Settings.value("expire", arguments, directory: location.path).map {
-            try parseDuration($0.0, option: "expire")
-        }
+        let expiry = try Expiry.effective(commandLine: invocation.expiry, directory: location.path)
         let recache = arguments.flag("recache") || Word.environment("YASHIMA_RECACHE")?.text == "1"
         let started = ContinuousClock.now
         let codec = RunRecordCodec()
 
         // The hit path: one lookup, nothing else opened, nothing recorded unless --max-size says so.
-        let explicit = try arguments.string("max-size").map {
-            try parseSize($0, option: "max-size", allowUnlimited: true)
-        }
+        let explicit = invocation.budget
         let probe = try location.openCache(budget: explicit, remote: remote)
         let storage = try location.storageOperator(probe)
-        let (budget, _) = try effectiveBudget(arguments, storage: storage)
+        let budget = try Budget.effective(explicit: explicit, storage: storage)
         if !recache, let record = try? await probe.valueIfCached(for: key, codec: codec) {
             let status = try deliver(record, invocation, fromStorage: true)
             let elapsed = started.duration(to: .now)
@@ -243,129 +225,5 @@ enum RunCommand {
 
     private static func nanoseconds(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
-    }
-}
-
-/// What `run` and `rm` know before they touch the cache: the command, its outputs and the key's parts
-/// that do not depend on the directory; and, once it ran, its record.
-final class Invocation: Sendable {
-    let argv: [Word]
-    let outputs: [Word]
-    let standardInput: StandardInput.Plan
-    let runner: CommandRunner
-    private let parts: RunKey.Parts
-    /// The record of the command's run, once it ran (so a cache failing afterwards never runs it twice).
-    let ran = Mutex<RunRecord?>(nil)
-
-    /// Parses and checks the command line's key options; bad ones are bad usage (nothing runs).
-    init(_ arguments: ParsedArguments) async throws {
-        guard !arguments.command.isEmpty else {
-            throw CommandFailure.usage(
-                arguments.sawDoubleDash
-                    ? "missing command after --" : "missing command (yashima run [OPTIONS] -- COMMAND)")
-        }
-        guard !(arguments.flag("stdin") && arguments.flag("no-stdin")) else {
-            throw UsageError("--stdin and --no-stdin contradict each other")
-        }
-        if let text = try arguments.string("expire") { _ = try parseDuration(text, option: "expire") }
-        if let text = try arguments.string("max-size") {
-            _ = try parseSize(text, option: "max-size", allowUnlimited: true)
-        }
-        argv = arguments.command
-        var outputs: [Word] = []
-        for path in arguments.words("output") where !outputs.contains(path) {
-            try Invocation.checkOutputPath(path)
-            outputs.append(path)
-        }
-        self.outputs = outputs
-        var parts = RunKey.Parts(namespace: "", argv: arguments.command, outputs: outputs)
-        for path in arguments.words("input") {
-            guard !path.isEmpty else { throw CommandFailure.usage("--input needs a path") }
-            parts.inputs.append((path, try RunKey.digest(ofFile: path)))
-        }
-        parts.keys = arguments.words("key")
-        for name in try arguments.strings("env") {
-            guard !name.isEmpty, !name.contains("=") else {
-                throw UsageError(
-                    "--env takes the name of an environment variable, not \(Shell.quote(Array(name.utf8)))"
-                        + (name.contains("=")
-                            ? " (set it in the environment; --env \(name.prefix { $0 != "=" }) puts its value in the key)"
-                            : ""))
-            }
-            parts.environment.append((name, Word.environment(name)))
-        }
-        if arguments.flag("cwd") {
-            guard let directory = Word.workingDirectory else {
-                throw CommandFailure.failed(
-                    "--cwd: cannot read the working directory: \(String(cString: strerror(errno)))")
-            }
-            parts.workingDirectory = directory
-        }
-        standardInput = try await StandardInput.plan(read: arguments.flag("stdin"), ignore: arguments.flag("no-stdin"))
-        parts.standardInputDigest = standardInput.digest
-        self.parts = parts
-        runner = CommandRunner(
-            argv: argv, outputs: outputs, standardInput: standardInput.descriptorForCommand, signals: .shared)
-    }
-
-    /// The key, with the namespace from `--namespace` or the settings of `location`.
-    func key(_ arguments: ParsedArguments, location: Location) throws -> CacheKey {
-        var parts = parts
-        parts.namespace = try Settings.value("namespace", arguments, directory: location.path)?.0 ?? "run"
-        guard !parts.namespace.isEmpty else { throw UsageError("--namespace cannot be empty") }
-        return RunKey.make(parts)
-    }
-
-    /// An output path must be in a folder that exists.
-    private static func checkOutputPath(_ path: Word) throws {
-        guard !path.isEmpty else { throw CommandFailure.usage("--output needs a path") }
-        let folder = path.parentFolder
-        var status = stat()
-        guard folder.withCString({ stat($0, &status) }) == 0, status.st_mode & S_IFMT == S_IFDIR else {
-            throw CommandFailure.usage(
-                "--output \(path.quoted) is in a folder that does not exist (\(folder.quoted)); make it first (mkdir -p)"
-            )
-        }
-    }
-}
-
-/// `yashima rm [run options] -- COMMAND…`: forget the stored result of one command, keyed exactly as
-/// `run` keys it.
-enum RemoveCommand {
-    static let spec = CommandSpec(
-        name: "rm", summary: "forget the stored result of one command (keyed exactly as run)",
-        usage: "yashima rm [RUN OPTIONS] [--] COMMAND [ARG...]",
-        description: """
-            Removes the result "yashima run" stored for the same command line: give it the same key
-            options (--input, --output, --key, --env, --cwd, --stdin, --namespace). Every process's next
-            run of that command runs it again. With --remote, the remote copy is removed too. Nothing
-            runs. Exit status 0 when a result was removed, 1 when none was stored, 2 for bad usage.
-            """,
-        options: RunCommand.keyOptions + [RemoteOption.spec, CommandSpec.json] + CommandSpec.storageOptions,
-        takesCommand: true)
-
-    static func run(_ arguments: ParsedArguments) async throws -> Int32 {
-        let invocation = try await Invocation(arguments)
-        let location = try Location(arguments)
-        let key = try invocation.key(arguments, location: location)
-        var removed = false
-        if location.exists {
-            let cache = try location.openCache(
-                budget: nil, remote: try RemoteOption.parse(arguments, directory: location.path))
-            do {
-                removed = try await cache.remove(for: key, codec: RunRecordCodec())
-            } catch let error as YCache.Error {
-                throw location.problem(error)
-            }
-        }
-        if arguments.flag("json") {
-            Output.json(["directory": location.path.text ?? location.path.quoted, "removed": removed])
-        } else {
-            Output.line(
-                removed
-                    ? "removed the stored result of \(Shell.command(invocation.argv))"
-                    : "no stored result of \(Shell.command(invocation.argv))")
-        }
-        return removed ? 0 : 1
     }
 }

@@ -12,6 +12,7 @@
 import Foundation
 import Glibc
 import Synchronization
+@_spi(Operator) import YashimaShared
 
 /// The signal state of one `yashima run` process.
 final class SignalControl: Sendable {
@@ -234,7 +235,7 @@ struct CommandRunner: Sendable {
     /// Waits for the command to exit, on a thread of its own (never on the cooperative pool), leaving it
     /// unreaped (WNOWAIT): its pid stays its own until the caller reaps it.
     private func waitForExit(_ pid: pid_t) async {
-        await offPool {
+        await StorageOperator.offPool {
             var info = siginfo_t()
             while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == -1 && errno == EINTR {}
         }

@@ -3,6 +3,7 @@
 // `Scripts/package.sh` puts their output in the Debian package.
 
 import CFileLock
+@_spi(Operator) import YashimaShared
 
 enum Documentation {
     /// The variables `yashima` reads, for the man page's ENVIRONMENT section.
@@ -23,7 +24,7 @@ enum Documentation {
     static var version: String {
         let commit = String(cString: ysh_build_commit())
         return "yashima \(Help.versionNumber) (\(commit.isEmpty ? "built from source" : "commit " + commit), "
-            + "YashimaShared layout 1)"
+            + "YashimaShared layout \(StorageOperator.layoutVersion))"
     }
 
     // MARK: Man page
