@@ -63,13 +63,13 @@ extension CacheEngine {
         let slots = SharedState.slots(namespace: namespace, keyDigest: keyDigest)
         let state = context.directory.state
         let before = state.stamp(slots)
-        let afterFirst = try state.bumpKey(slots, expecting: before)  // I10: before unlinking
+        let afterFirst = try Injection.removalNoBump ? before : state.bumpKey(slots, expecting: before)  // I10: before
         let outcome = context.files.remove(path.relative, payload: .headerSize(headerSize))
         // And again after: a reader that stamped its epochs after the first bump may have read the file
         // before the unlink; its memory copy must not outlive this call.
         let afterSecond: SharedState.Stamp?
         if let afterFirst {
-            afterSecond = try state.bumpKey(slots, expecting: afterFirst)
+            afterSecond = try Injection.removalNoBump ? nil : state.bumpKey(slots, expecting: afterFirst)
         } else {
             try state.bumpKey(slots)
             afterSecond = nil
@@ -97,6 +97,7 @@ extension CacheEngine {
     /// The unlinks of `removeAll`, between two bumps of the namespace's or the global epoch (I10).
     private func unlinkAll(inNamespace namespace: String?, in context: StorageContext) throws(YCache.Error) -> Int {
         let bump = { () throws(YCache.Error) in
+            if Injection.removalNoBump { return }
             if let namespace {
                 try context.directory.state.bumpNamespace(slot: SharedState.namespaceSlot(namespace))
             } else {

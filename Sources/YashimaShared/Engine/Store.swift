@@ -186,7 +186,7 @@ extension Production {
             epochs: epochs, entryPath: path, entryVersion: EntryVersion(outcome.header),
             publishedAt: outcome.modifiedNanoseconds,
             publishedEntry: PublishedEntry(storage: storage, path: path, header: outcome.header))
-        if kind.replaces {
+        if kind.replaces && !Injection.publishNoBump {
             // The value is replaced: other processes' memory copies go (I10). Our own copy is valid from our
             // bump on, unless a removal ran since before our publish (it may have unlinked what we
             // published): then it is read again.
