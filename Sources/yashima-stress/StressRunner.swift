@@ -51,6 +51,8 @@ struct RunOptions {
     var inject: String?
     /// `--history-mode M,...`: the history scenario's modes (nil: the profile's).
     var historyModes: [HistoryMode]?
+    /// `--history-operations N`: calls per worker process in each history mode (nil: the profile's).
+    var historyOperations: Int?
 
     /// The names `--inject` accepts (Sources/YashimaShared/Core/Injection.swift).
     static let injections = ["publish-no-bump", "removal-no-bump", "memory-no-epochs", "remote-remove-skip"]
@@ -103,6 +105,7 @@ struct RunOptions {
             }
             options.inject = inject
         }
+        options.historyOperations = try arguments.int("history-operations", range: 2...10_000_000)
         let modeNames = arguments.strings("history-mode").flatMap { $0.split(separator: ",").map(String.init) }
         if !modeNames.isEmpty {
             options.historyModes = try modeNames.map { name in
@@ -158,6 +161,7 @@ struct RunOptions {
         if let remote { words += ["--remote", remote] }
         if let inject { words += ["--inject", inject] }
         if let historyModes { words += ["--history-mode", historyModes.map(\.rawValue).joined(separator: ",")] }
+        if let historyOperations { words += ["--history-operations", "\(historyOperations)"] }
         if scenariosSelected { words += ["--scenario", scenarios.map { $0.name }.joined(separator: ",")] }
         if let sharedUsers {
             words += [
@@ -179,6 +183,7 @@ enum StressRunner {
         signal(SIGPIPE, SIG_IGN)  // a worker that died must not take the orchestrator with it
         Fleet.environment = options.inject.map { ["YASHIMA_INJECT": $0] }
         HistoryScenario.selectedModes = options.historyModes
+        HistoryScenario.operationsPerProcess = options.historyOperations
 
         let createdRoot = options.directory == nil
         let root = options.directory ?? (NSTemporaryDirectory() + "yashima-stress-\(getpid())")
@@ -287,7 +292,7 @@ enum StressRunner {
 
             usage: yashima-stress [--profile smoke|standard|soak] [--processes N] [--seed S] [--directory D]
                                   [--keep-artifacts] [--format text|json] [--scenario NAME ...] [--duration T]
-                                  [--remote URL] [--history-mode M,...] [--inject NAME]
+                                  [--remote URL] [--history-mode M,...] [--history-operations N] [--inject NAME]
 
               --profile P        smoke (default; 4 workers, about half a minute), standard (8 workers, more
                                  keys, a few minutes), soak (standard rounds repeated for --duration)
@@ -306,6 +311,9 @@ enum StressRunner {
               --duration T       soak only: how long to keep running rounds, e.g. 90s, 15m, 2h (default 10m)
               --history-mode M   the history scenario's modes (comma-separate): plain, expiry, trim, chaos,
                                  remote (default: plain,chaos,remote for smoke, all five otherwise)
+              --history-operations N
+                                 the history scenario's calls per worker process and mode (default: 200
+                                 for smoke, 1500 otherwise)
               --inject NAME      turn one library guard off in the workers (YASHIMA_INJECT), to prove the
                                  history checker finds its defect: publish-no-bump, removal-no-bump,
                                  memory-no-epochs, remote-remove-skip

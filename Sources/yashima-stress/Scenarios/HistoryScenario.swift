@@ -20,6 +20,8 @@ enum HistoryScenario: Scenario {
 
     /// `--history-mode`: the modes to run (nil: the profile's).
     @MainActor static var selectedModes: [HistoryMode]?
+    /// `--history-operations`: calls per worker process and mode (nil: the profile's).
+    @MainActor static var operationsPerProcess: Int?
 
     static func modes(for profile: Profile) -> [HistoryMode] {
         profile.isSmoke ? [.plain, .chaos, .remote] : HistoryMode.allCases
@@ -34,7 +36,8 @@ enum HistoryScenario: Scenario {
     @MainActor static func run(_ run: ScenarioRun) async throws {
         run.setting("keys", 4)
         run.setting("lanes", 2)
-        run.setting("operations", smoke: 100, standard: 750)  // per lane
+        let lanes = run.plan["lanes"]
+        run.setting("operations", (operationsPerProcess ?? (run.profile.isSmoke ? 200 : 1_500)) / lanes)  // per lane
         run.setting("trimBudget", 40 << 10)  // values of 6–30 KB on 4 keys: trims all the time
         // A user's own --remote is every mode's remote tier; the remote mode then adds no faults.
         let givenRemote = run.plan.remote != nil
@@ -194,7 +197,9 @@ final class HistoryPhase {
             operations += parsed.operations
             malformed += parsed.malformed
         }
+        let checking = monotonicNanoseconds()
         let verdict = HistoryChecker.check(operations)
+        let checked = Double(monotonicNanoseconds() - checking) / 1e6
         let origin = operations.map(\.start).min() ?? 0
         var extra: [String] = []
         if kills > 0 { extra.append("\(kills) workers SIGKILLed and replaced") }
@@ -209,6 +214,7 @@ final class HistoryPhase {
         }
         if !remote.isEmpty { extra.append(remote.joined(separator: ", ")) }
         if let usage = storageUsage { extra.append(usage) }
+        extra.append(String(format: "checked in %.0f ms", checked))
         let summary = verdict.summaryLine(phaseName) + (extra.isEmpty ? "" : "; " + extra.joined(separator: ", "))
         run.note(summary)
         guard !verdict.anomalies.isEmpty || malformed > 0 else { return 0 }
