@@ -25,22 +25,31 @@ import Testing
         try await expectFound("remote-remove-skip", "removed value seen again", extra: ["--remote", server.url])
     }
 
+    /// Runs the scenario with `injection` (up to three seeds: the defect shows in a race, which a busy
+    /// machine may not run often enough in one short run) until it reports `expected` anomalies.
     private func expectFound(_ injection: String, _ expected: String, extra: [String]) async throws {
-        let directory = NSTemporaryDirectory() + "history-inject-\(getpid())-\(injection)"
-        defer { try? FileManager.default.removeItem(atPath: directory) }  // best effort: only disk space
-        let run = try await RunnerProcess.run(
-            [
-                "--scenario", "history", "--history-mode", "plain", "--processes", "4", "--seed", "32",
-                "--inject", injection, "--directory", directory,
-            ] + extra, timeoutSeconds: 600)
-        let summary = run.standardOutput.split(separator: "\n").first { $0.contains("history plain: ") }
-        print("--inject \(injection): \(summary.map(String.init) ?? "no summary")")
-        #expect(run.status == 1, "exit \(run.status):\n\(run.standardOutput)\n\(run.standardError)")
-        let found = summary.flatMap { line -> Int? in
-            guard let range = line.range(of: expected + " ") else { return nil }
-            return Int(line[range.upperBound...].prefix { $0.isNumber })
+        var outputs: [String] = []
+        for seed in [32, 33, 34] {
+            let directory = NSTemporaryDirectory() + "history-inject-\(getpid())-\(injection)-\(seed)"
+            defer { try? FileManager.default.removeItem(atPath: directory) }  // best effort: only disk space
+            let run = try await RunnerProcess.run(
+                [
+                    "--scenario", "history", "--history-mode", "plain", "--processes", "4", "--seed", "\(seed)",
+                    "--inject", injection, "--directory", directory,
+                ] + extra, timeoutSeconds: 600)
+            let summary = run.standardOutput.split(separator: "\n").first { $0.contains("history plain: ") }
+            print("--inject \(injection), seed \(seed): \(summary.map(String.init) ?? "no summary")")
+            #expect(run.standardOutput.contains("--inject \(injection)"), "the reproduce line lacks the injection")
+            let found = summary.flatMap { line -> Int? in
+                guard let range = line.range(of: expected + " ") else { return nil }
+                return Int(line[range.upperBound...].prefix { $0.isNumber })
+            }
+            if (found ?? 0) > 0 {
+                #expect(run.status == 1, "anomalies, yet exit \(run.status):\n\(run.standardOutput)")
+                return
+            }
+            outputs.append(run.standardOutput)
         }
-        #expect((found ?? 0) > 0, "no \(expected) with --inject \(injection):\n\(run.standardOutput)")
-        #expect(run.standardOutput.contains("--inject \(injection)"), "the reproduce line lacks the injection")
+        Issue.record("no \(expected) with --inject \(injection) in 3 runs:\n\(outputs.joined(separator: "\n"))")
     }
 }
