@@ -5,6 +5,7 @@
 
 import Foundation
 import Glibc
+import Synchronization
 import YashimaShared
 
 enum ServeWorker {
@@ -17,6 +18,10 @@ enum ServeWorker {
     /// - `memory KEY`: this process's memory only → value (null when not there)
     /// - `trim`: `trimStorageIfNeeded()`; `usage`: `storageUsage()` → bytes
     /// - `stats` → the `CacheStatistics` counters; `quit`
+    /// - `hold KEY VALUE`: get-or-generate whose generator prints `GENERATING KEY` and returns VALUE only
+    ///   after the next line on stdin (issue 32's repro: a generation held open while others write)
+    /// - `big KEY SIZE`: get-or-generate SIZE bytes of data (`Payload`, seed 1), kept by the process →
+    ///   source, correct; `check-big`: reads every byte of the kept value again → correct
     /// Keys are in namespace `serve`, values are strings (one word). A failed call answers
     /// `{"ok": false, "error": "..."}` and the process goes on.
     static func run(_ arguments: inout Arguments) async throws -> Int32 {
@@ -39,6 +44,19 @@ enum ServeWorker {
     }
 
     private static func key(_ name: String) -> CacheKey { CacheKey(namespace: "serve", identity: name) }
+
+    /// The value `big` returned and the bytes it must have.
+    private static let held = Mutex<(Data, Data)?>(nil)
+
+    /// Waits for the next line on stdin, read on a thread of its own (never the cooperative pool's).
+    private static func nextInputLine() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread {
+                _ = readLine()
+                continuation.resume()
+            }
+        }
+    }
 
     private static func answer(_ command: String, _ words: [String], _ cache: YCache) async throws -> [String: Any] {
         func word(_ index: Int) throws -> String {
@@ -71,6 +89,26 @@ enum ServeWorker {
             }
         case "memory":
             return ["ok": true, "value": try await cache.peek(for: key(try word(0)), codec: codec) ?? NSNull()]
+        case "hold":
+            let (name, value) = (try word(0), try word(1))
+            let resolution = try await cache.resolve(for: key(name), codec: codec) {
+                emit("GENERATING \(name)")
+                await nextInputLine()
+                return value
+            }
+            return ["ok": true, "value": resolution.value, "source": resolution.source.rawValue]
+        case "big":
+            let key = key(try word(0))
+            guard let size = Int(try word(1)) else { throw ArgumentError(description: "big needs a size") }
+            let expected = Payload.bytes(1, key: key, kind: .data, size: size)
+            let resolution = try await cache.resolve(for: key, codec: DataCodec()) { expected }
+            held.withLock { $0 = (resolution.value, expected) }
+            return ["ok": true, "source": resolution.source.rawValue, "correct": resolution.value == expected]
+        case "check-big":
+            guard let (value, expected) = held.withLock({ $0 }) else {
+                throw ArgumentError(description: "no big value")
+            }
+            return ["ok": true, "correct": value == expected]  // touches every byte of the value it was handed
         case "trim":
             try await cache.trimStorageIfNeeded()
             return ["ok": true]

@@ -64,6 +64,9 @@ final class Fleet {
     /// the netns scenario's hosts); nil or empty: nothing.
     var launchPrefix: ((_ index: Int) -> [String])?
 
+    /// Added to every worker's environment (`--inject`: `YASHIMA_INJECT`); nil: none.
+    static var environment: [String: String]?
+
     static let executable: String = {
         var buffer = [CChar](repeating: 0, count: 4096)
         let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
@@ -101,7 +104,8 @@ final class Fleet {
             program = first
         }
         let stderrPath = logDirectory + "/\(phase)-\(index).stderr"
-        let child = try ChildProcess(program, arguments, standardError: .file(stderrPath))
+        let child = try ChildProcess(
+            program, arguments, environment: Fleet.environment, standardError: .file(stderrPath))
         let worker = WorkerProcess(child: child, index: index, phase: phase, stderrPath: stderrPath)
         workers.append(worker)
         return worker

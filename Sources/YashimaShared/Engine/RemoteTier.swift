@@ -252,7 +252,7 @@ final class RemoteTier: CacheTier {
     /// Deletes the remote value (unless read-only); true when one was deleted. Never throws: a remote
     /// failure is counted, not reported.
     func remove(_ key: TierKey, engine: CacheEngine) async throws(YCache.Error) -> Bool {
-        guard !isReadOnly else { return false }
+        guard !isReadOnly, !Injection.remoteRemoveSkip else { return false }
         return await values.remove(key.identity)
     }
 

@@ -97,7 +97,7 @@ final class MemoryStore: Sendable {
                 lru.removeValue(for: key)
                 return .miss
             }
-            if let slots = item.slots, let stamp = item.stamp, let state {
+            if !Injection.memoryNoEpochs, let slots = item.slots, let stamp = item.stamp, let state {
                 let current = state.stamp(slots)
                 if !stamp.matches(current) {
                     // A stored entry is re-checked against storage instead of dropped (unless no state file

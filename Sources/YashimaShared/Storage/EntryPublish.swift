@@ -189,6 +189,11 @@ extension EntryFile {
         }
         state.adjustUsage(by: allocated)
         state.adjustPayloadBytes(by: Int64(payloadCount))
+        if Injection.publishNoBump || Injection.publishBumpAfter {
+            return injectedCommit(
+                stagingPath, held: held, as: header, to: path, publishedAt: publishedAt, mode: mode,
+                expectation: expectation, charge: allocated)
+        }
         let window: SharedState.KeyWindow
         do {
             window = try state.openKeyWindow(expectation.slots)
@@ -237,6 +242,37 @@ extension EntryFile {
                 header: header, allocatedBytes: allocated, replacedAllocatedBytes: placement.replaced.allocatedBytes,
                 replacedPayloadBytes: placement.replaced.payloadBytes, modifiedNanoseconds: publishedAt,
                 placed: true, stamp: stamp, before: before))
+    }
+
+    /// `commit` with a defect turned on (`Injection`, for the history checker's proofs only): no write
+    /// window; with `publish-bump-after`, one bump of the key's epoch after the rename (the old rule).
+    private func injectedCommit(
+        _ stagingPath: String, held: Bool, as header: EntryFormat.Header, to path: EntryPath, publishedAt: Int64,
+        mode: PublishMode, expectation: EntryExpectation, charge allocated: Int64
+    ) -> Result<PublishOutcome, SystemCallError> {
+        let state = directory.state
+        let payloadCount = Int64(header.payloadByteCount)
+        let before = state.stamp(expectation.slots)
+        let placed = place(
+            stagingPath, held: held, at: path, headerSize: header.payloadOffset, mode: mode, expectation: expectation)
+        guard case .success(let placement) = placed, placement.placed else {
+            state.adjustUsage(by: -allocated)
+            state.adjustPayloadBytes(by: -payloadCount)
+            return placed.map { _ in
+                PublishOutcome(
+                    header: header, allocatedBytes: 0, replacedAllocatedBytes: 0, replacedPayloadBytes: 0,
+                    modifiedNanoseconds: publishedAt, placed: false, stamp: nil, before: before)
+            }
+        }
+        if Injection.publishBumpAfter { try? state.bumpKey(expectation.slots) }
+        state.adjustUsage(by: -placement.replaced.allocatedBytes)
+        state.adjustPayloadBytes(by: -placement.replaced.payloadBytes)
+        state.notePublish(atNanoseconds: publishedAt)
+        return .success(
+            PublishOutcome(
+                header: header, allocatedBytes: allocated, replacedAllocatedBytes: placement.replaced.allocatedBytes,
+                replacedPayloadBytes: placement.replaced.payloadBytes, modifiedNanoseconds: publishedAt,
+                placed: true, stamp: state.stamp(expectation.slots), before: before))
     }
 
     /// A new, empty staging file `tmp/<random>.staging` open for reading and writing, with the directory's

@@ -23,8 +23,15 @@ enum ScenarioCatalog {
         [
             BurstScenario.self, ArtifactMixScenario.self, LifecycleScenario.self, QuotaScenario.self,
             ChaosScenario.self, CorruptionScenario.self, CancellationScenario.self, ExpiryScenario.self,
-            RestartScenario.self, HostsScenario.self, WaitsScenario.self,
+            RestartScenario.self, HostsScenario.self, WaitsScenario.self, HistoryScenario.self,
         ]
+    }
+
+    /// What a run without `--scenario` runs: every scenario, except history in a smoke run until
+    /// `HistoryScenario.inSmokeByDefault`.
+    static func defaults(for profile: Profile.Name) -> [any Scenario.Type] {
+        guard profile == .smoke, !HistoryScenario.inSmokeByDefault else { return all }
+        return all.filter { $0 != HistoryScenario.self }
     }
 
     /// Scenarios run only when named (`--scenario NAME`): they need more than a machine (root) or
