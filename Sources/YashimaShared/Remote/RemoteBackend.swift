@@ -1,16 +1,24 @@
 // RemoteBackend.swift: what a `YCache.Remote` describes (Redis, or HTTP with leases on Redis or none),
 // and the stores built from it for one cache: the engine's remote tier sees only their protocols
-// (RemoteValueStore, RemoteLeaseStore).
+// (RemoteValueStore; RemoteValueLeaseStore or RemoteLeaseStore, the shape of its leases).
+
+/// Where a remote tier's leases come from, by the protocol their store conforms to.
+enum RemoteLeasing: Sendable {
+    /// From the store that holds the values (Redis, ``RemoteValueLeaseStore``): a lookup and its lease in
+    /// one call, a value stored and the lease released in one.
+    case withValues(any RemoteValueLeaseStore)
+    /// From a store apart from the values (``RemoteLeaseStore``: Redis leases for HTTP values): a lease
+    /// taken, or seen released, is followed by a lookup of the value; a value is stored, then the lease
+    /// released.
+    case apart(any RemoteLeaseStore)
+}
 
 /// A remote backend's stores, as the engine's remote tier uses them.
 struct RemoteStores: Sendable {
     /// Where values are looked up and stored.
     let values: any RemoteValueStore
     /// Where leases are taken; nil without leases (HTTP alone) or in read-only mode.
-    let leases: (any RemoteLeaseStore)?
-    /// True when `leases` is `values` (Redis): its lease calls see the value too, and a value is stored
-    /// and the lease released in one round trip.
-    let leasesHoldValues: Bool
+    let leasing: RemoteLeasing?
 }
 
 /// What a `YCache.Remote` is: the backend and its parsed, validated settings.
@@ -42,14 +50,13 @@ enum RemoteBackend: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .redis(let configuration):
             guard let store = try? RedisRemoteStore(configuration: configuration) else { return nil }
-            return RemoteStores(
-                values: store, leases: configuration.policy.readOnly ? nil : store, leasesHoldValues: true)
+            return RemoteStores(values: store, leasing: configuration.policy.readOnly ? nil : .withValues(store))
         case .http(let configuration, let leaseConfiguration):
             guard let store = try? HTTPRemoteStore(configuration: configuration) else { return nil }
             let leases =
                 configuration.policy.readOnly
                 ? nil : leaseConfiguration.flatMap { try? RedisRemoteStore(configuration: $0) }
-            return RemoteStores(values: store, leases: leases, leasesHoldValues: false)
+            return RemoteStores(values: store, leasing: leases.map { .apart($0) })
         }
     }
 }

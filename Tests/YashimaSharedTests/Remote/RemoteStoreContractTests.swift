@@ -121,8 +121,8 @@ struct RemoteStoreContractTests {
         #expect(await store.lookup(entryIdentity("round-trip", codec: "string-v1")) == .miss(.absent))
         #expect(await store.store(id, payload: Data(), createdAt: 43, expiresAt: 0) == .stored)
         #expect(await store.lookup(id) == .hit(RemoteValue(payload: Data(), createdAt: 43, expiresAt: 0)))
-        #expect(await store.remove(id))
-        #expect(!(await store.remove(id)))
+        #expect(await store.remove(id) == .removed)
+        #expect(await store.remove(id) == .absent)
         #expect(await store.lookup(id) == .miss(.absent))
         let counts = store.statistics.snapshot
         #expect(counts[.hits] == 2 && counts[.misses] == 3 && counts[.puts] == 2 && counts[.errors] == 0)
@@ -237,7 +237,7 @@ struct RemoteStoreContractTests {
         #expect(await writer.store(id, payload: payload(9), createdAt: 1, expiresAt: 0) == .stored)
         #expect(await reader.lookup(id) == .hit(RemoteValue(payload: payload(9), createdAt: 1, expiresAt: 0)))
         #expect(await reader.store(id, payload: payload(1), createdAt: 1, expiresAt: 0) == .skipped(.readOnly))
-        #expect(!(await reader.remove(id)))
+        #expect(await reader.remove(id) == .unavailable)
         #expect(await writer.lookup(id) == .hit(RemoteValue(payload: payload(9), createdAt: 1, expiresAt: 0)))
         await fixture.stop()
     }

@@ -145,9 +145,9 @@ extension YCache {
     }
 }
 
-extension RemoteLeaseAcquisition {
+extension RedisLeaseAcquisition {
     /// The lease taken, or nil (for `try #require(await store.acquireLease(id).lease)`).
-    var lease: RemoteLease? {
+    var lease: RedisLease? {
         if case .acquired(let lease) = self { return lease }
         return nil
     }
