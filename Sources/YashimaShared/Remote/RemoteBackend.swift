@@ -1,4 +1,4 @@
-// RemoteBackend.swift: what a `YCache.Remote` describes (Redis, or HTTP with leases on Redis or none),
+// RemoteBackend.swift: what a `YCache.Remote` describes (Redis; HTTP or S3 with leases on Redis, S3's own, or none),
 // and the stores built from it for one cache: the engine's remote tier sees only their protocols
 // (RemoteValueStore; RemoteValueLeaseStore or RemoteLeaseStore, the shape of its leases).
 
@@ -27,6 +27,9 @@ enum RemoteBackend: Sendable, Equatable, CustomStringConvertible {
     case redis(RedisConfiguration)
     /// Values on an HTTP server; leases on Redis when given (otherwise none: exactly-once per host only).
     case http(HTTPRemoteConfiguration, leases: RedisConfiguration?)
+    /// Values on an S3 bucket; leases on Redis when given, else lease objects beside the values
+    /// (conditional writes), unless those are turned off (then none).
+    case s3(S3Configuration, leases: RedisConfiguration?)
 
     var description: String {
         switch self {
@@ -34,6 +37,8 @@ enum RemoteBackend: Sendable, Equatable, CustomStringConvertible {
         case .http(let values, let leases):
             let base = "http \(values.endpoint)"
             return leases.map { "\(base), leases on \(Self.describe($0.topology))" } ?? base
+        case .s3(let values, let leases):
+            return leases.map { "\(values), leases on \(Self.describe($0.topology))" } ?? values.description
         }
     }
 
@@ -57,6 +62,15 @@ enum RemoteBackend: Sendable, Equatable, CustomStringConvertible {
                 configuration.policy.readOnly
                 ? nil : leaseConfiguration.flatMap { try? RedisRemoteStore(configuration: $0) }
             return RemoteStores(values: store, leasing: leases.map { .apart($0) })
+        case .s3(let configuration, let leaseConfiguration):
+            guard let store = try? S3RemoteStore(configuration: configuration) else { return nil }
+            guard !configuration.policy.readOnly else { return RemoteStores(values: store, leasing: nil) }
+            if let leaseConfiguration {
+                return RemoteStores(
+                    values: store,
+                    leasing: (try? RedisRemoteStore(configuration: leaseConfiguration)).map { .apart($0) })
+            }
+            return RemoteStores(values: store, leasing: configuration.conditionalLeases ? .apart(store) : nil)
         }
     }
 }

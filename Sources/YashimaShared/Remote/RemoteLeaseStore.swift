@@ -45,6 +45,12 @@ struct RemoteLease: ~Copyable, Sendable {
         return await ticket.release()
     }
 
+    /// The backend's ticket, no longer released by this lease (a backend's own tests drive it directly).
+    consuming func surrender() -> any RemoteLeaseTicket {
+        settlement.settle()
+        return ticket
+    }
+
     deinit {
         guard settlement.settle() else { return }
         let ticket = ticket
