@@ -30,3 +30,15 @@ func artifactCaches(directory: URL) throws -> (valuesOnly: YCache, withLeases: Y
     return (valuesOnly, withLeases)
 }
 // end sample
+
+// sample: remote-s3
+/// Artifacts in an S3 bucket: AWS's (credentials and region from the AWS_* environment), or an
+/// S3-compatible store at an endpoint of its own.
+func bucketCaches(directory: URL) throws -> (aws: YCache, selfHosted: YCache) {
+    let aws = YCache(storageDirectory: directory, remote: try .s3("s3://artifacts/yashima"))
+    let selfHosted = YCache(
+        storageDirectory: directory,
+        remote: try .s3("s3://artifacts/yashima?endpoint=http://10.0.0.7:8333&region=us-east-1"))
+    return (aws, selfHosted)
+}
+// end sample

@@ -114,6 +114,38 @@ struct S3RemoteStoreTests {
         await server.stop()
     }
 
+    @Test("killed, then hung (SIGSTOP) longer than the timeout: unavailable by the deadline, then bypassed")
+    func faults() async throws {
+        let server = try await SeaweedServer.start()
+        let prefix = "faults-\(UInt32.random(in: 0...UInt32.max))"
+        let id = entryIdentity("fault")
+        let writer = try makeS3Store(server, prefix: prefix)
+        #expect(await writer.store(id, payload: payload(50), createdAt: 1, expiresAt: 0) == .stored)
+        // Hung: every call ends by its operation timeout, then the breaker bypasses the tier at no cost.
+        let hung = try makeS3Store(server, prefix: prefix) {
+            $0.policy.operationTimeout = .milliseconds(400)
+            $0.policy.breakerCooldown = .seconds(600)
+            $0.policy.maximumBreakerCooldown = .seconds(600)
+        }
+        server.pause()
+        let start = Syscall.monotonicNanoseconds
+        #expect(await hung.lookup(id) == .unavailable)
+        #expect(await hung.store(id, payload: payload(1), createdAt: 1, expiresAt: 0) == .unavailable)
+        #expect(heldElsewhere(await hung.lease(for: id)) == false)
+        let elapsed = Double(Syscall.monotonicNanoseconds - start) / 1e9
+        #expect(elapsed < 180, "no hang beyond the timeout (\(elapsed) s)")
+        #expect(hung.statistics.snapshot[.timeouts] == 1 && hung.statistics.snapshot[.bypassed] == 2)
+        server.resume()
+        #expect(await writer.lookup(id) == .hit(RemoteValue(payload: payload(50), createdAt: 1, expiresAt: 0)))
+        // Killed: a refused connection, counted as a connection failure, then bypassed.
+        await server.kill()
+        let killed = try makeS3Store(server, prefix: prefix) { $0.policy.breakerCooldown = .seconds(600) }
+        #expect(await killed.lookup(id) == .unavailable)
+        #expect(await killed.lookup(id) == .unavailable)
+        #expect(killed.statistics.snapshot[.connectionFailures] == 1 && killed.statistics.snapshot[.bypassed] == 1)
+        await server.stop()
+    }
+
     @Test("large values stream both ways (UNSIGNED-PAYLOAD up, windows down); removeAll lists and deletes")
     func streamingAndRemoveAll() async throws {
         let server = try await SeaweedServer.start()
