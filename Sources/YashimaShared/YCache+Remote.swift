@@ -290,6 +290,24 @@ extension YCache {
             return Remote(backend: .s3(configuration, leases: leaseConfiguration), options: options)
         }
 
+        /// Remote tiers in order, as one: a lookup asks them in order, and a hit in a later member is stored
+        /// in the earlier writable ones (backfill); a store and a removal go to every writable member; a
+        /// member made with `readOnly` never receives a store, a lease or a delete. Each member keeps its
+        /// own breakers and counters (`CacheStatistics` sums them). Leases come from the first writable
+        /// member that has them. Values go through memory in a chain (no streaming through files).
+        /// - Parameter members: At least one remote (`.redis`, `.http`, `.s3`, or a chain, flattened).
+        /// - Throws: `ConfigurationError` for an empty list.
+        public static func chain(_ members: [Remote]) throws(ConfigurationError) -> Remote {
+            guard let first = members.first else {
+                throw ConfigurationError(description: "a remote chain needs at least one member")
+            }
+            let flat = members.flatMap { member -> [RemoteBackend] in
+                if case .chain(let inner) = member.backend { return inner }
+                return [member.backend]
+            }
+            return Remote(backend: flat.count == 1 ? flat[0] : .chain(flat), options: first.options)
+        }
+
         /// The backend and its servers, without credentials or the secret.
         public var description: String { backend.description }
 

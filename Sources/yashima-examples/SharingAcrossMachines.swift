@@ -42,3 +42,14 @@ func bucketCaches(directory: URL) throws -> (aws: YCache, selfHosted: YCache) {
     return (aws, selfHosted)
 }
 // end sample
+
+// sample: remote-chain
+/// Redis in front of S3: hits from Redis, misses there filled from S3 on the way back; the bucket
+/// read-only on developer machines (CI writes it).
+func chainedCache(directory: URL, developerMachine: Bool) throws -> YCache {
+    let bucket = try YCache.Remote.s3(
+        "s3://artifacts/yashima", options: YCache.Remote.Options(readOnly: developerMachine))
+    let remote = try YCache.Remote.chain([.redis("redis://10.0.0.5:6379"), bucket])
+    return YCache(storageDirectory: directory, remote: remote)
+}
+// end sample

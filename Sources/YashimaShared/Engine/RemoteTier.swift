@@ -24,10 +24,14 @@ final class RemoteTier: CacheTier {
 
     var place: TierPlace { .underKeyLock }
 
-    /// The counters of the stores behind this tier: the values', and the leases' when they are apart.
+    /// The counters of the stores behind this tier (each once): the values' (a chain's members'), and the
+    /// leases' when they are apart on another store.
     private var statisticsSources: [RemoteStatistics] {
-        guard case .apart(let leases) = leasing else { return [values.statistics] }
-        return [values.statistics, leases.statistics]
+        let sources = values.memberStatistics
+        guard case .apart(let leases) = leasing, !sources.contains(where: { $0 === leases.statistics }) else {
+            return sources
+        }
+        return sources + [leases.statistics]
     }
 
     /// Shares the stores' breakers and counters with every process on the machine (I17).

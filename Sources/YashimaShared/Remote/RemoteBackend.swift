@@ -22,7 +22,7 @@ struct RemoteStores: Sendable {
 }
 
 /// What a `YCache.Remote` is: the backend and its parsed, validated settings.
-enum RemoteBackend: Sendable, Equatable, CustomStringConvertible {
+indirect enum RemoteBackend: Sendable, Equatable, CustomStringConvertible {
     /// Values and leases on Redis.
     case redis(RedisConfiguration)
     /// Values on an HTTP server; leases on Redis when given (otherwise none: exactly-once per host only).
@@ -30,6 +30,8 @@ enum RemoteBackend: Sendable, Equatable, CustomStringConvertible {
     /// Values on an S3 bucket; leases on Redis when given, else lease objects beside the values
     /// (conditional writes), unless those are turned off (then none).
     case s3(S3Configuration, leases: RedisConfiguration?)
+    /// Members asked in order (RemoteChainStore); leases from the first writable member that has them.
+    case chain([RemoteBackend])
 
     var description: String {
         switch self {
@@ -39,6 +41,7 @@ enum RemoteBackend: Sendable, Equatable, CustomStringConvertible {
             return leases.map { "\(base), leases on \(Self.describe($0.topology))" } ?? base
         case .s3(let values, let leases):
             return leases.map { "\(values), leases on \(Self.describe($0.topology))" } ?? values.description
+        case .chain(let members): return "chain: " + members.map(\.description).joined(separator: " → ")
         }
     }
 
@@ -71,6 +74,18 @@ enum RemoteBackend: Sendable, Equatable, CustomStringConvertible {
                     leasing: (try? RedisRemoteStore(configuration: leaseConfiguration)).map { .apart($0) })
             }
             return RemoteStores(values: store, leasing: configuration.conditionalLeases ? .apart(store) : nil)
+        case .chain(let members):
+            let stores = members.compactMap { $0.makeStores() }
+            guard stores.count == members.count else { return nil }
+            // In a chain the values are spread over the members: every lease store is one apart from them.
+            let leasing = stores.lazy.compactMap { stores -> RemoteLeasing? in
+                switch stores.leasing {
+                case .apart(let leases)?: return .apart(leases)
+                case .withValues(let store)?: return (store as? any RemoteLeaseStore).map { .apart($0) }
+                case nil: return nil
+                }
+            }.first
+            return RemoteStores(values: RemoteChainStore(members: stores.map(\.values)), leasing: leasing)
         }
     }
 }

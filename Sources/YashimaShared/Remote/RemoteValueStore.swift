@@ -37,6 +37,8 @@ protocol RemoteValueStore: AnyObject, Sendable {
     var remoteGuard: RemoteGuard { get }
     /// Signs stored values; only values signed with it are hits.
     var secret: RemoteSecret? { get }
+    /// The counters of every store behind this one (itself; a chain's members).
+    var memberStatistics: [RemoteStatistics] { get }
     /// The smallest payload this backend streams through files (a lookup's staging file, a store's
     /// payload file); nil when it takes and returns values whole (Redis).
     var fileStreamingThreshold: Int? { get }
@@ -70,6 +72,9 @@ protocol RemoteValueStore: AnyObject, Sendable {
 }
 
 extension RemoteValueStore {
+    /// One store: its own counters.
+    var memberStatistics: [RemoteStatistics] { [statistics] }
+
     /// Values come and go whole (Redis).
     var fileStreamingThreshold: Int? { nil }
 
