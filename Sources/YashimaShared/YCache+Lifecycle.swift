@@ -127,7 +127,11 @@ extension YCache {
     ///
     /// With a remote tier (`Configuration.remote`, not read-only) the remote value is deleted first, so
     /// that no process of this host fetches it again; other hosts' storage directories keep their copies
-    /// (each host removes its own). A remote failure is not thrown.
+    /// (each host removes its own). When the remote delete cannot be done (the server is down, hung or
+    /// refuses it, or its breaker is open), the local copies are removed all the same and
+    /// `YCache.Error.remoteRemovalIncomplete` is thrown: the remote copy may survive, and the next miss of
+    /// any host (this one included) may fetch it again. A read-only remote tier never deletes: its removals
+    /// are local, and do not throw for it.
     /// - Parameters:
     ///   - key: The entry's key.
     ///   - codec: The codec it was stored with.
@@ -135,7 +139,8 @@ extension YCache {
     ///   value was deleted.
     /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used (the
-    ///   memory copy is removed anyway), or `.ioFailure` when the entry file cannot be unlinked.
+    ///   memory copy is removed anyway), `.ioFailure` when the entry file cannot be unlinked, or
+    ///   `.remoteRemovalIncomplete` when only the remote delete failed (everything local is removed).
     @discardableResult
     public func remove<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Bool {
         try await engine.remove(key: key, codecIdentifier: codec.identifier)
@@ -168,18 +173,27 @@ extension YCache {
     ///
     /// Local only, as `removeAll(in:)`, unless the remote tier was made with
     /// `YCache.Remote.Options.removeAllRemotely`: then every remote value of the cache (its key prefix, on
-    /// every Redis server) is deleted first, so no host refills its storage from it (best effort: a
-    /// server that cannot be reached keeps its values; an HTTP server cannot list its values and keeps
-    /// them).
+    /// every Redis server) is deleted first, so no host refills its storage from it. A server that cannot
+    /// be reached keeps its values: the local entries are removed all the same, then
+    /// `YCache.Error.remoteRemovalIncomplete` is thrown. An HTTP server cannot list its values and keeps
+    /// them (not an error).
     /// - Throws: A storage-open error (`YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`) when the directory cannot be used
-    ///   (memory is cleared anyway).
+    ///   (memory is cleared anyway), or `.remoteRemovalIncomplete` when only the remote deletes failed.
     public func removeAll() async throws {
         let engine = self.engine
-        for tier in engine.tiers.reversed() { await tier.removeAll() }  // I16: the remote before the local
+        var remoteFailure: YCache.Error?
+        for tier in engine.tiers.reversed() {  // I16: the remote before the local
+            do throws(YCache.Error) {
+                try await tier.removeAll()
+            } catch {
+                remoteFailure = remoteFailure ?? error
+            }
+        }
         _ = try await BlockingWork.run { () -> Result<Int, YCache.Error> in
             Result { () throws(YCache.Error) in try engine.removeAll(inNamespace: nil) }
         }.get()
+        if let remoteFailure { throw remoteFailure }
     }
 
     /// Removes expired entries from storage and returns how many.

@@ -243,6 +243,71 @@ extension YCache {
             return Remote(backend: .http(values, leases: leaseConfiguration), options: options)
         }
 
+        /// An S3 bucket (AWS S3, or an S3-compatible store: SeaweedFS, MinIO, Ceph RGW, Garage, R2): values at
+        /// `<prefix>/<xx>/<entry identity hex>`, requests signed with AWS Signature Version 4. Exactly-once
+        /// across hosts with lease objects taken by conditional writes (`If-None-Match: *`, `If-Match`), which
+        /// AWS S3, SeaweedFS and MinIO support; pass `conditionalLeases: false` where the store lacks them.
+        ///
+        /// `url` is `s3://BUCKET[/PREFIX]`, optionally `?endpoint=URL&region=R&style=path|virtual`. What it
+        /// leaves out comes from the standard environment: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+        /// `AWS_SESSION_TOKEN`, `AWS_REGION`/`AWS_DEFAULT_REGION`, `AWS_ENDPOINT_URL_S3`/`AWS_ENDPOINT_URL`
+        /// (without an endpoint: AWS's own for the region, virtual-hosted; with one: path-style). Credentials
+        /// are never printed.
+        /// - Parameters:
+        ///   - url: The bucket and prefix.
+        ///   - accessKeyID: The access key id, instead of `AWS_ACCESS_KEY_ID`.
+        ///   - secretAccessKey: The secret access key, instead of `AWS_SECRET_ACCESS_KEY`.
+        ///   - sessionToken: A session token, instead of `AWS_SESSION_TOKEN`.
+        ///   - conditionalLeases: Take leases as objects with conditional writes (default `true`).
+        ///   - options: Timeouts, size cap, read-only mode, lease TTL and re-check interval (how often a
+        ///     waiter looks at another host's lease: S3 has no notifications), the secret.
+        /// - Throws: `ConfigurationError` for an invalid URL, missing credentials or an invalid option.
+        public static func s3(
+            _ url: String, accessKeyID: String? = nil, secretAccessKey: String? = nil, sessionToken: String? = nil,
+            conditionalLeases: Bool = true, options: Options = Options()
+        ) throws(ConfigurationError) -> Remote {
+            let configuration = try s3Configuration(
+                url, accessKeyID: accessKeyID, secretAccessKey: secretAccessKey, sessionToken: sessionToken,
+                conditionalLeases: conditionalLeases, options: options)
+            return Remote(backend: .s3(configuration, leases: nil), options: options)
+        }
+
+        /// Values on an S3 bucket, leases on Redis (for stores without conditional writes).
+        /// - Parameters:
+        ///   - url: The bucket and prefix, as for `s3(_:accessKeyID:secretAccessKey:sessionToken:conditionalLeases:options:)`.
+        ///   - leases: A Redis remote that holds only the leases.
+        ///   - options: The S3 side's timeouts, size cap, read-only mode and secret.
+        /// - Throws: `ConfigurationError` for an invalid URL or option, or when `leases` is not Redis.
+        public static func s3(_ url: String, leases: Remote, options: Options = Options()) throws(ConfigurationError)
+            -> Remote
+        {
+            guard case .redis(let leaseConfiguration) = leases.backend else {
+                throw ConfigurationError(description: "remote leases need a Redis backend")
+            }
+            let configuration = try s3Configuration(
+                url, accessKeyID: nil, secretAccessKey: nil, sessionToken: nil, conditionalLeases: false,
+                options: options)
+            return Remote(backend: .s3(configuration, leases: leaseConfiguration), options: options)
+        }
+
+        /// Remote tiers in order, as one: a lookup asks them in order, and a hit in a later member is stored
+        /// in the earlier writable ones (backfill); a store and a removal go to every writable member; a
+        /// member made with `readOnly` never receives a store, a lease or a delete. Each member keeps its
+        /// own breakers and counters (`CacheStatistics` sums them). Leases come from the first writable
+        /// member that has them. Values go through memory in a chain (no streaming through files).
+        /// - Parameter members: At least one remote (`.redis`, `.http`, `.s3`, or a chain, flattened).
+        /// - Throws: `ConfigurationError` for an empty list.
+        public static func chain(_ members: [Remote]) throws(ConfigurationError) -> Remote {
+            guard let first = members.first else {
+                throw ConfigurationError(description: "a remote chain needs at least one member")
+            }
+            let flat = members.flatMap { member -> [RemoteBackend] in
+                if case .chain(let inner) = member.backend { return inner }
+                return [member.backend]
+            }
+            return Remote(backend: flat.count == 1 ? flat[0] : .chain(flat), options: first.options)
+        }
+
         /// The backend and its servers, without credentials or the secret.
         public var description: String { backend.description }
 
@@ -284,6 +349,33 @@ extension YCache {
             configuration.policy = options.policy
             if let text = options.secret { configuration.secret = try secret(text) }
             do throws(HTTPConfigurationError) {
+                try configuration.validate()
+            } catch {
+                throw ConfigurationError(description: error.description)
+            }
+            return configuration
+        }
+
+        private static func s3Configuration(
+            _ url: String, accessKeyID: String?, secretAccessKey: String?, sessionToken: String?,
+            conditionalLeases: Bool, options: Options
+        ) throws(ConfigurationError) -> S3Configuration {
+            var environment = ProcessInfo.processInfo.environment
+            if let accessKeyID { environment[S3Configuration.accessKeyVariable] = accessKeyID }
+            if let secretAccessKey { environment[S3Configuration.secretKeyVariable] = secretAccessKey }
+            if let sessionToken { environment[S3Configuration.sessionTokenVariable] = sessionToken }
+            var configuration: S3Configuration
+            do throws(S3ConfigurationError) {
+                configuration = try S3Configuration(url: url, environment: environment)
+            } catch {
+                throw ConfigurationError(description: error.description)
+            }
+            configuration.policy = options.policy
+            configuration.conditionalLeases = conditionalLeases
+            configuration.leaseTimeToLive = options.leaseTimeToLive
+            configuration.leasePollInterval = min(options.leaseRecheckInterval, .milliseconds(100))
+            if let text = options.secret { configuration.secret = try secret(text) }
+            do throws(S3ConfigurationError) {
                 try configuration.validate()
             } catch {
                 throw ConfigurationError(description: error.description)

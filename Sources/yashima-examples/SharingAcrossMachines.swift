@@ -30,3 +30,26 @@ func artifactCaches(directory: URL) throws -> (valuesOnly: YCache, withLeases: Y
     return (valuesOnly, withLeases)
 }
 // end sample
+
+// sample: remote-s3
+/// Artifacts in an S3 bucket: AWS's (credentials and region from the AWS_* environment), or an
+/// S3-compatible store at an endpoint of its own.
+func bucketCaches(directory: URL) throws -> (aws: YCache, selfHosted: YCache) {
+    let aws = YCache(storageDirectory: directory, remote: try .s3("s3://artifacts/yashima"))
+    let selfHosted = YCache(
+        storageDirectory: directory,
+        remote: try .s3("s3://artifacts/yashima?endpoint=http://10.0.0.7:8333&region=us-east-1"))
+    return (aws, selfHosted)
+}
+// end sample
+
+// sample: remote-chain
+/// Redis in front of S3: hits from Redis, misses there filled from S3 on the way back; the bucket
+/// read-only on developer machines (CI writes it).
+func chainedCache(directory: URL, developerMachine: Bool) throws -> YCache {
+    let bucket = try YCache.Remote.s3(
+        "s3://artifacts/yashima", options: YCache.Remote.Options(readOnly: developerMachine))
+    let remote = try YCache.Remote.chain([.redis("redis://10.0.0.5:6379"), bucket])
+    return YCache(storageDirectory: directory, remote: remote)
+}
+// end sample

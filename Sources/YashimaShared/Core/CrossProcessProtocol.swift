@@ -94,7 +94,7 @@
 ///   compare-and-swap) decides for all, and the remote counters (by reason) add up over processes. The
 ///   words are hints like the counters: lost with a repaired state file, never a reason to refuse one;
 ///   older builds leave them zero and keep their own breakers. Additive: layout version unchanged.
-///   (RemoteCircuitBreaker, RemoteSharedBoard, SharedState+Remote)
+///   (RemoteCircuitBreaker, DirectoryMachineBoard, SharedState+Remote)
 enum CrossProcessProtocol {
     /// The on-disk layout version written to the `layout` file. Bump when any invariant or path changes.
     static let layoutVersion = 1

@@ -34,6 +34,11 @@ extension YCache {
         /// is reached (the reason names `fs.inotify.max_user_watches` or `max_user_instances`), or the
         /// directory was removed or replaced while it was observed.
         case observationUnavailable(path: String, reason: String)
+        /// A removal (`remove(for:codec:)`, or `removeAll()` with `removeAllRemotely`) removed the local
+        /// copies, but could not delete the remote one: the server is down, hung or refused it, or its
+        /// breaker is open. The remote copy may survive, and the next miss of any host may fetch it again:
+        /// remove it again once the server is back.
+        case remoteRemovalIncomplete(reason: String)
 
         /// A readable explanation of the error.
         public var description: String {
@@ -59,6 +64,8 @@ extension YCache {
             case .invalidConfiguration(let reason): return "invalid configuration: \(reason)"
             case .observationUnavailable(let path, let reason):
                 return "cannot observe storage directory \(path): \(reason)"
+            case .remoteRemovalIncomplete(let reason):
+                return "removed locally, but the remote copy may survive (a later miss may fetch it again): \(reason)"
             }
         }
     }

@@ -58,7 +58,7 @@ final class CacheEngine: Sendable {
         productionTiers = self.tiers.filter { $0.place == .underKeyLock }
         precondition(self.tiers.map(\.place) == lookupTiers.map(\.place) + productionTiers.map(\.place))
         // I17: the remote tier's breakers and counters live in the directory's state file once it is open.
-        let board = RemoteSharedBoard(state: { [weak self] in self?.stateIfOpen })
+        let board = DirectoryMachineBoard(state: { [weak self] in self?.stateIfOpen })
         // (No cast over the tiers: casting a struct to a class makes the runtime search every protocol
         // conformance for a bridging one, a cost every process start-up would pay.)
         remoteTier?.attach(board)

@@ -13,27 +13,30 @@ final class RemoteTier: CacheTier {
 
     /// Where values are looked up and stored.
     let values: any RemoteValueStore
-    /// Where leases are taken; nil without leases (HTTP alone) or in read-only mode.
-    let leases: (any RemoteLeaseStore)?
-    /// True when `leases` is `values` (Redis): its lease calls see the value too, and a value is stored
-    /// and the lease released in one round trip.
-    let leasesHoldValues: Bool
-    /// `leases` when its first lease call is the lookup too (Redis), cast once here rather than per miss.
-    private let lookupOrLease: (any RemoteLookupOrLease)?
+    /// Where leases come from (the type of their store says how they go with the values); nil without
+    /// leases (HTTP alone) or in read-only mode.
+    let leasing: RemoteLeasing?
 
     init(_ stores: RemoteStores) {
         values = stores.values
-        leases = stores.leases
-        leasesHoldValues = stores.leasesHoldValues
-        lookupOrLease = stores.leasesHoldValues ? stores.leases as? any RemoteLookupOrLease : nil
+        leasing = stores.leasing
     }
 
     var place: TierPlace { .underKeyLock }
 
+    /// The counters of the stores behind this tier (each once): the values' (a chain's members'), and the
+    /// leases' when they are apart on another store.
+    private var statisticsSources: [RemoteStatistics] {
+        let sources = values.memberStatistics
+        guard case .apart(let leases) = leasing, !sources.contains(where: { $0 === leases.statistics }) else {
+            return sources
+        }
+        return sources + [leases.statistics]
+    }
+
     /// Shares the stores' breakers and counters with every process on the machine (I17).
-    func attach(_ board: any RemoteMachineBoard) {
-        values.statistics.board.attach(board)
-        if let leases, !leasesHoldValues { leases.statistics.board.attach(board) }
+    func attach(_ board: any MachineBoard) {
+        for source in statisticsSources { source.board.attach(board) }
     }
 
     private var isReadOnly: Bool { values.remoteGuard.policy.readOnly }
@@ -51,58 +54,92 @@ final class RemoteTier: CacheTier {
         let writes = Self.writesRemotely(request.options)
         // Where the lease store holds the values (Redis), the first lease call is the lookup too: a miss's
         // lookup and lease in one round trip.
-        var lookingUp = writes ? lookupOrLease : nil
-        if lookingUp == nil {
-            if let hit = await lookup(request, shared: false) { return hit }
-            await Self.afterRemoteMiss?()
+        if writes, case .withValues(let store) = leasing {
+            return try await produce(request, leasingWith: store, next: next)
         }
-        guard let leases, writes else { return try await generateAndStore(request, next: next) }
+        if let hit = await lookup(request, shared: false) { return hit }
+        await Self.afterRemoteMiss?()
+        guard writes, case .apart(let leases) = leasing else { return try await generateAndStore(request, next: next) }
+        return try await produce(request, leasingApart: leases, next: next)
+    }
+
+    /// A miss's production with leases where the values are (Redis): the first call looks up and takes the
+    /// lease at once (the early call, if the production started one); after a wait, the lease call sees the
+    /// value too.
+    private func produce<Codec: CacheCodec>(
+        _ request: ProductionRequest<Codec>, leasingWith store: any RemoteValueLeaseStore,
+        next: @Sendable () async throws -> Produced<Codec.Value>?
+    ) async throws -> Produced<Codec.Value>? {
         let identity = request.expectation.identity
         let deadline = request.options.crossProcessWaitTimeout.map { RemoteDeadline.after($0) } ?? .distantFuture
-        let observer = LockWait.leaseObserver
+        var first = true
         while true {
-            let acquisition: RemoteLeaseAcquisition
-            let combined = lookingUp
-            if let combined {
-                lookingUp = nil
-                if let early = request.remoteLookup {
-                    acquisition = await early.answer()
-                } else {
-                    acquisition = await combined.lookupOrAcquireLease(identity)
-                }
+            let acquisition: RemoteValueLeaseAcquisition
+            if first, let early = request.remoteLookup {
+                acquisition = await early.answer()
+            } else if first {
+                acquisition = await store.lookupOrLease(identity)
             } else {
-                acquisition = await leases.acquireLease(identity)
+                acquisition = await store.valueLease(for: identity)
             }
-            switch acquisition {
+            let wasFirst = first
+            first = false
+            switch consume acquisition {
             case .acquired(let lease):
-                // With values elsewhere (HTTP), a holder stores its value and then releases its lease: one
-                // that did so after this host's lookup above left a free lease and a value this lookup did
-                // not see. Look again before generating (Redis answers that in the lease call itself).
-                if !leasesHoldValues, let hit = await lookup(request, shared: true) {
-                    await leases.release(lease)
-                    return hit
-                }
-                return try await generateHolding(lease, leases: leases, request: request, next: next)
+                return try await generateHolding(lease, request: request, next: next)
             case .found(let value):
                 if let hit = hit(value, request, shared: false) { return hit }
                 return try await generateAndStore(request, next: next)
             case .unavailable:
                 // The lease side may be refused while reads go on (OOM, a replica): then look the value up.
-                if combined != nil, let hit = await lookup(request, shared: false) { return hit }
+                if wasFirst, let hit = await lookup(request, shared: false) { return hit }
                 return try await generateAndStore(request, next: next)
             case .heldElsewhere:
                 let timeout = Duration.nanoseconds(deadline.remainingNanoseconds)
-                switch await leases.waitForRelease(identity, timeout: timeout, onWaiting: observer) {
+                switch await store.waitForRelease(identity, timeout: timeout, onWaiting: LockWait.leaseObserver) {
+                case .found(let value):
+                    if let hit = hit(value, request, shared: true) { return hit }
+                    return try await generateAndStore(request, next: next)
+                case .leaseFree: continue
+                case .timedOut, .unavailable: return try await generateAndStore(request, next: next)
+                case .cancelled: throw CancellationError()
+                }
+            }
+        }
+    }
+
+    /// A miss's production with leases apart from the values (HTTP values, Redis leases): a holder stores
+    /// its value and then releases its lease, so a lease taken, or seen released, is followed by a lookup.
+    private func produce<Codec: CacheCodec>(
+        _ request: ProductionRequest<Codec>, leasingApart leases: any RemoteLeaseStore,
+        next: @Sendable () async throws -> Produced<Codec.Value>?
+    ) async throws -> Produced<Codec.Value>? {
+        let identity = request.expectation.identity
+        let deadline = request.options.crossProcessWaitTimeout.map { RemoteDeadline.after($0) } ?? .distantFuture
+        while true {
+            let acquisition = await leases.lease(for: identity)
+            switch consume acquisition {
+            case .acquired(let lease):
+                // A holder that stored and released after this host's lookup left a free lease and a value
+                // that lookup did not see: look again before generating.
+                if let hit = await lookup(request, shared: true) {
+                    await lease.release()
+                    return hit
+                }
+                return try await generateHolding(lease, request: request, next: next)
+            case .unavailable:
+                return try await generateAndStore(request, next: next)
+            case .heldElsewhere:
+                let timeout = Duration.nanoseconds(deadline.remainingNanoseconds)
+                switch await leases.waitForRelease(identity, timeout: timeout, onWaiting: LockWait.leaseObserver) {
                 case .found(let value):
                     if let hit = hit(value, request, shared: true) { return hit }
                     return try await generateAndStore(request, next: next)
                 case .leaseFree:
-                    // With values elsewhere (HTTP), the released holder's value is there, not in Redis.
-                    if !leasesHoldValues, let hit = await lookup(request, shared: true) { return hit }
-                case .timedOut, .unavailable:
-                    return try await generateAndStore(request, next: next)
-                case .cancelled:
-                    throw CancellationError()
+                    // The released holder's value is with the values, not with the lease.
+                    if let hit = await lookup(request, shared: true) { return hit }
+                case .timedOut, .unavailable: return try await generateAndStore(request, next: next)
+                case .cancelled: throw CancellationError()
                 }
             }
         }
@@ -116,9 +153,9 @@ final class RemoteTier: CacheTier {
     /// The caller takes the production's epochs (I10) before this: a removal that deletes the remote value
     /// after this call read it is then seen, and the value is not published.
     func startLookup<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) -> EarlyRemoteLookup? {
-        guard Self.writesRemotely(request.options), let lookupOrLease else { return nil }
-        let early = EarlyRemoteLookup(leases: lookupOrLease)
-        lookupOrLease.startLookupOrAcquireLease(request.expectation.identity) { early.deliver($0) }
+        guard Self.writesRemotely(request.options), case .withValues(let store) = leasing else { return nil }
+        let early = EarlyRemoteLookup()
+        store.startLookupOrLease(request.expectation.identity) { early.deliver($0) }
         return early
     }
 
@@ -167,42 +204,67 @@ final class RemoteTier: CacheTier {
         return produced
     }
 
-    /// Generates holding `lease` (renewed meanwhile); after the publish, stores the value remotely and
-    /// releases the lease (one round trip on Redis; with values elsewhere, stored first, then released, so
-    /// that woken waiters find it). A generator that throws or has no value releases the lease.
+    /// Generates holding `lease` (renewed meanwhile); after the publish, stores the value and releases the
+    /// lease in one round trip (Redis). A generator that throws or has no value releases the lease.
     private func generateHolding<Codec: CacheCodec>(
-        _ lease: RemoteLease, leases: any RemoteLeaseStore, request: ProductionRequest<Codec>,
+        _ lease: consuming RemoteValueLease, request: ProductionRequest<Codec>,
         next: @Sendable () async throws -> Produced<Codec.Value>?
     ) async throws -> Produced<Codec.Value>? {
-        let renewal = leases.startRenewal(lease, onLost: {})
+        let renewal = lease.startRenewal()
         let generated: Produced<Codec.Value>?
         do {
             generated = try await next()
         } catch {
             renewal.stopNow()
-            await leases.release(lease)
+            await lease.release()
             throw error
         }
         guard var produced = generated else {
             renewal.stopNow()
-            await leases.release(lease)
+            await lease.release()
             return nil
         }
-        let (values, identity, leasesHoldValues) = (values, request.expectation.identity, leasesHoldValues)
+        let (held, identity) = (HeldLease(lease), request.expectation.identity)
         produced.afterPublish = Self.chain(produced.afterPublish) { published in
             renewal.stopNow()
+            guard let lease = held.take() else { return }
             guard let published, let content = published.content else {
-                await leases.release(lease)
+                await lease.release()
                 return
             }
-            if leasesHoldValues {
-                _ = await leases.storeAndRelease(
-                    identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt,
-                    lease: lease)
-            } else {
-                _ = await Self.store(identity, published, in: values)
-                await leases.release(lease)
-            }
+            _ = await lease.storeAndRelease(
+                identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt)
+        }
+        return produced
+    }
+
+    /// Generates holding `lease` (renewed meanwhile), a lease apart from the values: after the publish,
+    /// stores the value, then releases the lease, so that woken waiters find it. A generator that throws
+    /// or has no value releases the lease.
+    private func generateHolding<Codec: CacheCodec>(
+        _ lease: consuming RemoteLease, request: ProductionRequest<Codec>,
+        next: @Sendable () async throws -> Produced<Codec.Value>?
+    ) async throws -> Produced<Codec.Value>? {
+        let renewal = lease.startRenewal()
+        let generated: Produced<Codec.Value>?
+        do {
+            generated = try await next()
+        } catch {
+            renewal.stopNow()
+            await lease.release()
+            throw error
+        }
+        guard var produced = generated else {
+            renewal.stopNow()
+            await lease.release()
+            return nil
+        }
+        let (held, values, identity) = (HeldLease(lease), values, request.expectation.identity)
+        produced.afterPublish = Self.chain(produced.afterPublish) { published in
+            renewal.stopNow()
+            guard let lease = held.take() else { return }
+            if let published { _ = await Self.store(identity, published, in: values) }
+            await lease.release()
         }
         return produced
     }
@@ -249,27 +311,35 @@ final class RemoteTier: CacheTier {
         _ = await Self.store(identity, published, in: values)
     }
 
-    /// Deletes the remote value (unless read-only); true when one was deleted. Never throws: a remote
-    /// failure is counted, not reported.
+    /// Deletes the remote value (unless read-only); true when one was deleted. A delete that could not
+    /// reach the server (its breaker open, a failure, a timeout) throws
+    /// ``YCache/Error/remoteRemovalIncomplete(reason:)`` once the walk has removed the local copies
+    /// (Lifecycle.swift): the remote copy may survive, and a later miss may fetch it again.
     func remove(_ key: TierKey, engine: CacheEngine) async throws(YCache.Error) -> Bool {
         guard !isReadOnly, !Injection.remoteRemoveSkip else { return false }
-        return await values.remove(key.identity)
+        switch await values.remove(key.identity) {
+        case .removed: return true
+        case .absent: return false
+        case .unavailable:
+            throw .remoteRemovalIncomplete(reason: "the remote server could not be reached or refused the delete")
+        }
     }
 
     /// With `removeAllRemotely`, deletes every remote value of the cache (Redis; HTTP cannot list its
-    /// values). Never throws: a remote failure is counted, not reported.
-    func removeAll() async {
+    /// values: documented, not an error). A server that could not be asked throws
+    /// ``YCache/Error/remoteRemovalIncomplete(reason:)`` (the caller removes the local entries first).
+    func removeAll() async throws(YCache.Error) {
         guard !isReadOnly, values.remoteGuard.policy.removeAllRemotely else { return }
-        _ = await values.removeAll()
+        if await values.removeAll() == .unavailable {
+            throw .remoteRemovalIncomplete(reason: "a remote server could not be reached or refused a delete")
+        }
     }
 
     // MARK: Statistics
 
     /// Adds the tier's counters (its stores') to `statistics`.
     func addCounters(to statistics: inout CacheStatistics) {
-        var sources = [values.statistics]
-        if let leases, !leasesHoldValues { sources.append(leases.statistics) }
-        for source in sources {
+        for source in statisticsSources {
             let counters = source.snapshot
             statistics.remoteHits += counters[.hits]
             statistics.remoteMisses += counters[.misses]
@@ -294,60 +364,58 @@ final class RemoteTier: CacheTier {
 }
 
 /// The answer of a remote call a production started before its task ran (`RemoteTier.startLookup`): taken
-/// once, by `RemoteTier.produce`. A lease it holds that nobody took is released when it goes.
-final class EarlyRemoteLookup: Sendable {
+/// once, by `RemoteTier.produce`. A lease it holds that nobody took goes with it (the lease's deinit
+/// releases it).
+///
+/// Safe to share (`@unchecked Sendable`): `answer` is written once, by `deliver`, before it marks the state
+/// answered under `state`'s lock, and read once, by the one `answer()` call, after it saw that mark under
+/// the same lock (or resumed from the continuation `deliver` resumes after marking): the lock orders the
+/// two. Only `deinit` touches it otherwise, when no other reference exists.
+final class EarlyRemoteLookup: @unchecked Sendable {
     private enum State {
         /// No answer yet; the production's task waits for it (at most one continuation).
-        case pending(CheckedContinuation<RemoteLeaseAcquisition, Never>?)
+        case pending(CheckedContinuation<Void, Never>?)
         /// Answered, not yet taken.
-        case answered(RemoteLeaseAcquisition)
+        case answered
         case taken
     }
 
     private let state = Mutex(State.pending(nil))
-    private let leases: any RemoteLeaseStore
+    private var answer: RemoteValueLeaseAcquisition?
 
-    init(leases: any RemoteLeaseStore) { self.leases = leases }
+    init() {}
 
     /// Hands the call's answer over (once, on the I/O thread).
-    func deliver(_ acquisition: RemoteLeaseAcquisition) {
-        let waiting = state.withLock { state -> CheckedContinuation<RemoteLeaseAcquisition, Never>? in
+    func deliver(_ acquisition: consuming RemoteValueLeaseAcquisition) {
+        answer = consume acquisition
+        let waiting = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard case .pending(let continuation) = state else { return nil }
-            state = continuation == nil ? .answered(acquisition) : .taken
+            state = continuation == nil ? .answered : .taken
             return continuation
         }
-        waiting?.resume(returning: acquisition)
+        waiting?.resume()
     }
 
     /// The answer, once it is in (without a suspension when it is in already). Called once.
-    func answer() async -> RemoteLeaseAcquisition {
-        if let ready = takeIfAnswered() { return ready }
-        return await withCheckedContinuation { continuation in
-            let ready = state.withLock { state -> RemoteLeaseAcquisition? in
-                if case .answered(let acquisition) = state {
-                    state = .taken
-                    return acquisition
-                }
-                state = .pending(continuation)
-                return nil
-            }
-            if let ready { continuation.resume(returning: ready) }
-        }
-    }
-
-    private func takeIfAnswered() -> RemoteLeaseAcquisition? {
-        state.withLock { state in
-            guard case .answered(let acquisition) = state else { return nil }
+    func answer() async -> RemoteValueLeaseAcquisition {
+        let ready = state.withLock { state -> Bool in
+            guard case .answered = state else { return false }
             state = .taken
-            return acquisition
+            return true
         }
-    }
-
-    deinit {
-        // Never reached on the engine's paths (every production that started the call takes its answer);
-        // a lease left here would make other hosts wait for its expiry.
-        guard case .answered(.acquired(let lease)) = state.withLock({ $0 }) else { return }
-        let leases = leases
-        Task.detached { await leases.release(lease) }
+        if !ready {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    if case .answered = state {
+                        state = .taken
+                        return true
+                    }
+                    state = .pending(continuation)
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        }
+        return answer.take() ?? .unavailable
     }
 }

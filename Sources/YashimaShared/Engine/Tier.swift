@@ -39,8 +39,9 @@ protocol CacheTier: Sendable {
     func remove(_ key: TierKey, engine: CacheEngine) async throws(YCache.Error) -> Bool
 
     /// `removeAll()` is about to remove every local entry: this tier removes its values first (I16: the
-    /// remote before the local), when it does (the remote tier, opted in).
-    func removeAll() async
+    /// remote before the local), when it does (the remote tier, opted in). An error is thrown once the
+    /// local entries are removed too.
+    func removeAll() async throws(YCache.Error)
 
     /// Adds the counters this tier keeps itself (the engine counts memory, storage and generations).
     func addCounters(to statistics: inout CacheStatistics)
@@ -64,7 +65,7 @@ extension CacheTier {
 
     func remove(_ key: TierKey, engine: CacheEngine) async throws(YCache.Error) -> Bool { false }
 
-    func removeAll() async {}
+    func removeAll() async throws(YCache.Error) {}
 
     func addCounters(to statistics: inout CacheStatistics) {}
 }

@@ -26,7 +26,7 @@ extension StorageOperator {
     /// Every remote server (and direction) a process using the directory has called, with its breaker as
     /// they all share it.
     public func remoteHealth() -> [RemoteServerHealth] {
-        RemoteSharedBoard.health(in: directory.state).map { record in
+        DirectoryMachineBoard.health(in: directory.state).map { record in
             let state: RemoteServerHealth.State
             switch record.position {
             case .closed: state = .closed

@@ -16,25 +16,23 @@ final class LeaseRenewal: Sendable {
         case stopped
     }
 
-    /// The lease being renewed.
-    let lease: RemoteLease
     private let core: Core
 
     /// Starts renewing on a new thread.
     ///
     /// - Parameters:
-    ///   - lease: The lease (its TTL bounds how long renewals may fail before it counts as lost).
+    ///   - timeToLive: The lease's TTL: how long renewals may fail before it counts as lost.
     ///   - interval: Time between renewals (a third of the TTL).
     ///   - renew: One renewal attempt. Blocking, with its own deadline.
     ///   - onLost: Called once, from the renewal thread, when the lease is lost.
     init(
-        lease: RemoteLease, interval: Duration, renew: @escaping @Sendable (RemoteLease) -> RemoteLeaseRenewal,
+        timeToLive: Duration, interval: Duration, renew: @escaping @Sendable () -> RemoteLeaseRenewal,
         onLost: @escaping @Sendable () -> Void = {}
     ) {
-        self.lease = lease
         let core = Core()
         self.core = core
-        let thread = Thread { core.run(lease: lease, interval: interval, renew: renew, onLost: onLost) }
+        let ttl = timeToLive.remoteNanoseconds
+        let thread = Thread { core.run(ttlNanoseconds: ttl, interval: interval, renew: renew, onLost: onLost) }
         thread.name = "yashima-lease-renewal"
         thread.stackSize = 256 * 1024
         thread.start()
@@ -107,13 +105,12 @@ final class LeaseRenewal: Sendable {
         }
 
         func run(
-            lease: RemoteLease, interval: Duration, renew: @Sendable (RemoteLease) -> RemoteLeaseRenewal,
+            ttlNanoseconds ttl: Int64, interval: Duration, renew: @Sendable () -> RemoteLeaseRenewal,
             onLost: @Sendable () -> Void
         ) {
-            let ttl = lease.timeToLiveMilliseconds * 1_000_000
             var lastRenewed = Syscall.monotonicNanoseconds
             while sleep(interval) {
-                let outcome = renew(lease)
+                let outcome = renew()
                 let now = Syscall.monotonicNanoseconds
                 if outcome == .renewed {
                     lastRenewed = now

@@ -1,6 +1,6 @@
 // RemoteCircuitBreaker.swift: closed, open for a cooldown after one failure, half-open with exactly one
 // probe; a failed probe doubles the cooldown (to a maximum). Its words live in the storage directory's
-// `state` file when a board is attached (one breaker per machine), else in this process (RemoteBoard.swift).
+// `state` file when a board is attached (one breaker per machine), else in this process (MachineBoard.swift).
 
 import CFileLock
 import Synchronization
@@ -54,7 +54,7 @@ final class RemoteCircuitBreaker: Sendable {
     let identity: UInt64
     private let now: @Sendable () -> Int64
     private let local = ProcessBreakerWords()
-    private let board: RemoteBoardLink
+    private let board: MachineBoardLink
 
     /// Creates a closed breaker.
     ///
@@ -67,7 +67,7 @@ final class RemoteCircuitBreaker: Sendable {
     ///   - now: The monotonic clock in nanoseconds (tests pass their own).
     init(
         cooldown: Duration, maximumCooldown: Duration? = nil, probeWindow: Duration? = nil, label: String = "",
-        board: RemoteBoardLink = RemoteBoardLink(),
+        board: MachineBoardLink = MachineBoardLink(),
         now: @escaping @Sendable () -> Int64 = { Syscall.monotonicNanoseconds }
     ) {
         initialCooldown = max(1, cooldown.remoteNanoseconds)

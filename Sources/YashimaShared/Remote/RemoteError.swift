@@ -1,6 +1,6 @@
 // RemoteError.swift: the remote tier's deadline and its one error type, with the classification of what a
-// failure does (bypass the server, its writes, or miss one key). Never carries credentials, URLs, keys
-// or values.
+// failure does (bypass the server, its writes, or miss one key); backends' own failures are wrapped in it
+// (RemoteBackendFailure). Never carries credentials, URLs, keys or values.
 
 /// A point on the monotonic clock by which a remote operation must finish.
 ///
@@ -52,8 +52,34 @@ extension Duration {
     var remoteMilliseconds: Int64 { remoteNanoseconds / 1_000_000 }
 }
 
-/// Why a remote operation failed. Thrown only inside the remote tier; callers of the tier's facades
-/// (``RedisRemoteStore``, ``HTTPRemoteStore``) never see it: they get a miss or "unavailable".
+/// A backend's own failure (RESP, Redis replies, HTTP statuses, S3 error codes), carried by
+/// ``RemoteError/backend(_:)``: it says what it does to the tier, in the shared words of ``RemoteError``.
+protocol RemoteBackendFailure: Error, Sendable, CustomStringConvertible {
+    /// What this failure does to the tier (see ``RemoteError/Scope``).
+    var scope: RemoteError.Scope { get }
+    /// What kind of failure this is, as breakers record it and the counters count it.
+    var failureKind: RemoteFailureKind { get }
+    /// The miss a lookup reports for a failure of scope ``RemoteError/Scope/key``.
+    var missReason: RemoteMiss { get }
+    /// True when `other` is the same failure (for ``RemoteError``'s equality).
+    func isSame(as other: any RemoteBackendFailure) -> Bool
+}
+
+extension RemoteBackendFailure where Self: Equatable {
+    func isSame(as other: any RemoteBackendFailure) -> Bool { (other as? Self) == self }
+}
+
+extension RemoteBackendFailure {
+    /// Most backend failures are the server's: bypass it.
+    var scope: RemoteError.Scope { .server }
+    /// Not reached for failures of scope `.server` or `.writes`.
+    var missReason: RemoteMiss { .tooLarge }
+}
+
+/// Why a remote operation failed. Thrown only inside the remote tier; callers of the tier's stores never
+/// see it: they get a miss or "unavailable". The cases are those every backend shares (deadlines,
+/// sockets, sizes, local files, cancellation); a backend's own failures come wrapped in
+/// ``backend(_:)``, so this type names no backend.
 enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The deadline passed (connecting, sending, or waiting for a reply).
     case timedOut
@@ -65,41 +91,23 @@ enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
     case connectionClosed
     /// A socket call failed otherwise.
     case socket(SystemCallError)
-    /// The server sent bytes that are not a valid RESP2 reply (or exceed the decoder's limits).
-    case protocolViolation(RESPProtocolError)
-    /// A bulk reply longer than the value cap allows: the stream was dropped unread. A miss for that key.
+    /// A reply longer than the value cap allows: the stream was dropped unread. A miss for that key.
     case replyTooLarge
-    /// The server answered with an error where the operation needed a result.
-    case server(RedisErrorReply)
-    /// `AUTH` (or the first command after connecting, when no credentials were given) was refused.
-    case authenticationFailed(RedisErrorReply)
-    /// A reply of the wrong shape for the command (names the shape only, never content).
-    case unexpectedReply(String)
-    /// A cluster kept redirecting (`MOVED`/`ASK`) past the bound.
-    case tooManyRedirects
-    /// No node of the cluster answered `CLUSTER SLOTS` with a usable map.
-    case clusterMapUnavailable
-    /// An HTTPS transfer failed below HTTP: refused, reset or closed connection, name resolution, TLS
-    /// (libcurl's error code only).
-    case transport(code: Int)
-    /// The HTTP server sent bytes that are not a valid HTTP/1.1 response (names the part only).
-    case invalidHTTPResponse(HTTPResponseError)
-    /// The HTTP server answered a read with a 5xx status (or 429, too many requests).
-    case serverStatus(Int)
-    /// The HTTP server refused a write with a status other than 2xx and 413 (5xx, 401, 403, 405, ...).
-    case writeRefused(Int)
-    /// The HTTP server refused a value as too large (413): that value stays local.
+    /// The server refused a value as too large (HTTP 413, S3 `EntityTooLarge`): that value stays local.
     case payloadTooLarge
     /// The local file a payload is streamed from or into failed (a fault of this host, not the server's).
     case localFile(SystemCallError)
     /// The calling task was cancelled while the operation was in flight.
     case cancelled
+    /// A failure in the backend's own terms (``RedisFailure``, ``HTTPFailure``, ``S3Failure``).
+    case backend(any RemoteBackendFailure)
 
     /// What a failure does to the tier.
     enum Scope: Sendable, Equatable {
         /// The server is unreachable, slow, confused or refusing everything: bypass the server.
         case server
-        /// The server refuses writes (`OOM`, `READONLY`, `MISCONF`): bypass writes, keep reading.
+        /// The server refuses writes (`OOM`, `READONLY`, `MISCONF`, an HTTP write refused): bypass writes,
+        /// keep reading.
         case writes
         /// Only this key is affected (a value of another Redis type, or too large): a miss.
         case key
@@ -109,13 +117,7 @@ enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
     var scope: Scope {
         switch self {
         case .replyTooLarge, .payloadTooLarge, .localFile, .cancelled: return .key
-        case .writeRefused: return .writes
-        case .server(let reply):
-            switch reply.kind {
-            case .wrongType: return .key
-            case .outOfMemory, .readOnly, .misconfigured: return .writes
-            default: return .server
-            }
+        case .backend(let failure): return failure.scope
         default: return .server
         }
     }
@@ -127,11 +129,8 @@ enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
     var failureKind: RemoteFailureKind {
         switch self {
         case .timedOut: return .timeout
-        case .resolutionFailed, .connectFailed, .connectionClosed, .socket, .transport: return .connection
-        case .authenticationFailed: return .authentication
-        case .server, .serverStatus, .clusterMapUnavailable, .tooManyRedirects:
-            return scope == .writes ? .writesRefused : .serverError
-        case .writeRefused: return .writesRefused
+        case .resolutionFailed, .connectFailed, .connectionClosed, .socket: return .connection
+        case .backend(let failure): return failure.failureKind
         default: return .error
         }
     }
@@ -139,9 +138,22 @@ enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The miss a lookup reports for a failure of scope ``Scope/key``.
     var missReason: RemoteMiss {
         switch self {
-        case .server: return .wrongType
         case .localFile: return .localFailure
+        case .backend(let failure): return failure.missReason
         default: return .tooLarge
+        }
+    }
+
+    static func == (lhs: RemoteError, rhs: RemoteError) -> Bool {
+        switch (lhs, rhs) {
+        case (.timedOut, .timedOut), (.connectionClosed, .connectionClosed), (.replyTooLarge, .replyTooLarge),
+            (.payloadTooLarge, .payloadTooLarge), (.cancelled, .cancelled):
+            return true
+        case (.resolutionFailed(let a), .resolutionFailed(let b)): return a == b
+        case (.connectFailed(let a), .connectFailed(let b)): return a == b
+        case (.socket(let a), .socket(let b)), (.localFile(let a), .localFile(let b)): return a == b
+        case (.backend(let a), .backend(let b)): return a.isSame(as: b)
+        default: return false
         }
     }
 
@@ -152,20 +164,11 @@ enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
         case .connectFailed(let errno): return "could not connect to the remote server: \(errno)"
         case .connectionClosed: return "the remote server closed the connection"
         case .socket(let error): return "remote socket error: \(error)"
-        case .protocolViolation(let error): return "invalid reply from the remote server: \(error)"
         case .replyTooLarge: return "remote reply larger than the value size cap"
-        case .server(let reply): return "remote server error: \(reply)"
-        case .authenticationFailed(let reply): return "remote authentication failed: \(reply)"
-        case .unexpectedReply(let shape): return "unexpected reply from the remote server: \(shape)"
-        case .tooManyRedirects: return "too many cluster redirects"
-        case .clusterMapUnavailable: return "no cluster node returned a slot map"
-        case .transport(let code): return "remote HTTPS transfer failed (libcurl error \(code))"
-        case .invalidHTTPResponse(let error): return "invalid reply from the remote HTTP server: \(error)"
-        case .serverStatus(let status): return "remote HTTP server error (status \(status))"
-        case .writeRefused(let status): return "remote HTTP server refused a write (status \(status))"
-        case .payloadTooLarge: return "remote HTTP server refused the value as too large (413)"
+        case .payloadTooLarge: return "the remote server refused the value as too large"
         case .localFile(let error): return "local file error while streaming a remote value: \(error)"
         case .cancelled: return "remote operation cancelled"
+        case .backend(let failure): return failure.description
         }
     }
 }

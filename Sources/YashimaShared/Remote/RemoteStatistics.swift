@@ -70,9 +70,9 @@ final class RemoteStatistics: Sendable {
 
     private let counters = Mutex([Int](repeating: 0, count: Counter.allCases.count))
     /// The machine's board, once the engine attaches one: every count is added there too.
-    let board: RemoteBoardLink
+    let board: MachineBoardLink
 
-    init(board: RemoteBoardLink = RemoteBoardLink()) {
+    init(board: MachineBoardLink = MachineBoardLink()) {
         self.board = board
     }
 

@@ -37,6 +37,8 @@ protocol RemoteValueStore: AnyObject, Sendable {
     var remoteGuard: RemoteGuard { get }
     /// Signs stored values; only values signed with it are hits.
     var secret: RemoteSecret? { get }
+    /// The counters of every store behind this one (itself; a chain's members).
+    var memberStatistics: [RemoteStatistics] { get }
     /// The smallest payload this backend streams through files (a lookup's staging file, a store's
     /// payload file); nil when it takes and returns values whole (Redis).
     var fileStreamingThreshold: Int? { get }
@@ -58,21 +60,26 @@ protocol RemoteValueStore: AnyObject, Sendable {
         _ identity: EntryIdentity, payloadFile file: RemotePayloadFile, createdAt: Int64, expiresAt: Int64
     ) async -> RemoteStoreOutcome
 
-    /// Deletes `identity`'s value. True when one was deleted.
+    /// Deletes `identity`'s value: `.removed`, `.absent`, or `.unavailable` when the server could not be
+    /// asked (breaker open, read-only) or failed, so a stored value may survive.
     @discardableResult
-    func remove(_ identity: EntryIdentity) async -> Bool
+    func remove(_ identity: EntryIdentity) async -> RemoteRemoval
 
-    /// Deletes every value of this cache (its key prefix) on every server: the number deleted, or nil when
-    /// the backend cannot list its values (HTTP) or a server could not be asked.
-    func removeAll() async -> Int?
+    /// Deletes every value of this cache (its key prefix) on every server: the number deleted,
+    /// `.unsupported` when the backend cannot list its values (HTTP), or `.unavailable` when a server
+    /// could not be asked.
+    func removeAll() async -> RemoteBulkRemoval
 }
 
 extension RemoteValueStore {
+    /// One store: its own counters.
+    var memberStatistics: [RemoteStatistics] { [statistics] }
+
     /// Values come and go whole (Redis).
     var fileStreamingThreshold: Int? { nil }
 
     /// A backend that cannot list its values (an HTTP server) removes nothing.
-    func removeAll() async -> Int? { nil }
+    func removeAll() async -> RemoteBulkRemoval { .unsupported }
 
     /// The default for backends whose values come whole (Redis): the payload in memory.
     func lookup(_ identity: EntryIdentity, staging: RemoteStagingSlot) async -> RemoteLookup {
@@ -205,6 +212,35 @@ enum RemoteMiss: Equatable, Sendable {
     case refused(status: Int)
     /// Writing the payload into the staging file failed (this host's fault).
     case localFailure
+}
+
+/// The result of deleting one value.
+enum RemoteRemoval: Equatable, Sendable {
+    /// A value was deleted.
+    case removed
+    /// None was stored.
+    case absent
+    /// The server could not be asked (its breaker is open, the tier is read-only) or failed: a stored
+    /// value may survive, and a later miss may fetch it again.
+    case unavailable
+
+    /// What a guarded delete amounts to (`true`: one was deleted).
+    init(_ attempt: RemoteAttempt<Bool>) {
+        switch attempt {
+        case .completed(let deleted): self = deleted ? .removed : .absent
+        case .keyFailure, .unavailable: self = .unavailable
+        }
+    }
+}
+
+/// The result of deleting every value of a cache.
+enum RemoteBulkRemoval: Equatable, Sendable {
+    /// This many values were deleted.
+    case removed(Int)
+    /// The backend cannot list its values (an HTTP server): nothing was deleted.
+    case unsupported
+    /// A server could not be asked, or failed: values may survive (those deleted before stay deleted).
+    case unavailable
 }
 
 /// The result of a store.

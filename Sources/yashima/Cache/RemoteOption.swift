@@ -1,7 +1,8 @@
 // `--remote URL` for `run`, `rm`, `get` and `put` (or the `remote` setting): the remote tier behind the
 // storage directory, shared with other hosts (the library's `YCache.Remote`). Forms: `redis://…` (given
 // several times: shards), `redis+unix:///path.sock`, `redis+cluster://HOST:PORT[,HOST:PORT…]` (a
-// Cluster, by seeds), `http(s)://HOST/PATH` (values; with a Redis URL too, that Redis holds the leases).
+// Cluster, by seeds), `http(s)://HOST/PATH` (values; with a Redis URL too, that Redis holds the leases),
+// `s3://BUCKET[/PREFIX][?endpoint=URL&region=R]` (credentials from AWS_*; with other URLs: a chain in order).
 // No message ever shows a URL's user or password: `redacted` is the only form printed.
 
 import YashimaShared
@@ -10,7 +11,8 @@ enum RemoteOption {
     static let spec = OptionSpec.option(
         "remote", "URL",
         "share results with other hosts: redis://HOST[:PORT][/DB] (repeat for shards), redis+unix:///PATH, "
-            + "redis+cluster://HOST:PORT[,HOST:PORT...], http[s]://HOST/PATH; a remote that is down is skipped")
+            + "redis+cluster://HOST:PORT[,HOST:PORT...], http[s]://HOST/PATH, s3://BUCKET[/PREFIX] "
+            + "(with other URLs: a chain, asked in order); a remote that is down is skipped")
 
     /// The remote tier `--remote` (or the `remote` setting) names, if any; `readOnly` for commands that
     /// only read (`get`).
@@ -38,6 +40,7 @@ enum RemoteOption {
         let options = YCache.Remote.Options(readOnly: readOnly)
         let shown = urls.map(redacted).joined(separator: " ")
         do {
+            if urls.contains(where: { scheme(of: $0) == "s3" }) { return try chain(urls, options: options) }
             var redis: [String] = []
             var cluster: [String] = []
             var http: [String] = []
@@ -49,7 +52,7 @@ enum RemoteOption {
                 case let scheme?:
                     throw UsageError(
                         "--remote: unsupported scheme \(scheme):// (expected redis://, redis+unix://, "
-                            + "redis+cluster://, http:// or https://)")
+                            + "redis+cluster://, http://, https:// or s3://)")
                 case nil:
                     throw UsageError(
                         "--remote \(redacted(url)) is not a URL (expected redis://HOST or http://HOST/PATH)")
@@ -74,6 +77,35 @@ enum RemoteOption {
         } catch let error as YCache.Remote.ConfigurationError {
             throw CommandFailure.usage("--remote \(shown): \(error.description)")
         }
+    }
+
+    /// URLs with an `s3://` among them: a chain in the order given, consecutive `redis://` URLs one sharded
+    /// member (a single member is the remote itself).
+    private static func chain(_ urls: [String], options: YCache.Remote.Options) throws -> YCache.Remote {
+        var members: [YCache.Remote] = []
+        var redis: [String] = []
+        func flushRedis() throws {
+            if !redis.isEmpty { members.append(try .redis(shards: redis, options: options)) }
+            redis = []
+        }
+        for url in urls {
+            switch scheme(of: url) {
+            case "redis", "redis+unix": redis.append(url)
+            case "redis+cluster":
+                try flushRedis()
+                members.append(try .redisCluster(seeds: try seeds(of: url), options: options))
+            case "http", "https":
+                try flushRedis()
+                members.append(try .http(url, options: options))
+            case "s3":
+                try flushRedis()
+                members.append(try .s3(url, options: options))
+            default:
+                throw UsageError("--remote \(redacted(url)): unsupported in a chain")
+            }
+        }
+        try flushRedis()
+        return try .chain(members)
     }
 
     /// `redis+cluster://[user:password@]HOST:PORT,HOST:PORT` as one `redis://` URL per seed (the user

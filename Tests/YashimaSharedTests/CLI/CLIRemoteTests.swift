@@ -63,3 +63,75 @@ struct CLIRemoteTests {
         #expect(hit.status == 0 && hit.text == "local\n")
     }
 }
+
+/// `--remote s3://` against a real SeaweedFS (and a chain with redis-server): credentials from AWS_*.
+@Suite("CLI: --remote s3://", .seaweedServer, .redisServer, .serialized)
+struct CLIRemoteS3Tests {
+    /// A started server whose first write is done: SeaweedFS allocates its volumes then, which on a busy
+    /// machine can take longer than the CLI's 1 s operation timeout.
+    private func warmServer() async throws -> SeaweedServer {
+        let server = try await SeaweedServer.start()
+        let store = try makeS3Store(server, prefix: "warm-up")
+        #expect(await store.store(entryIdentity("warm"), payload: payload(1), createdAt: 1, expiresAt: 0) == .stored)
+        return server
+    }
+
+    private func environment(secret: String = SeaweedServer.secretAccessKey) -> [String: String] {
+        ["AWS_ACCESS_KEY_ID": SeaweedServer.accessKeyID, "AWS_SECRET_ACCESS_KEY": secret]
+    }
+
+    @Test func twoHostsOnS3AloneRunACommandOnce() async throws {
+        let server = try await warmServer()
+        let (one, two) = (try CLIFixture(), try CLIFixture())
+        let ledger = one.root.path + "/ledger"
+        let url = "s3://\(SeaweedServer.bucket)/cli-\(UInt32.random(in: 0...UInt32.max))?endpoint=\(server.endpoint)"
+        let command = ["--remote", url, "--verbose", "--", "sh", "-c", "echo ran >> \(ledger); echo hello"]
+        let first = try await yashima(["run"] + one.dir + command, environment: environment())
+        #expect(first.status == 0 && first.text == "hello\n", "\(first.error)")
+        let second = try await yashima(["run"] + two.dir + command, environment: environment())
+        #expect(second.status == 0 && second.text == "hello\n", "\(second.error)")
+        #expect(second.error.contains("from the remote tier"), "\(second.error)")
+        let runs = (try? String(contentsOfFile: ledger, encoding: .utf8)) ?? ""
+        #expect(runs == "ran\n", "the command ran \(runs.split(separator: "\n").count) times")
+        await server.stop()
+    }
+
+    @Test func aWrongSecretRunsTheCommandUncachedAndNeverPrintsTheSecret() async throws {
+        let server = try await SeaweedServer.start()
+        let fixture = try CLIFixture()
+        let wrong = "wrong-secret-key-4242424242"
+        let url = "s3://\(SeaweedServer.bucket)/cli-wrong?endpoint=\(server.endpoint)"
+        let result = try await yashima(
+            ["run"] + fixture.dir + ["--remote", url, "--verbose", "--", "echo", "local"],
+            environment: environment(secret: wrong))
+        #expect(result.status == 0 && result.text == "local\n", "\(result.error)")
+        #expect(!result.error.contains(wrong) && !result.text.contains(wrong))
+        #expect(result.error.contains("remote:"), "\(result.error)")
+        await server.stop()
+    }
+
+    @Test func aChainRedisThenS3StoresInBothAndRedisEmptiedIsFilledFromS3() async throws {
+        let redis = try await RedisServer.start()
+        let s3 = try await warmServer()
+        let (one, two) = (try CLIFixture(), try CLIFixture())
+        let ledger = one.root.path + "/ledger"
+        let url = "s3://\(SeaweedServer.bucket)/cli-chain-\(UInt32.random(in: 0...UInt32.max))?endpoint=\(s3.endpoint)"
+        let command = ["--remote", redis.url, "--remote", url, "--", "sh", "-c", "echo ran >> \(ledger); echo chained"]
+        let first = try await yashima(["run"] + one.dir + command, environment: environment())
+        #expect(first.status == 0 && first.text == "chained\n", "\(first.error)")
+        guard case .array(let keys) = try await redis.run(["KEYS", "yashima:*:value"]) else {
+            Issue.record("KEYS failed")
+            return
+        }
+        #expect(keys.count == 1, "Redis holds \(keys.count) values")
+        try await redis.run(["FLUSHALL"])
+        let second = try await yashima(["run"] + two.dir + ["--verbose"] + command, environment: environment())
+        #expect(second.status == 0 && second.text == "chained\n", "\(second.error)")
+        guard case .array(let refilled) = try await redis.run(["KEYS", "yashima:*:value"]) else { return }
+        #expect(refilled.count == 1, "Redis was not backfilled")
+        let runs = (try? String(contentsOfFile: ledger, encoding: .utf8)) ?? ""
+        #expect(runs == "ran\n", "the command ran \(runs.split(separator: "\n").count) times")
+        await s3.stop()
+        await redis.stop()
+    }
+}

@@ -86,7 +86,7 @@ struct HTTPRemoteStoreTests {
                     #expect(staged == .hit(expected), "\(size)")
                 }
                 // From a local entry's file (streamed at or above the threshold).
-                #expect(await tier.remove(id))
+                #expect(await tier.remove(id) == .removed)
                 let (file, fd) = try payloadFile(bytes, in: directory)
                 defer { close(fd) }
                 #expect(await tier.store(id, payloadFile: file, createdAt: 8, expiresAt: 0) == .stored, "\(size)")

@@ -129,7 +129,7 @@ struct RedisClusterTests {
         #expect(
             await store.lookup(ids[0]) == .hit(RemoteValue(payload: payload(32, seed: 0), createdAt: 1, expiresAt: 0)))
         #expect(router.currentMap?.node(for: movedSlot) == cluster.nodes[1].address)
-        #expect(await store.remove(ids[0]))
+        #expect(await store.remove(ids[0]) == .removed)
         let lease = try #require(await store.acquireLease(ids[0]).lease)
         #expect(try await cluster.nodes[1].exists(lease.keys.lease))
         #expect(await store.release(lease))
@@ -164,6 +164,6 @@ struct RedisClusterTests {
                 return error
             }
         }
-        #expect(failure == .tooManyRedirects)
+        #expect(failure == .redis(.tooManyRedirects))
     }
 }

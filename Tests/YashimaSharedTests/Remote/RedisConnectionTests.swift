@@ -108,15 +108,15 @@ struct RedisConnectionTests {
             #expect(reply.kind == .noAuthentication)
             // Without credentials and a database to select, the handshake reports it.
             guard
-                case .authenticationFailed(let selectReply) = openError(
-                    RedisEndpoint(address: server.address, database: 1, credentials: nil))
+                case .authenticationFailed(let selectReply)? = openError(
+                    RedisEndpoint(address: server.address, database: 1, credentials: nil))?.redisFailure
             else {
                 Issue.record("expected authenticationFailed")
                 return
             }
             #expect(selectReply.kind == .noAuthentication)
             let wrong = openError(server.endpoint(password: "not-the-pa55"))
-            guard case .authenticationFailed(let wrongReply) = wrong else {
+            guard case .authenticationFailed(let wrongReply)? = wrong?.redisFailure else {
                 Issue.record("expected authenticationFailed, got \(String(describing: wrong))")
                 return
             }
@@ -144,12 +144,15 @@ struct RedisConnectionTests {
                         == .bulkString(Array("alice".utf8)))
             }
             let wrong = openError(server.endpoint(user: "alice", password: "wrong"))
-            guard case .authenticationFailed(let reply) = wrong else {
+            guard case .authenticationFailed(let reply)? = wrong?.redisFailure else {
                 Issue.record("expected authenticationFailed")
                 return
             }
             #expect(reply.kind == .wrongPassword)
-            guard case .authenticationFailed = openError(server.endpoint(user: "mallory", password: "al1ce-pw")) else {
+            guard
+                case .authenticationFailed? = openError(server.endpoint(user: "mallory", password: "al1ce-pw"))?
+                    .redisFailure
+            else {
                 Issue.record("an unknown user authenticated")
                 return
             }
@@ -247,7 +250,8 @@ struct RedisConnectionTests {
     @Test("a reply cut off, garbage, an oversized bulk: typed errors, and the pool opens a new connection")
     func brokenReplies() async throws {
         let cases: [(MisbehavingServer.Behaviour, RemoteError)] = [
-            (.closeMidReply, .connectionClosed), (.garbage, .protocolViolation(.unknownType(UInt8(ascii: "!")))),
+            (.closeMidReply, .connectionClosed),
+            (.garbage, .redis(.protocolViolation(.unknownType(UInt8(ascii: "!"))))),
             (.announceBulk(length: (1 << 20) + 10_000), .replyTooLarge),
         ]
         for (behaviour, expected) in cases {

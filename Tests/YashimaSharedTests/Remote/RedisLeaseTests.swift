@@ -14,7 +14,7 @@ import Testing
 struct RedisLeaseTests {
     /// A server; a store holding `name`'s lease; a waiter store that only a release message wakes.
     static func heldLease(_ name: String) async throws
-        -> (RedisServer, RedisRemoteStore, waiter: RedisRemoteStore, EntryIdentity, RemoteLease)
+        -> (RedisServer, RedisRemoteStore, waiter: RedisRemoteStore, EntryIdentity, RedisLease)
     {
         let server = try await RedisServer.start()
         let holder = try makeStore(server)
@@ -33,7 +33,7 @@ struct RedisLeaseTests {
         #expect(lease.token.count == 32)
         #expect(try await server.rawGet(lease.keys.lease) == lease.token)
         #expect(await other.acquireLease(id) == .heldElsewhere)
-        let forged = RemoteLease(keys: lease.keys, token: Array("f".utf8), timeToLiveMilliseconds: 10_000)
+        let forged = RedisLease(keys: lease.keys, token: Array("f".utf8), timeToLiveMilliseconds: 10_000)
         #expect(await other.release(forged) == false)
         #expect(await other.renew(forged) == .lost)
         #expect(try await server.exists(lease.keys.lease))
@@ -196,7 +196,9 @@ struct RedisLeaseTests {
         let lease = try #require(await store.acquireLease(entryIdentity("kept")).lease)
         // Shorten the lease on the server: only a renewal brings its TTL back up.
         try await server.run(RESPCommand("PEXPIRE", lease.keys.lease, 300_000))
-        let renewal = LeaseRenewal(lease: lease, interval: .milliseconds(20), renew: { store.renewBlocking($0) })
+        let renewal = LeaseRenewal(
+            timeToLive: .milliseconds(lease.timeToLiveMilliseconds), interval: .milliseconds(20),
+            renew: { store.renewBlocking(lease) })
         #expect(try await eventually(within: 30) { try await server.pttl(lease.keys.lease) > 400_000 })
         #expect(await renewal.stop() == .stopped)
         #expect(try await server.rawGet(lease.keys.lease) == lease.token)
@@ -222,7 +224,10 @@ struct RedisLeaseTests {
         }
         #expect(!(try await server.exists(lease.keys.lease)), "lease still there after \(index) writes")
         let lost = Gate()
-        let renewal = LeaseRenewal(lease: lease, interval: .milliseconds(20), renew: { store.renewBlocking($0) }) {
+        let renewal = LeaseRenewal(
+            timeToLive: .milliseconds(lease.timeToLiveMilliseconds), interval: .milliseconds(20),
+            renew: { store.renewBlocking(lease) }
+        ) {
             lost.open()
         }
         #expect(await lost.wait(within: 60))
@@ -238,27 +243,27 @@ struct RedisLeaseTests {
         let other = try makeStore(server)
         let stored = entryIdentity("early-stored")
         #expect(await store.store(stored, payload: payload(100), createdAt: 1, expiresAt: 0) == .stored)
-        let found = RemoteLeaseAcquisition.found(RemoteValue(payload: payload(100), createdAt: 1, expiresAt: 0))
+        let found = RemoteValue(payload: payload(100), createdAt: 1, expiresAt: 0)
         // Taken after it came (the answer is in before the production asks), and while it was on its way.
-        let answered = EarlyRemoteLookup(leases: store)
+        let answered = EarlyRemoteLookup()
         let delivered = Gate()
-        store.startLookupOrAcquireLease(stored) {
+        store.startLookupOrLease(stored) {
             answered.deliver($0)
             delivered.open()
         }
         #expect(await delivered.wait(within: 60))
-        #expect(await answered.answer() == found)
-        let pending = EarlyRemoteLookup(leases: store)
-        async let taken = pending.answer()
-        store.startLookupOrAcquireLease(stored) { pending.deliver($0) }
-        #expect(await taken == found)
+        #expect(foundValue(await answered.answer()) == found)
+        let pending = EarlyRemoteLookup()
+        let taken = Task { foundValue(await pending.answer()) }
+        store.startLookupOrLease(stored) { pending.deliver($0) }
+        #expect(await taken.value == found)
         // A lease the early lookup took that no production took: released when the lookup goes, so other
         // hosts need not wait for its expiry (the fixture's leases last 600 s).
         let absent = entryIdentity("early-absent")
         let tookLease = Gate()
         do {
-            let unclaimed = EarlyRemoteLookup(leases: store)
-            store.startLookupOrAcquireLease(absent) {
+            let unclaimed = EarlyRemoteLookup()
+            store.startLookupOrLease(absent) {
                 unclaimed.deliver($0)
                 tookLease.open()
             }
@@ -276,5 +281,13 @@ struct RedisLeaseTests {
         }
         #expect(acquired, "the unclaimed lease was not released")
         await server.stop()
+    }
+}
+
+/// The value an acquisition found, or nil.
+private func foundValue(_ acquisition: consuming RemoteValueLeaseAcquisition) -> RemoteValue? {
+    switch consume acquisition {
+    case .found(let value): return value
+    default: return nil
     }
 }

@@ -73,12 +73,12 @@ struct RedisRemoteStoreTests {
             }
             return (counts["get", default: 0], counts["evalsha", default: 0] + counts["eval", default: 0])
         }
-        func lookUp(_ id: EntryIdentity) async -> RemoteLeaseAcquisition {
+        func lookUp(_ id: EntryIdentity) async -> RedisLeaseAcquisition {
             await withCheckedContinuation { continuation in
                 store.startLookupOrAcquireLease(id) { continuation.resume(returning: $0) }
             }
         }
-        func delta(_ id: EntryIdentity) async throws -> (acquisition: RemoteLeaseAcquisition, get: Int, script: Int) {
+        func delta(_ id: EntryIdentity) async throws -> (acquisition: RedisLeaseAcquisition, get: Int, script: Int) {
             let before = try await calls()
             let acquisition = await lookUp(id)
             let after = try await calls()

@@ -10,7 +10,7 @@ import Testing
 @_spi(Operator) @testable import YashimaShared
 
 /// A board in this process's memory: what the state file's slots are to processes, to breakers here.
-final class MemoryBoard: RemoteMachineBoard {
+final class MemoryBoard: MachineBoard {
     private let slots = Mutex<[UInt64: ProcessBreakerWords]>([:])
     let counted = Mutex<[RemoteStatistics.Counter: Int]>([:])
 
@@ -31,7 +31,7 @@ final class MemoryBoard: RemoteMachineBoard {
 
 @Suite("Remote bounds: one breaker per machine, the release after a failed store")
 struct RemoteBreakerSharingTests {
-    private func breaker(_ label: String, _ board: RemoteBoardLink, _ clock: TestClock) -> RemoteCircuitBreaker {
+    private func breaker(_ label: String, _ board: MachineBoardLink, _ clock: TestClock) -> RemoteCircuitBreaker {
         RemoteCircuitBreaker(
             cooldown: .milliseconds(100), maximumCooldown: .milliseconds(400), probeWindow: .milliseconds(50),
             label: label, board: board, now: clock.function)
@@ -40,7 +40,7 @@ struct RemoteBreakerSharingTests {
     @Test("breakers with one label on one board are one breaker: open for all, one probe for all")
     func sharedWords() {
         let clock = TestClock()
-        let link = RemoteBoardLink()
+        let link = MachineBoardLink()
         link.attach(MemoryBoard())
         let (first, second) = (breaker("redis a:1/0 reads", link, clock), breaker("redis a:1/0 reads", link, clock))
         let other = breaker("redis b:1/0 reads", link, clock)
@@ -69,7 +69,7 @@ struct RemoteBreakerSharingTests {
     @Test("a time further ahead than the longest cooldown (a state file from before a reboot) is taken as passed")
     func staleTimes() {
         let clock = TestClock()
-        let link = RemoteBoardLink()
+        let link = MachineBoardLink()
         let board = MemoryBoard()
         link.attach(board)
         let shared = breaker("redis c:1/0 writes", link, clock)
@@ -83,7 +83,7 @@ struct RemoteBreakerSharingTests {
     @Test("without a board, or before one is attached, each breaker keeps its own words")
     func processWords() {
         let clock = TestClock()
-        let link = RemoteBoardLink()
+        let link = MachineBoardLink()
         let (first, second) = (breaker("redis d:1/0 reads", link, clock), breaker("redis d:1/0 reads", link, clock))
         first.record(success: false, admission: first.admit())
         #expect(second.admit() == .proceed(isProbe: false))

@@ -85,7 +85,7 @@ struct RemoteGuardTests {
         let counts = guarded.statistics.snapshot
         #expect(counts[.timeouts] == 1 && counts[.errors] == 0 && counts[.bypassed] == 2)
         _ = guarded.performBlocking(scope: 1, access: .write) { (_) throws(RemoteError) -> Int in
-            throw .server(RedisErrorReply(line: "NOAUTH Authentication required."))
+            throw .redis(.server(RedisErrorReply(line: "NOAUTH Authentication required.")))
         }
         #expect(guarded.statistics.snapshot[.errors] == 1)
         #expect(guarded.breaker(scope: 1, access: .read).state != .closed)
@@ -97,7 +97,7 @@ struct RemoteGuardTests {
         for line in ["OOM command not allowed", "READONLY replica", "MISCONF no disk"] {
             let guarded = makeGuard()
             _ = guarded.performBlocking(scope: 0, access: .write) { (_) throws(RemoteError) -> Int in
-                throw .server(RedisErrorReply(line: line))
+                throw .redis(.server(RedisErrorReply(line: line)))
             }
             #expect(guarded.breaker(scope: 0, access: .write).state != .closed, "\(line)")
             #expect(guarded.breaker(scope: 0, access: .read).state == .closed, "\(line)")
@@ -107,7 +107,7 @@ struct RemoteGuardTests {
                 return
             }
         }
-        for error in [RemoteError.server(RedisErrorReply(line: "WRONGTYPE x")), .replyTooLarge] {
+        for error in [RemoteError.redis(.server(RedisErrorReply(line: "WRONGTYPE x"))), .replyTooLarge] {
             let attempt = guarded.performBlocking(scope: 0, access: .read) { (_) throws(RemoteError) -> Int in
                 throw error
             }
@@ -217,14 +217,13 @@ struct RemoteGuardTests {
 
 @Suite("Lease renewal loop")
 struct LeaseRenewalTests {
-    let lease = RemoteLease(
-        keys: RemoteKeys(identity: SHA256.hash([1]), prefix: "t"), token: Array("tok".utf8), timeToLiveMilliseconds: 60)
+    let ttl = Duration.milliseconds(60)
 
     @Test("renews until stopped")
     func renewsUntilStopped() async {
         let renewals = Counter()
         let enough = Gate()
-        let renewal = LeaseRenewal(lease: lease, interval: .milliseconds(5)) { _ in
+        let renewal = LeaseRenewal(timeToLive: ttl, interval: .milliseconds(5)) {
             if renewals.increment() == 3 { enough.open() }
             return .renewed
         }
@@ -239,7 +238,7 @@ struct LeaseRenewalTests {
     @Test("renews while CPU-bound tasks occupy every cooperative thread (the loop has its own thread)")
     func notStarvedByBusyPool() async {
         let renewals = Counter()
-        let renewal = LeaseRenewal(lease: lease, interval: .milliseconds(5)) { _ in
+        let renewal = LeaseRenewal(timeToLive: ttl, interval: .milliseconds(5)) {
             renewals.increment()
             return .renewed
         }
@@ -268,7 +267,7 @@ struct LeaseRenewalTests {
         let lost = Gate()
         let reports = Counter()
         let renewal = LeaseRenewal(
-            lease: lease, interval: .milliseconds(5), renew: { _ in .lost },
+            timeToLive: ttl, interval: .milliseconds(5), renew: { .lost },
             onLost: {
                 reports.increment()
                 lost.open()
@@ -283,7 +282,7 @@ struct LeaseRenewalTests {
     func unreachable() async {
         let lost = Gate()
         let renewal = LeaseRenewal(
-            lease: lease, interval: .milliseconds(5), renew: { _ in .unavailable }, onLost: { lost.open() })
+            timeToLive: ttl, interval: .milliseconds(5), renew: { .unavailable }, onLost: { lost.open() })
         #expect(await lost.wait(within: 30))
         #expect(renewal.current == .lost)
     }

@@ -91,9 +91,9 @@ struct RemoteMeasurementTests {
         let folder = TemporaryDirectory("remote-measure")
         let directory = try Directory(path: folder.path, sharing: .privateToUser, allowNetworkFilesystem: false)
         let state = directory.state
-        let board = RemoteSharedBoard(state: { state })
+        let board = DirectoryMachineBoard(state: { state })
         let local = RemoteCircuitBreaker(cooldown: .seconds(5), label: "measure local")
-        let link = RemoteBoardLink()
+        let link = MachineBoardLink()
         link.attach(board)
         let shared = RemoteCircuitBreaker(cooldown: .seconds(5), label: "measure shared", board: link)
         for (label, breaker) in [("in this process", local), ("slot in the state file", shared)] {

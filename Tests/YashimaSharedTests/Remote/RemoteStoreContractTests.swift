@@ -1,5 +1,5 @@
 // The contract every remote value store keeps (RemoteValueStore), run against each backend: in memory,
-// Redis (one server, three shards, a three-master Cluster) and HTTP (nginx). A new backend gets these
+// Redis (one server, three shards, a three-master Cluster), HTTP (nginx) and S3 (SeaweedFS). A new backend gets these
 // tests by adding a case to `ContractBackend`. Backend-specific behaviour stays in its own suite.
 
 import Foundation
@@ -10,20 +10,28 @@ import Testing
 
 /// A backend under the contract.
 enum ContractBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case memory, redis, redisShards, redisCluster, http
+    case memory, redis, redisShards, redisCluster, http, s3
 
     var testDescription: String { rawValue }
 
     /// Whether a host without a secret keeps a signed value in place when it stores (the trust rule; HTTP
     /// has no conditional store, so only its lookup before generating protects one).
-    var keepsSignedValues: Bool { self != .http }
+    var keepsSignedValues: Bool { self != .http && self != .s3 }
 
     /// The backends this machine can run: every one whose server is installed or required (CI, where a
     /// missing one then fails).
     static var runnable: [ContractBackend] {
         let redis = RedisProcess.executablePath != nil || RedisProcess.isRequired
         let nginx = NginxServer.executablePath != nil || NginxServer.isRequired
-        return allCases.filter { $0 == .memory || ($0 == .http ? nginx : redis) }
+        let seaweed = SeaweedServer.executablePath != nil || SeaweedServer.isRequired
+        return allCases.filter {
+            switch $0 {
+            case .memory: return true
+            case .http: return nginx
+            case .s3: return seaweed
+            default: return redis
+            }
+        }
     }
 
     /// Starts the backend's servers.
@@ -64,6 +72,27 @@ enum ContractBackend: String, CaseIterable, Sendable, CustomTestStringConvertibl
                         redis.keys(for: identity), bytes: bytes, timeToLiveMilliseconds: 600_000,
                         deadline: .after(.seconds(10)))
                 }
+            }
+        case .s3:
+            let server = try await SeaweedServer.start()
+            let prefix = "contract-\(UInt32.random(in: 0...UInt32.max))"
+            return ContractFixture {
+                await server.stop()
+            } makeStore: { settings in
+                try makeS3Store(server, prefix: prefix) {
+                    $0.secret = settings.secret
+                    settings.apply(to: &$0.policy)
+                }
+            } plant: { bytes, identity, store in
+                let s3 = try #require(store as? S3RemoteStore)
+                let status = try await offPool { () throws -> Int in
+                    try s3.client.exchange(
+                        s3.client.request(
+                            "PUT", key: s3.configuration.valueKey(identity.digest), body: .bytes(bytes)),
+                        deadline: .after(.seconds(30)), cancellation: HTTPCancellation()
+                    ).status
+                }
+                #expect(status == 200)
             }
         case .http:
             let server = try await NginxServer.start()
@@ -107,7 +136,7 @@ struct ContractFixture: Sendable {
     }
 }
 
-@Suite("Remote store contract: memory, Redis (one, shards, Cluster), HTTP (nginx)")
+@Suite("Remote store contract: memory, Redis (one, shards, Cluster), HTTP (nginx), S3 (SeaweedFS)")
 struct RemoteStoreContractTests {
     @Test("store, lookup, remove; a payload file; times and statistics", arguments: ContractBackend.runnable)
     func roundTrip(_ backend: ContractBackend) async throws {
@@ -121,8 +150,8 @@ struct RemoteStoreContractTests {
         #expect(await store.lookup(entryIdentity("round-trip", codec: "string-v1")) == .miss(.absent))
         #expect(await store.store(id, payload: Data(), createdAt: 43, expiresAt: 0) == .stored)
         #expect(await store.lookup(id) == .hit(RemoteValue(payload: Data(), createdAt: 43, expiresAt: 0)))
-        #expect(await store.remove(id))
-        #expect(!(await store.remove(id)))
+        #expect(await store.remove(id) == .removed)
+        #expect(await store.remove(id) == .absent)
         #expect(await store.lookup(id) == .miss(.absent))
         let counts = store.statistics.snapshot
         #expect(counts[.hits] == 2 && counts[.misses] == 3 && counts[.puts] == 2 && counts[.errors] == 0)
@@ -237,7 +266,7 @@ struct RemoteStoreContractTests {
         #expect(await writer.store(id, payload: payload(9), createdAt: 1, expiresAt: 0) == .stored)
         #expect(await reader.lookup(id) == .hit(RemoteValue(payload: payload(9), createdAt: 1, expiresAt: 0)))
         #expect(await reader.store(id, payload: payload(1), createdAt: 1, expiresAt: 0) == .skipped(.readOnly))
-        #expect(!(await reader.remove(id)))
+        #expect(await reader.remove(id) == .unavailable)
         #expect(await writer.lookup(id) == .hit(RemoteValue(payload: payload(9), createdAt: 1, expiresAt: 0)))
         await fixture.stop()
     }

@@ -196,7 +196,7 @@ struct RemoteTierTests {
         }
     }
 
-    @Test("the server killed, or stopped longer than the timeout: no error thrown, calls go on locally")
+    @Test("the server killed, or stopped longer than the timeout: lookups throw nothing, calls go on locally")
     func serverFaults() async throws {
         let server = try await RedisServer.start()
         defer { Task { await server.stop() } }
@@ -218,7 +218,12 @@ struct RemoteTierTests {
             #expect(value == payload(index))
         }
         #expect(cache.statistics.remoteBypassedCalls >= 5)
-        #expect(try await cache.remove(for: CacheKey("before"), codec: codec))  // local removal still works
+        // The local removal still works; the remote copy could not be deleted, and that is said
+        // (RemoteRemovalTests).
+        await #expect(throws: YCache.Error.self) { try await cache.remove(for: CacheKey("before"), codec: codec) }
+        let local = YCache(storageDirectory: directory.url)
+        let gone = try await local.resolve(for: CacheKey("before"), codec: codec) { payload(9) }
+        #expect(gone.origin == .generated)
     }
 
     @Test(

@@ -132,7 +132,7 @@ final class HTTPConnection: @unchecked Sendable {
             do throws(HTTPResponseError) {
                 event = try decoder.next()
             } catch {
-                throw .invalidHTTPResponse(error)
+                throw .http(.invalidResponse(error))
             }
             switch event {
             case .head(let head)?:
@@ -160,7 +160,7 @@ final class HTTPConnection: @unchecked Sendable {
                         decoder.didReachEndOfStream()
                     } else {
                         // Before any byte: maybe a kept connection the server had closed (the caller may retry).
-                        throw responseStarted ? .invalidHTTPResponse(.truncated) : .connectionClosed
+                        throw responseStarted ? .http(.invalidResponse(.truncated)) : .connectionClosed
                     }
                 }
             }

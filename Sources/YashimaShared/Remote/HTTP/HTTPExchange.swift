@@ -79,3 +79,45 @@ final class HTTPCancellation: Sendable {
         }
     }
 }
+
+/// An HTTP failure, as ``RemoteError/backend(_:)`` carries it: below HTTP (libcurl's code), bytes that
+/// are not HTTP/1.1, or a status that fails the call. Names codes and statuses only.
+enum HTTPFailure: RemoteBackendFailure, Equatable {
+    /// An HTTPS transfer failed below HTTP: refused, reset or closed connection, name resolution, TLS
+    /// (libcurl's error code only).
+    case transport(code: Int)
+    /// The server sent bytes that are not a valid HTTP/1.1 response (names the part only).
+    case invalidResponse(HTTPResponseError)
+    /// The server answered a read with a 5xx status (or 429, too many requests).
+    case serverStatus(Int)
+    /// The server refused a write with a status other than 2xx and 413 (5xx, 401, 403, 405, ...).
+    case writeRefused(Int)
+
+    var scope: RemoteError.Scope {
+        if case .writeRefused = self { return .writes }
+        return .server
+    }
+
+    var failureKind: RemoteFailureKind {
+        switch self {
+        case .transport: return .connection
+        case .invalidResponse: return .error
+        case .serverStatus: return .serverError
+        case .writeRefused: return .writesRefused
+        }
+    }
+
+    var description: String {
+        switch self {
+        case .transport(let code): return "remote HTTPS transfer failed (libcurl error \(code))"
+        case .invalidResponse(let error): return "invalid reply from the remote HTTP server: \(error)"
+        case .serverStatus(let status): return "remote HTTP server error (status \(status))"
+        case .writeRefused(let status): return "remote HTTP server refused a write (status \(status))"
+        }
+    }
+}
+
+extension RemoteError {
+    /// An HTTP failure, wrapped.
+    static func http(_ failure: HTTPFailure) -> RemoteError { .backend(failure) }
+}

@@ -13,10 +13,13 @@ final class HTTPPlainTransport: HTTPTransport, CustomReflectable {
     private let headerNames: [String]
     private let connectTimeout: Duration
 
-    /// A transport to `address` sending `headers` with every request.
-    init(address: RemoteAddress, headers: [(name: String, value: String)], connectTimeout: Duration) {
+    /// A transport to `address` sending `headers` with every request, and `host` as `Host` (the address
+    /// when nil).
+    init(
+        address: RemoteAddress, host: String? = nil, headers: [(name: String, value: String)], connectTimeout: Duration
+    ) {
         pool = HTTPConnectionPool.shared(for: address)
-        var lines = "Host: \(address)\r\n"
+        var lines = "Host: \(host ?? "\(address)")\r\n"
         for (name, value) in headers { lines += "\(name): \(value)\r\n" }
         fixedHeaders = Array(lines.utf8)
         headerNames = headers.map(\.name)

@@ -131,7 +131,7 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
             switch status {
             case 200..<300: return true
             case 404, 410: return false
-            case 429, 500..<600: throw .serverStatus(status)
+            case 429, 500..<600: throw .http(.serverStatus(status))
             default: return nil
             }
         }
@@ -193,20 +193,20 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
         return outcome
     }
 
-    /// Deletes `identity`'s value. True when one was deleted.
+    /// Deletes `identity`'s value: `.removed`, `.absent` (404, 410), or `.unavailable` when the server
+    /// could not be asked, failed or refused.
     @discardableResult
-    func remove(_ identity: EntryIdentity) async -> Bool {
+    func remove(_ identity: EntryIdentity) async -> RemoteRemoval {
         let path = configuration.endpoint.path(for: identity.digest)
         let attempt = await request(.write, "DELETE", path) {
             (status) throws(RemoteError) -> Bool in
             switch status {
             case 200..<300: return true
             case 404, 410: return false
-            default: throw .writeRefused(status)
+            default: throw .http(.writeRefused(status))
             }
         }
-        if case .completed(let deleted) = attempt { return deleted }
-        return false
+        return RemoteRemoval(attempt)
     }
 
     /// A guarded `PUT` of the body `makeBody` builds on the I/O thread (nothing is sealed or read when
@@ -224,7 +224,7 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
             switch status {
             case 200..<300: return
             case 413: throw .payloadTooLarge
-            default: throw .writeRefused(status)
+            default: throw .http(.writeRefused(status))
             }
         }
         return finishStore(attempt)

@@ -53,7 +53,7 @@ final class HTTPSecureTransport: HTTPTransport, CustomReflectable {
         _ request: HTTPRequest, sink: (any HTTPResponseSink)?, clock: inout HTTPTransferClock,
         cancellation: HTTPCancellation
     ) throws(RemoteError) -> HTTPExchangeOutcome {
-        guard Self.loadFailure == nil else { throw .transport(code: CurlCode.failedInit) }
+        guard Self.loadFailure == nil else { throw .http(.transport(code: CurlCode.failedInit)) }
         guard !cancellation.isCancelled else { throw .cancelled }
         let handle = try checkOut()
         let exchange = CurlExchange(sink: sink, body: request.body, clock: clock, cancellation: cancellation)
@@ -89,7 +89,7 @@ final class HTTPSecureTransport: HTTPTransport, CustomReflectable {
         while let handle = idle.withLock({ $0.popLast() }) {
             if handle.processID == Syscall.processID { return handle }
         }
-        guard let pointer = ysh_curl_open() else { throw .transport(code: CurlCode.failedInit) }
+        guard let pointer = ysh_curl_open() else { throw .http(.transport(code: CurlCode.failedInit)) }
         return CurlHandle(pointer)
     }
 
@@ -245,8 +245,8 @@ private final class CurlExchange {
         if let localFailure { throw .localFile(localFailure) }
         if cancelled || cancellation.isCancelled { throw .cancelled }
         if timedOut || code == CurlCode.timedOut { throw .timedOut }
-        if let malformed { throw .invalidHTTPResponse(malformed) }
+        if let malformed { throw .http(.invalidResponse(malformed)) }
         if let status, code == 0 || stopped { return HTTPExchangeOutcome(status: status, stopped: stopped) }
-        throw .transport(code: code == 0 ? CurlCode.failedInit : code)
+        throw .http(.transport(code: code == 0 ? CurlCode.failedInit : code))
     }
 }

@@ -100,7 +100,7 @@ final class HTTPValueSink: HTTPResponseSink {
             case .failure(.staging(let error)): throw .localFile(error)
             }
         case 404, 410: return .miss(.absent)
-        case 429, 500..<600: throw .serverStatus(outcome.status)
+        case 429, 500..<600: throw .http(.serverStatus(outcome.status))
         default: return .miss(.refused(status: outcome.status))
         }
     }

@@ -225,3 +225,63 @@ enum RESPEncoder {
         }
     }
 }
+
+/// A Redis failure, as ``RemoteError/backend(_:)`` carries it: bytes that are not RESP2, an error reply
+/// where a result was needed, refused credentials, a reply of the wrong shape, a cluster that cannot be
+/// routed. Names shapes and Redis's own error text only (which never echoes a password).
+enum RedisFailure: RemoteBackendFailure, Equatable {
+    /// The server sent bytes that are not a valid RESP2 reply (or exceed the decoder's limits).
+    case protocolViolation(RESPProtocolError)
+    /// The server answered with an error where the operation needed a result.
+    case server(RedisErrorReply)
+    /// `AUTH` (or the first command after connecting, when no credentials were given) was refused.
+    case authenticationFailed(RedisErrorReply)
+    /// A reply of the wrong shape for the command (names the shape only, never content).
+    case unexpectedReply(String)
+    /// A cluster kept redirecting (`MOVED`/`ASK`) past the bound.
+    case tooManyRedirects
+    /// No node of the cluster answered `CLUSTER SLOTS` with a usable map.
+    case clusterMapUnavailable
+
+    var scope: RemoteError.Scope {
+        guard case .server(let reply) = self else { return .server }
+        switch reply.kind {
+        case .wrongType: return .key
+        case .outOfMemory, .readOnly, .misconfigured: return .writes
+        default: return .server
+        }
+    }
+
+    var failureKind: RemoteFailureKind {
+        switch self {
+        case .authenticationFailed: return .authentication
+        case .server, .clusterMapUnavailable, .tooManyRedirects: return scope == .writes ? .writesRefused : .serverError
+        case .protocolViolation, .unexpectedReply: return .error
+        }
+    }
+
+    /// A key-scoped Redis failure is a value of another type.
+    var missReason: RemoteMiss { .wrongType }
+
+    var description: String {
+        switch self {
+        case .protocolViolation(let error): return "invalid reply from the remote server: \(error)"
+        case .server(let reply): return "remote server error: \(reply)"
+        case .authenticationFailed(let reply): return "remote authentication failed: \(reply)"
+        case .unexpectedReply(let shape): return "unexpected reply from the remote server: \(shape)"
+        case .tooManyRedirects: return "too many cluster redirects"
+        case .clusterMapUnavailable: return "no cluster node returned a slot map"
+        }
+    }
+}
+
+extension RemoteError {
+    /// A Redis failure, wrapped.
+    static func redis(_ failure: RedisFailure) -> RemoteError { .backend(failure) }
+
+    /// The Redis failure this is, if it is one.
+    var redisFailure: RedisFailure? {
+        guard case .backend(let failure) = self else { return nil }
+        return failure as? RedisFailure
+    }
+}

@@ -37,8 +37,8 @@ final class RedisConnection: @unchecked Sendable {
     ///   - connectTimeout: The most connecting may take, within `deadline`.
     ///   - deadline: When the whole open, handshake included, must be done.
     ///   - ownerProcessID: The process recorded as the owner (tests play a forked child with another pid).
-    /// - Throws: Connection errors, ``RemoteError/authenticationFailed(_:)`` when `AUTH` is refused (or
-    ///   the server needs it and none was configured), ``RemoteError/server(_:)`` when `SELECT` fails.
+    /// - Throws: Connection errors, ``RedisFailure/authenticationFailed(_:)`` when `AUTH` is refused (or
+    ///   the server needs it and none was configured), ``RedisFailure/server(_:)`` when `SELECT` fails.
     static func open(
         to endpoint: RedisEndpoint, limits: RESPLimits, connectTimeout: Duration, deadline: RemoteDeadline,
         ownerProcessID: Int32 = Syscall.processID
@@ -61,10 +61,12 @@ final class RedisConnection: @unchecked Sendable {
             guard !reply.isOK else { continue }
             connection.close()
             if case .error(let error) = reply {
-                if command.name == "AUTH" || error.kind == .noAuthentication { throw .authenticationFailed(error) }
-                throw .server(error)
+                if command.name == "AUTH" || error.kind == .noAuthentication {
+                    throw .redis(.authenticationFailed(error))
+                }
+                throw .redis(.server(error))
             }
-            throw .unexpectedReply(reply.shape)
+            throw .redis(.unexpectedReply(reply.shape))
         }
         return connection
     }
@@ -156,7 +158,7 @@ final class RedisConnection: @unchecked Sendable {
         } catch .bulkTooLong {
             throw .replyTooLarge
         } catch {
-            throw .protocolViolation(error)
+            throw .redis(.protocolViolation(error))
         }
     }
 }

@@ -60,7 +60,7 @@ struct RedisEntryCommands: Sendable {
     /// so a value published between the caller's miss and this call is seen without another trip).
     struct Acquisition: Sendable {
         /// The lease, when `SET NX` succeeded.
-        let lease: RemoteLease?
+        let lease: RedisLease?
         /// The value key's bytes (nil when absent or of another type).
         let value: [UInt8]?
     }
@@ -79,9 +79,9 @@ struct RedisEntryCommands: Sendable {
         let acquired: Bool
         switch replies[0] {
         case .null: acquired = false
-        case .error(let error): throw .server(error)
+        case .error(let error): throw .redis(.server(error))
         case let reply where reply.isOK: acquired = true
-        case let reply: throw .unexpectedReply(reply.shape)
+        case let reply: throw .redis(.unexpectedReply(reply.shape))
         }
         let value: [UInt8]?
         if case .error(let error) = replies[1], error.kind == .wrongType {
@@ -90,7 +90,7 @@ struct RedisEntryCommands: Sendable {
             value = try Self.bulk(replies[1])
         }
         let lease =
-            acquired ? RemoteLease(keys: keys, token: token, timeToLiveMilliseconds: timeToLiveMilliseconds) : nil
+            acquired ? RedisLease(keys: keys, token: token, timeToLiveMilliseconds: timeToLiveMilliseconds) : nil
         return Acquisition(lease: lease, value: value)
     }
 
@@ -114,7 +114,7 @@ struct RedisEntryCommands: Sendable {
         } else {
             value = try Self.bulk(replies[0])
         }
-        let lease = RemoteLease(keys: keys, token: token, timeToLiveMilliseconds: timeToLiveMilliseconds)
+        let lease = RedisLease(keys: keys, token: token, timeToLiveMilliseconds: timeToLiveMilliseconds)
         switch replies[1] {
         case .integer(1): return Acquisition(lease: lease, value: value)
         case .integer(0): return Acquisition(lease: nil, value: value)
@@ -122,15 +122,15 @@ struct RedisEntryCommands: Sendable {
             // Stored between the two commands: look again, taking the lease if it went meanwhile.
             guard value == nil else { return Acquisition(lease: nil, value: value) }
             return try acquire(keys, timeToLiveMilliseconds: timeToLiveMilliseconds, deadline: deadline)
-        case .error(let error): throw .server(error)
-        case let reply: throw .unexpectedReply(reply.shape)
+        case .error(let error): throw .redis(.server(error))
+        case let reply: throw .redis(.unexpectedReply(reply.shape))
         }
     }
 
     /// Extends `lease` by its TTL if this process still holds it (script). Blocking.
     ///
     /// - Returns: False when the lease expired, was evicted or belongs to someone else now.
-    func renew(_ lease: RemoteLease, deadline: RemoteDeadline) throws(RemoteError) -> Bool {
+    func renew(_ lease: RedisLease, deadline: RemoteDeadline) throws(RemoteError) -> Bool {
         let command = RedisScript.renew.command(
             keys: [lease.keys.lease], arguments: [lease.token, lease.timeToLiveMilliseconds.respBytes])
         let replies = try RedisScript.execute(
@@ -141,7 +141,7 @@ struct RedisEntryCommands: Sendable {
     /// Deletes `lease` if this process still holds it and publishes the release (script). Blocking.
     ///
     /// - Returns: False when the lease was already gone or someone else's (nothing deleted).
-    func release(_ lease: RemoteLease, deadline: RemoteDeadline) throws(RemoteError) -> Bool {
+    func release(_ lease: RedisLease, deadline: RemoteDeadline) throws(RemoteError) -> Bool {
         let replies = try RedisScript.execute(
             [releaseCommand(lease)], on: router, routingKey: lease.keys.routingKey, deadline: deadline)
         return try Self.integer(replies[0]) == 1
@@ -153,7 +153,7 @@ struct RedisEntryCommands: Sendable {
     ///
     /// - Returns: The store's outcome (a failure as a value) and whether the lease was released.
     func putAndRelease(
-        _ lease: RemoteLease, bytes: [UInt8], timeToLiveMilliseconds: Int64, keepSigned: Bool = false,
+        _ lease: RedisLease, bytes: [UInt8], timeToLiveMilliseconds: Int64, keepSigned: Bool = false,
         deadline: RemoteDeadline
     ) throws(RemoteError) -> (stored: Result<Bool, RemoteError>, released: Bool) {
         let keys = lease.keys
@@ -188,7 +188,7 @@ struct RedisEntryCommands: Sendable {
         return Check(value: value, leaseMilliseconds: try Self.integer(replies[1]))
     }
 
-    private func releaseCommand(_ lease: RemoteLease) -> RESPCommand {
+    private func releaseCommand(_ lease: RedisLease) -> RESPCommand {
         RedisScript.release.command(keys: [lease.keys.lease], arguments: [lease.token, lease.keys.channel])
     }
 
@@ -196,24 +196,24 @@ struct RedisEntryCommands: Sendable {
         switch reply {
         case .bulkString(let bytes): return bytes
         case .null: return nil
-        case .error(let error): throw .server(error)
-        default: throw .unexpectedReply(reply.shape)
+        case .error(let error): throw .redis(.server(error))
+        default: throw .redis(.unexpectedReply(reply.shape))
         }
     }
 
     static func integer(_ reply: RESPValue) throws(RemoteError) -> Int64 {
         switch reply {
         case .integer(let value): return value
-        case .error(let error): throw .server(error)
-        default: throw .unexpectedReply(reply.shape)
+        case .error(let error): throw .redis(.server(error))
+        default: throw .redis(.unexpectedReply(reply.shape))
         }
     }
 
     static func ok(_ reply: RESPValue) throws(RemoteError) {
         switch reply {
         case let reply where reply.isOK: return
-        case .error(let error): throw .server(error)
-        default: throw .unexpectedReply(reply.shape)
+        case .error(let error): throw .redis(.server(error))
+        default: throw .redis(.unexpectedReply(reply.shape))
         }
     }
 }

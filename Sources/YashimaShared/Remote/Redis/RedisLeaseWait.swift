@@ -115,8 +115,9 @@ extension RedisRemoteStore {
             do throws(RemoteError) {
                 return try RedisSubscriber.shared(for: endpoint, settings: settings).subscribe(
                     keys.channel, deadline: limit)
-            } catch .server(let reply) where reply.kind == .noPermission {
-                return nil
+            } catch {
+                if case .server(let reply)? = error.redisFailure, reply.kind == .noPermission { return nil }
+                throw error
             }
         }
         switch attempt {

@@ -1,5 +1,5 @@
 // RedisRemoteStore.swift: the Redis remote tier as the engine calls it: lookups, stores, removals (one key,
-// or with `removeAllRemotely` every key of the prefix) and the lease protocol (RemoteLeaseStore), every
+// or with `removeAllRemotely` every key of the prefix: RedisLeases.swift) and the lease protocol, every
 // call guarded (RemoteGuard) and never throwing. The design (keys, envelope, leases, failures) is on the type.
 
 import Foundation
@@ -50,7 +50,7 @@ import Synchronization
 /// call decides. `OOM`, `READONLY` and `MISCONF` open only the write breaker: lookups go on.
 /// `WRONGTYPE` and oversized replies are misses of that key. In read-only mode nothing is written and
 /// no lease is taken (generation is then coordinated per host only).
-final class RedisRemoteStore: RemoteLookupOrLease {
+final class RedisRemoteStore: RemoteValueStore {
     /// The settings.
     let configuration: RedisConfiguration
     /// The tier's counters.
@@ -125,28 +125,28 @@ final class RedisRemoteStore: RemoteLookupOrLease {
         return finishStore(attempt)
     }
 
-    /// Deletes `identity`'s value. True when one was deleted.
+    /// Deletes `identity`'s value: `.removed`, `.absent`, or `.unavailable` when the server could not be
+    /// asked or failed (a stored value may survive).
     @discardableResult
-    func remove(_ identity: EntryIdentity) async -> Bool {
+    func remove(_ identity: EntryIdentity) async -> RemoteRemoval {
         let keys = keys(for: identity)
         let commands = commands
         let attempt = await remoteGuard.perform(scope: router.scope(for: keys.routingKey), access: .write) {
             (deadline) throws(RemoteError) -> Bool in
             try commands.delete(keys, deadline: deadline)
         }
-        if case .completed(let deleted) = attempt { return deleted }
-        return false
+        return RemoteRemoval(attempt)
     }
 
     // MARK: Leases
 
     /// Step 2 of the lease protocol: takes the lease, or finds the value, or finds another holder.
-    func acquireLease(_ identity: EntryIdentity) async -> RemoteLeaseAcquisition {
+    func acquireLease(_ identity: EntryIdentity) async -> RedisLeaseAcquisition {
         let keys = keys(for: identity)
         let (commands, secret) = (commands, configuration.secret)
         let ttl = configuration.leaseTimeToLive.remoteMilliseconds
         let attempt = await remoteGuard.perform(scope: router.scope(for: keys.routingKey), access: .write) {
-            (deadline) throws(RemoteError) -> RemoteLeaseAcquisition in
+            (deadline) throws(RemoteError) -> RedisLeaseAcquisition in
             let found = try commands.acquire(keys, timeToLiveMilliseconds: ttl, deadline: deadline)
             // Not counted when rejected: the lookup just before saw (and counted) the same bytes.
             if let bytes = found.value, case .hit(let value) = Self.verify(bytes, identity: identity, secret: secret) {
@@ -167,7 +167,7 @@ final class RedisRemoteStore: RemoteLookupOrLease {
         }
     }
 
-    /// The value of `identity`, or when there is none usable its lease (see ``RemoteLookupOrLease``): one
+    /// The value of `identity`, or when there is none usable its lease (see ``RemoteValueLeaseStore``): one
     /// round trip (`GET` and the acquire-unless-stored script, pipelined); a rejected value costs a second
     /// (`SET NX` past it). While this store's lookups hit (the last ``getFirstAfterHits`` did), a `GET`
     /// alone goes first and answers a hit without the script, whose Lua call cost the server 25–30 µs per
@@ -175,13 +175,13 @@ final class RedisRemoteStore: RemoteLookupOrLease {
     /// miss then pays one more round trip, once: it ends the streak, so the misses after it (a stampede's
     /// other keys, a cold cache) keep a miss's lookup and lease in one round trip.
     func startLookupOrAcquireLease(
-        _ identity: EntryIdentity, completion: @escaping @Sendable (RemoteLeaseAcquisition) -> Void
+        _ identity: EntryIdentity, completion: @escaping @Sendable (RedisLeaseAcquisition) -> Void
     ) {
         let keys = keys(for: identity)
         let (commands, secret) = (commands, configuration.secret)
         let ttl = configuration.leaseTimeToLive.remoteMilliseconds
         remoteGuard.start(scope: router.scope(for: keys.routingKey), access: .write) {
-            (deadline) throws(RemoteError) -> (RemoteLookup, RemoteLeaseAcquisition) in
+            (deadline) throws(RemoteError) -> (RemoteLookup, RedisLeaseAcquisition) in
             if self.hitStreak.load(ordering: .relaxed) >= Self.getFirstAfterHits,
                 let bytes = try Self.getUnlessOtherType(keys, commands: commands, deadline: deadline),
                 case .hit(let value) = Self.verify(bytes, identity: identity, secret: secret)
@@ -236,19 +236,19 @@ final class RedisRemoteStore: RemoteLookupOrLease {
         do {
             return try commands.get(keys, deadline: deadline)
         } catch {
-            if case .server(let reply) = error, reply.kind == .wrongType { return nil }
+            if case .server(let reply)? = error.redisFailure, reply.kind == .wrongType { return nil }
             throw error
         }
     }
 
     /// Extends `lease` if this process still holds it.
-    func renew(_ lease: RemoteLease) async -> RemoteLeaseRenewal {
+    func renew(_ lease: RedisLease) async -> RemoteLeaseRenewal {
         await RemoteIO.shared.run { self.renewBlocking(lease) }
     }
 
     /// Extends `lease` if this process still holds it, on the calling thread (the renewal loop's).
     /// Blocking.
-    func renewBlocking(_ lease: RemoteLease) -> RemoteLeaseRenewal {
+    func renewBlocking(_ lease: RedisLease) -> RemoteLeaseRenewal {
         let commands = commands
         let attempt = remoteGuard.performBlocking(scope: router.scope(for: lease.keys.routingKey), access: .write) {
             (deadline) throws(RemoteError) -> Bool in
@@ -268,12 +268,12 @@ final class RedisRemoteStore: RemoteLookupOrLease {
     /// (even with its breaker open: waiters on other hosts learn of it at once instead of at the lease's
     /// expiry). True when released.
     @discardableResult
-    func release(_ lease: RemoteLease) async -> Bool {
+    func release(_ lease: RedisLease) async -> Bool {
         await RemoteIO.shared.run { self.releaseBlocking(lease) }
     }
 
     /// `release`, on the calling thread (a RemoteIO one). Blocking, at most one operation timeout.
-    private func releaseBlocking(_ lease: RemoteLease) -> Bool {
+    private func releaseBlocking(_ lease: RedisLease) -> Bool {
         let (commands, scope) = (commands, router.scope(for: lease.keys.routingKey))
         let deadline = RemoteDeadline.after(configuration.policy.operationTimeout)
         var pause = Self.firstReleaseRetry
@@ -305,7 +305,7 @@ final class RedisRemoteStore: RemoteLookupOrLease {
     /// lease is released by a separate call (``release(_:)``), so waiters are woken and take the lease at
     /// once rather than at its expiry: the holder spends at most one more operation timeout on it.
     func storeAndRelease(
-        _ identity: EntryIdentity, payload: Data, createdAt: Int64, expiresAt: Int64, lease: RemoteLease
+        _ identity: EntryIdentity, payload: Data, createdAt: Int64, expiresAt: Int64, lease: RedisLease
     ) async -> RemoteStoreOutcome {
         if let skip = skipReason(payloadCount: payload.count, expiresAt: expiresAt) {
             await release(lease)
@@ -335,10 +335,10 @@ final class RedisRemoteStore: RemoteLookupOrLease {
     /// ``LeaseRenewal/stop()`` (or until the returned object is dropped).
     ///
     /// - Parameter onLost: Called once if the lease is lost (expired, evicted, taken over).
-    func startRenewal(_ lease: RemoteLease, onLost: @escaping @Sendable () -> Void = {}) -> LeaseRenewal {
+    func startRenewal(_ lease: RedisLease, onLost: @escaping @Sendable () -> Void = {}) -> LeaseRenewal {
         LeaseRenewal(
-            lease: lease, interval: configuration.renewalInterval, renew: { [self] in renewBlocking($0) },
-            onLost: onLost)
+            timeToLive: .milliseconds(lease.timeToLiveMilliseconds), interval: configuration.renewalInterval,
+            renew: { [self] in renewBlocking(lease) }, onLost: onLost)
     }
 
     // MARK: Helpers
@@ -358,62 +358,4 @@ final class ReleaseFlag: Sendable {
     var value: Bool { flag.withLock { $0 } }
 
     func set(_ released: Bool) { flag.withLock { $0 = released } }
-}
-
-// MARK: - removeAll (an opt-in: YCache.Remote.Options.removeAllRemotely)
-
-extension RedisRemoteStore {
-    /// Deletes every value under the key prefix on every server (each shard, each cluster master) by
-    /// `SCAN MATCH` and pipelined `UNLINK`s, each round guarded like any call (leases expire by
-    /// themselves). Returns the number deleted, or nil when a server could not be asked (what was
-    /// deleted before stays deleted). Nothing in read-only mode.
-    func removeAll() async -> Int? {
-        guard !remoteGuard.policy.readOnly else { return nil }
-        return await RemoteIO.shared.run { self.removeAllBlocking() }
-    }
-
-    /// The rounds of `removeAll`, on a RemoteIO thread. Blocking: one operation timeout per round at most.
-    private func removeAllBlocking() -> Int? {
-        let router = router
-        guard
-            case .completed(let servers) = remoteGuard.performBlocking(
-                scope: 0, access: .write, { (deadline) throws(RemoteError) in try router.servers(deadline: deadline) })
-        else { return nil }
-        let pattern = RemoteKeys.valuePattern(prefix: configuration.keyPrefix)
-        var deleted = 0
-        for (endpoint, scope) in servers {
-            var cursor: [UInt8] = Array("0".utf8)
-            repeat {
-                let pool = settings.pool(for: endpoint)
-                let attempt = remoteGuard.performBlocking(scope: scope, access: .write) {
-                    (deadline) throws(RemoteError) -> ([UInt8], Int) in
-                    try pool.withConnection(deadline: deadline) { (connection) throws(RemoteError) -> ([UInt8], Int) in
-                        let reply = try connection.execute(
-                            RESPCommand("SCAN", cursor, "MATCH", pattern, "COUNT", "1000"), deadline: deadline)
-                        guard case .array(let parts) = reply, parts.count == 2, case .bulkString(let next) = parts[0],
-                            case .array(let names) = parts[1]
-                        else {
-                            if case .error(let error) = reply { throw .server(error) }
-                            throw .unexpectedReply(reply.shape)
-                        }
-                        let keys = names.compactMap { name -> [UInt8]? in
-                            if case .bulkString(let bytes) = name { return bytes }
-                            return nil
-                        }
-                        // One key per UNLINK: in a cluster, keys of different slots cannot share a command.
-                        let replies =
-                            keys.isEmpty
-                            ? [] : try connection.pipeline(keys.map { RESPCommand("UNLINK", $0) }, deadline: deadline)
-                        var count = 0
-                        for reply in replies { count += Int((try? RedisEntryCommands.integer(reply)) ?? 0) }
-                        return (next, count)
-                    }
-                }
-                guard case .completed(let (next, count)) = attempt else { return nil }
-                deleted += count
-                cursor = next
-            } while cursor != Array("0".utf8)
-        }
-        return deleted
-    }
 }

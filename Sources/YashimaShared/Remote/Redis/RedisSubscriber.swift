@@ -274,9 +274,9 @@ final class RedisSubscriber: @unchecked Sendable {
             case .bulkString(let channel) = items[1]
         else {
             if case .error(let error) = reply {
-                fail(generation, .server(error))
+                fail(generation, .redis(.server(error)))
             } else {
-                fail(generation, .unexpectedReply(reply.shape))
+                fail(generation, .redis(.unexpectedReply(reply.shape)))
             }
             return false
         }

@@ -62,12 +62,11 @@ final class MemoryRemoteStore: RemoteValueStore {
     }
 
     @discardableResult
-    func remove(_ identity: EntryIdentity) async -> Bool {
+    func remove(_ identity: EntryIdentity) async -> RemoteRemoval {
         let server = server
         let attempt = await remoteGuard.perform(scope: 0, access: .write) { (_) throws(RemoteError) in
             server.remove(identity.digest)
         }
-        if case .completed(let removed) = attempt { return removed }
-        return false
+        return RemoteRemoval(attempt)
     }
 }

