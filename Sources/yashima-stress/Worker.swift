@@ -14,6 +14,8 @@ struct WorkerSetup {
     var ledger: Ledger?
     var budget: Int?
     var memoryBudget: Int?
+    /// `--free-space-floor BYTES` (0: none); the library's default floor without it.
+    var freeSpaceFloor: YCache.FreeSpaceFloor? = .standard
     var sharing: StorageSharingMode
     /// `--remote URL` (`redis://…`, `redis+unix://…`, `http://…`), with `--remote-leases URL` (Redis
     /// leases for an HTTP remote), `--remote-lease-ms` (the lease TTL) and `--remote-timeout-ms` (the
@@ -29,6 +31,7 @@ struct WorkerSetup {
         ledger = arguments.string("ledger").map(Ledger.init(path:))
         budget = try arguments.int("budget")
         memoryBudget = try arguments.int("memory-budget")
+        if let floor = try arguments.int("free-space-floor") { freeSpaceFloor = floor > 0 ? .bytes(Int64(floor)) : nil }
         switch arguments.string("sharing") ?? "private" {
         case "private": sharing = .privateToUser
         case "group": sharing = .groupShared
@@ -72,7 +75,8 @@ struct WorkerSetup {
         YCache(
             configuration: YCache.Configuration(
                 storageDirectory: directory, memoryMaximumCost: memoryBudget ?? 64 * 1024 * 1024,
-                storageMaximumByteCount: budget ?? 128 * 1024 * 1024, sharing: sharing, remote: remote))
+                storageMaximumByteCount: budget ?? 128 * 1024 * 1024, storageFreeSpaceFloor: freeSpaceFloor,
+                sharing: sharing, remote: remote))
     }
 }
 

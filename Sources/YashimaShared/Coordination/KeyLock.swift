@@ -192,14 +192,17 @@ struct KeyLock: ~Copyable {
 
     /// Publishes `content` at `entry` through this lock file, then releases the lock (I6): the lock file,
     /// filled, is moved to the entry path, so waiters wake to find it gone and read the entry. When
-    /// the publish fails, the lock file is abandoned instead. Either way the lock is released once.
-    consuming func publish(_ content: EntryContent, to entry: EntryPath) async -> Result<
+    /// the publish fails, the lock file is abandoned instead. Either way the lock is released once. With
+    /// `room`, a publish that finds the disk full makes room and writes into the lock file once more (a
+    /// failed write empties it, and it stays ours).
+    consuming func publish(_ content: EntryContent, to entry: EntryPath, room: RoomForWrite? = nil) async -> Result<
         PublishOutcome, SystemCallError
     > {
         let staging = HeldStagingFile(
             descriptor: lock.descriptor, relative: path.relative, leftoverBytes: sizeWhenLocked)
-        let outcome = await EntryFile(directory: directory).publishOffPoolWhenLarge(
-            content, to: entry, through: .held(staging))
+        let files = EntryFile(directory: directory)
+        let write = { await files.publishOffPoolWhenLarge(content, to: entry, through: .held(staging)) }
+        let outcome = if let room { await room.retrying(write) } else { await write() }
         switch outcome {
         case .success:
             lock.release()  // the path names the entry now: nothing to unlink

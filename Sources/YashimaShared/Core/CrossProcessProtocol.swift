@@ -54,8 +54,9 @@
 ///   one process at a time trims, from a scan, re-checking each victim. Each file is charged off once, by
 ///   whoever moved it away: a remover renames it aside, a replacing publish swaps it out
 ///   (`RENAME_EXCHANGE`), and a publish charges its file before it can be seen, so the counters never
-///   clamp at zero. Only a process killed mid-publish or mid-removal leaves them off. (EntryPublish,
-///   EntryRemove, Trim, Maintenance)
+///   clamp at zero. Only a process killed mid-publish or mid-removal leaves them off. A full filesystem is
+///   trimmed the same way, by the writer that needs room. (EntryPublish, EntryRemove, Trim, Maintenance,
+///   SpacePressure)
 /// - **I10 Removal is seen everywhere**: removals and replacing writes bump the state file's epochs, and
 ///   memory serves a value only under the epochs it was read or made under. (SharedState+Epochs)
 /// - **I11 Touch is debounced, but never behind a publish**: a hit touches its entry when something was

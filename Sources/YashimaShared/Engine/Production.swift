@@ -24,13 +24,15 @@ enum WritePermit: ~Copyable {
     case uncoordinated
 
     /// Publishes `content` at `entry` (consuming the key lock: its lock file is the staging file, I6), or
-    /// through a new staging file when uncoordinated.
-    consuming func publish(_ content: EntryContent, to entry: EntryPath, in storage: StorageContext) async
-        -> Result<PublishOutcome, SystemCallError>
-    {
+    /// through a new staging file when uncoordinated; on a full disk, once more after `room` made room.
+    consuming func publish(
+        _ content: EntryContent, to entry: EntryPath, in storage: StorageContext, room: RoomForWrite? = nil
+    ) async -> Result<PublishOutcome, SystemCallError> {
         switch consume self {
-        case .keyLock(let lock): return await lock.publish(content, to: entry)
-        case .uncoordinated: return await storage.files.publishOffPoolWhenLarge(content, to: entry, through: .newFile)
+        case .keyLock(let lock): return await lock.publish(content, to: entry, room: room)
+        case .uncoordinated:
+            let write = { await storage.files.publishOffPoolWhenLarge(content, to: entry, through: .newFile) }
+            return if let room { await room.retrying(write) } else { await write() }
         }
     }
 

@@ -163,6 +163,13 @@ extension Production {
                 return (unwritten, error)
             }
         }
+        // Space pressure (Coordination/SpacePressure): below the free-space floor, trim first; a publish that
+        // finds the disk full (ENOSPC, EDQUOT) makes room from the directory's own entries and writes once more.
+        let engine = engine
+        let room = RoomForWrite(
+            storage: storage, charged: charged, watch: engine.freeSpace,
+            onTrim: { engine.count(state: storage.directory.state) { $0.pressureTrims += 1 } })
+        await room.keepFloor()
         // A replacing write stamps its memory item from just before its publish (I10).
         let slots = SharedState.slots(namespace: request.key.namespace, keyDigest: expectation.keyDigest)
         let beforePublish = storage.directory.state.stamp(slots)
@@ -171,11 +178,13 @@ extension Production {
         if let staged, staged.storage.directory.descriptor == storage.directory.descriptor {
             // The entry file is staged already: renamed into place under the key's lock, which then goes.
             // (Staged in a root since replaced, it is written again from its mapping instead.)
-            result = storage.files.publishStaged(
-                staged.relative, descriptor: staged.descriptor, header: staged.header, to: path)
+            result = await room.retrying {
+                storage.files.publishStaged(
+                    staged.relative, descriptor: staged.descriptor, header: staged.header, to: path)
+            }
             permit.abandon()
         } else {
-            result = await permit.publish(content, to: path, in: storage)
+            result = await permit.publish(content, to: path, in: storage, room: room)
         }
         switch result {
         case .success(let published): outcome = published
