@@ -28,4 +28,11 @@ enum FreeSpaceSetting {
         }
         return (try parse(text), text, source)
     }
+
+    /// `current`, or the default when the setting cannot be read (a settings file this user may not
+    /// read, a value a hand edit broke: `yashima config` reports those): a floor is never a reason for a
+    /// command to fail.
+    static func inForce(_ location: Location) -> (floor: YCache.FreeSpaceFloor?, text: String, SettingSource) {
+        (try? current(location)) ?? (.standard, defaultText, .builtIn)
+    }
 }

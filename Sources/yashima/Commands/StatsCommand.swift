@@ -82,7 +82,7 @@ enum StatsCommand {
         let lookups = hits + counters.misses
         let hitRate: Double? = lookups > 0 ? Double(hits) / Double(lookups) : nil
         let space = storage.filesystemSpace
-        let minFree = try FreeSpaceSetting.current(location)
+        let minFree = FreeSpaceSetting.inForce(location)
         let floor = space.map { minFree.floor?.bytes(ofFilesystemBytes: $0.totalBytes) ?? 0 }
 
         if format == "prometheus" {
