@@ -20,6 +20,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -302,6 +303,20 @@ int ysh_fstatfs_type(int fd, int64_t *type_out, int *err) {
     struct statfs st;
     if (fstatfs(fd, &st) == -1) FAIL_WITH_ERRNO(-1);
     *type_out = (int64_t)st.f_type;
+    return 0;
+}
+
+int ysh_fstatvfs_space(int fd, int64_t *total_out, int64_t *available_out, int *err) {
+    struct statvfs st;
+    if (fstatvfs(fd, &st) == -1) FAIL_WITH_ERRNO(-1);
+    uint64_t unit = st.f_frsize ? st.f_frsize : st.f_bsize;
+    *total_out = (int64_t)(st.f_blocks * unit);
+    *available_out = (int64_t)(st.f_bavail * unit);
+    return 0;
+}
+
+int ysh_rewind(int fd, int *err) {
+    if (lseek(fd, 0, SEEK_SET) == -1) FAIL_WITH_ERRNO(-1);
     return 0;
 }
 

@@ -36,6 +36,14 @@ extension YCache {
         /// ext4 at least 4 KiB per entry), for a disk cap (YashimaShared). Enforced like
         /// `storageMaximumByteCount`, which stays in force; default `nil` (no disk cap).
         public var storageMaximumAllocatedByteCount: Int?
+        /// The free space this cache leaves on the storage directory's filesystem (YashimaShared): a write
+        /// that would leave less first trims least-recently-used entries, so the cache shrinks when other
+        /// data fills the filesystem and grows again, up to its budget, when it empties (see
+        /// `FreeSpaceFloor`). Default `.standard`: 5 % of the filesystem or 1 GiB, whichever is smaller;
+        /// `nil` for none. Floor or not, a write that finds the disk full (`ENOSPC`, `EDQUOT`) trims the
+        /// directory's own entries and writes once more; only when nothing can be evicted does it fail
+        /// (`YCache.Error.storageFull`, or memory only under `.bestEffort`).
+        public var storageFreeSpaceFloor: FreeSpaceFloor?
         /// Who may use the directory (YashimaShared): `.privateToUser` (the default) or `.groupShared`.
         public var sharing: StorageSharingMode
         /// Use a directory on NFS, SMB, FUSE or 9p anyway, without mmap and without cross-process
@@ -55,6 +63,8 @@ extension YCache {
         ///   - storageMaximumByteCount: The storage budget in payload bytes; default 128 MiB, `nil` for
         ///     unbounded.
         ///   - storageMaximumAllocatedByteCount: A disk cap in allocated bytes; default none.
+        ///   - storageFreeSpaceFloor: The free space left on the filesystem; default the smaller of 5 % and
+        ///     1 GiB, `nil` for none.
         ///   - sharing: Who may use the directory.
         ///   - allowNetworkFilesystem: Whether a network filesystem is used anyway.
         ///   - remote: The remote tier, or `nil` for none.
@@ -64,6 +74,7 @@ extension YCache {
             memoryMaximumEntryCount: Int? = Self.defaultMemoryMaximumEntryCount,
             storageMaximumByteCount: Int? = Self.defaultStorageMaximumByteCount,
             storageMaximumAllocatedByteCount: Int? = nil,
+            storageFreeSpaceFloor: FreeSpaceFloor? = .standard,
             sharing: StorageSharingMode = .privateToUser,
             allowNetworkFilesystem: Bool = false,
             remote: Remote? = nil
@@ -73,6 +84,7 @@ extension YCache {
             self.memoryMaximumEntryCount = memoryMaximumEntryCount.map { max(0, $0) }
             self.storageMaximumByteCount = storageMaximumByteCount.map { max(0, $0) }
             self.storageMaximumAllocatedByteCount = storageMaximumAllocatedByteCount.map { max(0, $0) }
+            self.storageFreeSpaceFloor = storageFreeSpaceFloor
             self.sharing = sharing
             self.allowNetworkFilesystem = allowNetworkFilesystem
             self.remote = remote

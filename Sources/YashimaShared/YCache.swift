@@ -57,6 +57,7 @@ public final class YCache: Sendable {
             budget: StorageBudget(
                 payloadBytes: configuration.storageMaximumByteCount.map { Int64($0) },
                 allocatedBytes: configuration.storageMaximumAllocatedByteCount.map { Int64($0) }),
+            freeSpaceFloor: configuration.storageFreeSpaceFloor,
             sharing: configuration.sharing, allowNetworkFilesystem: configuration.allowNetworkFilesystem,
             remote: configuration.remote.flatMap { $0.backend.makeStores() })
     }

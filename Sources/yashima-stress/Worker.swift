@@ -14,6 +14,8 @@ struct WorkerSetup {
     var ledger: Ledger?
     var budget: Int?
     var memoryBudget: Int?
+    /// `--free-space-floor BYTES` (0: none); the library's default floor without it.
+    var freeSpaceFloor: YCache.FreeSpaceFloor? = .standard
     var sharing: StorageSharingMode
     /// `--remote URL` (`redis://…`, `redis+unix://…`, `http://…`), with `--remote-leases URL` (Redis
     /// leases for an HTTP remote), `--remote-lease-ms` (the lease TTL) and `--remote-timeout-ms` (the
@@ -29,6 +31,7 @@ struct WorkerSetup {
         ledger = arguments.string("ledger").map(Ledger.init(path:))
         budget = try arguments.int("budget")
         memoryBudget = try arguments.int("memory-budget")
+        if let floor = try arguments.int("free-space-floor") { freeSpaceFloor = floor > 0 ? .bytes(Int64(floor)) : nil }
         switch arguments.string("sharing") ?? "private" {
         case "private": sharing = .privateToUser
         case "group": sharing = .groupShared
@@ -72,7 +75,8 @@ struct WorkerSetup {
         YCache(
             configuration: YCache.Configuration(
                 storageDirectory: directory, memoryMaximumCost: memoryBudget ?? 64 * 1024 * 1024,
-                storageMaximumByteCount: budget ?? 128 * 1024 * 1024, sharing: sharing, remote: remote))
+                storageMaximumByteCount: budget ?? 128 * 1024 * 1024, storageFreeSpaceFloor: freeSpaceFloor,
+                sharing: sharing, remote: remote))
     }
 }
 
@@ -103,7 +107,7 @@ enum WorkerCommand {
             flagNames: [
                 "go", "announce", "announce-wait", "process-local", "all", "refresh", "uniform", "lookup-only",
                 "open-first", "current", "no-cache", "linger", "terse",
-                "read", "pause", "exhaust-inotify-instances",
+                "read", "pause", "exhaust-inotify-instances", "keep-going",
             ])
         switch command {
         case "get": return try await get(&arguments)
@@ -147,6 +151,8 @@ enum WorkerCommand {
         let linger = arguments.flag("linger")
         // `--terse`: the stampede's `DONE` line (writeStampedeLine) instead of the JSON line.
         let terse = arguments.flag("terse")
+        // `--keep-going`: a typed error is a line like any other (`"error"`), and the next key is looked up.
+        let keepGoing = arguments.flag("keep-going")
         let writeFailure = arguments.string("write-failure") ?? "throw"
         guard writeFailure == "throw" || writeFailure == "best-effort" else {
             throw ArgumentError(description: "--write-failure must be throw or best-effort, not '\(writeFailure)'")
@@ -173,6 +179,7 @@ enum WorkerCommand {
         let ledger = setup.ledger
         let pid = getpid()
         var allCorrect = true
+        var failed = false
         for index in 0..<count {
             let key = CacheKey(namespace: namespace, identity: count == 1 ? identity : "\(identity)-\(index)")
             let expected = Payload.bytes(seed, key: key, kind: .data, size: size)
@@ -202,7 +209,9 @@ enum WorkerCommand {
                 // A typed error as one JSON line (the case name first), for tests that expect one.
                 let name = Mirror(reflecting: error).children.first?.label ?? error.description
                 emit(jsonLine(["key": key.identity, "error": name, "description": error.description]))
-                return 3
+                guard keepGoing else { return 3 }
+                failed = true
+                continue
             }
             let elapsed = DispatchTime.now().uptimeNanoseconds - start
             let returned = monotonicNanoseconds()
@@ -227,7 +236,7 @@ enum WorkerCommand {
         // `--linger`: stay until stdin closes, so this process's exit (a whole Swift process's teardown,
         // milliseconds of CPU) does not run while sibling processes of a stampede are still waking.
         if linger { while readLine() != nil {} }
-        return allCorrect ? 0 : 1
+        return allCorrect ? (failed ? 3 : 0) : 1
     }
 
     /// `worker churn`: generate and remove the same key over and over. The generator writes "start" and

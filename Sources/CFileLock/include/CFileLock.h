@@ -137,6 +137,11 @@ int ysh_set_times_at(int dirfd, const char *path, int64_t ns, int *err);
 int ysh_ftruncate(int fd, int64_t length, int *err);
 /// fstatfs(2): the filesystem's magic number.
 int ysh_fstatfs_type(int fd, int64_t *type_out, int *err);
+/// fstatvfs(2): the filesystem's size and the bytes an unprivileged user may still allocate (f_bavail),
+/// both in bytes.
+int ysh_fstatvfs_space(int fd, int64_t *total_out, int64_t *available_out, int *err);
+/// lseek(2) to offset 0 (SEEK_SET).
+int ysh_rewind(int fd, int *err);
 /// getrandom(2) into `buffer`; falls back to /dev/urandom. Returns 0 on success.
 int ysh_random_bytes(void *buffer, size_t count);
 

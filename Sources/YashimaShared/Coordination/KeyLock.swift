@@ -193,14 +193,19 @@ struct KeyLock: ~Copyable {
     /// Publishes `content` at `entry` through this lock file by `mode`, then releases the lock (I6): the
     /// lock file, filled, is moved to the entry path (`EntryFile.place`), so waiters wake to find it gone
     /// and read the entry. When the publish fails, or an `.adding` publish left a live entry in place, the
-    /// lock file is abandoned instead. Either way the lock is released once.
-    consuming func publish(_ content: EntryContent, to entry: EntryPath, mode: PublishMode) async -> Result<
+    /// lock file is abandoned instead. Either way the lock is released once. With `room`, a publish that
+    /// finds the disk full makes room and writes into the lock file once more (a failed write empties it,
+    /// and it stays ours).
+    consuming func publish(
+        _ content: EntryContent, to entry: EntryPath, mode: PublishMode, room: RoomForWrite? = nil
+    ) async -> Result<
         PublishOutcome, SystemCallError
     > {
         let staging = HeldStagingFile(
             descriptor: lock.descriptor, relative: path.relative, leftoverBytes: sizeWhenLocked)
-        let outcome = await EntryFile(directory: directory).publishOffPoolWhenLarge(
-            content, to: entry, through: .held(staging), mode: mode)
+        let files = EntryFile(directory: directory)
+        let write = { await files.publishOffPoolWhenLarge(content, to: entry, through: .held(staging), mode: mode) }
+        let outcome = if let room { await room.retrying(write) } else { await write() }
         switch outcome {
         case .success(let published) where published.placed:
             lock.release()  // the path names the entry now: nothing to unlink

@@ -2,6 +2,8 @@
 // is replaced (I14), and a trimmer that finds the path replaced after locking waits on the new file, however
 // often that happens (Docs/Internals.md: the soak's made-up ESTALE).
 
+import Glibc
+
 /// The exclusive lock of `trim.lock`: this process is the directory's one trimmer.
 struct TrimLock: ~Copyable {
     private let lock: FileLock
@@ -39,6 +41,69 @@ struct TrimLock: ~Copyable {
             lock.release()  // a repair replaced it while we waited: lock the new one
         }
         return .failure(SystemCallError(operation: "flock", path: Directory.trimLockFile, errno: .staleHandle))
+    }
+
+    /// `acquire(in:)` for a writer that needs room (SpacePressure), waiting for another trimmer at most
+    /// `limit`: the lock is tried without blocking, `Policy.pressureTrimLockPause` between attempts, so a
+    /// trimmer stopped or hung while holding it delays the writer by `limit`, never more. Nil when another
+    /// process held it all that time. Blocking: call off the cooperative pool.
+    static func acquire(in directory: Directory, waitingAtMost limit: Duration) -> Result<TrimLock?, SystemCallError> {
+        let deadline = Syscall.monotonicNanoseconds + limit.nanoseconds
+        for _ in 0..<Policy.trimLockReplacements {
+            let lock: FileLock
+            switch open(in: directory) {
+            case .failed(let error):
+                return .failure(error)
+            case .createdLocked(let created):
+                lock = created
+            case .existing(let fd):
+                switch poll(fd, in: directory, until: deadline) {
+                case .locked(let acquired):
+                    lock = acquired
+                case .busy:
+                    Syscall.close(fd)
+                    return .success(nil)
+                case .failed(let error):
+                    Syscall.close(fd)
+                    return .failure(error)
+                }
+            }
+            if case .success(let mine) = Syscall.status(of: lock.descriptor), mine.linkCount > 0,
+                case .success(let current) = Syscall.status(of: Directory.trimLockFile, in: directory.descriptor),
+                current.isSameFile(as: mine)
+            {
+                return .success(TrimLock(lock: lock))
+            }
+            lock.release()  // a repair replaced it while we waited: lock the new one
+        }
+        return .failure(SystemCallError(operation: "flock", path: Directory.trimLockFile, errno: .staleHandle))
+    }
+
+    /// What polling `trim.lock` found.
+    private enum Polled: ~Copyable {
+        case locked(FileLock)
+        /// Held by another trimmer until the deadline.
+        case busy
+        case failed(SystemCallError)
+    }
+
+    /// Tries to lock `fd` exclusively without blocking until it is had or `deadline` (monotonic ns) passes.
+    private static func poll(_ fd: Int32, in directory: Directory, until deadline: Int64) -> Polled {
+        var pause = Policy.pressureTrimLockPause.first.nanoseconds
+        while true {
+            switch FileLock.attempt(
+                .exclusive, on: fd, path: Directory.trimLockFile, ownerProcessID: directory.ownerProcessID)
+            {
+            case .locked(let lock):
+                return .locked(lock)
+            case .busy:
+                guard Syscall.monotonicNanoseconds < deadline else { return .busy }
+                usleep(UInt32(pause / 1000))
+                pause = min(pause * 2, Policy.pressureTrimLockPause.longest.nanoseconds)
+            case .failed(let error):
+                return .failed(error)
+            }
+        }
     }
 
     /// Ends this trimmer's turn (LOCK_UN, then close; I7).

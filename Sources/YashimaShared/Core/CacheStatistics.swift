@@ -31,6 +31,9 @@ public struct CacheStatistics: Sendable, Equatable {
     /// Trims after a write that failed (`trim.lock` could not be opened or locked). The write's value was
     /// still returned and stored; the directory stays over its budget until a later trim succeeds.
     public var trimFailures = 0
+    /// Trims this instance ran to make room for a write on a full filesystem (`ENOSPC`, `EDQUOT`) or one
+    /// below `Configuration.storageFreeSpaceFloor`, that unlinked least-recently-used entries.
+    public var pressureTrims = 0
 
     // The remote tier's counters (`YCache.Configuration.remote`); all 0 without one. They are this
     // instance's own (not in the directory's shared counters).

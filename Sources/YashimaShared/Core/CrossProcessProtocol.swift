@@ -58,8 +58,9 @@
 ///   one process at a time trims, from a scan, re-checking each victim. Each file is charged off once, by
 ///   whoever moved it away: a remover renames it aside, a replacing publish swaps it out
 ///   (`RENAME_EXCHANGE`), and a publish charges its file before it can be seen, so the counters never
-///   clamp at zero. Only a process killed mid-publish or mid-removal leaves them off. (EntryPublish,
-///   EntryRemove, Trim, Maintenance)
+///   clamp at zero. Only a process killed mid-publish or mid-removal leaves them off. A full filesystem is
+///   trimmed the same way, by the writer that needs room. (EntryPublish, EntryRemove, Trim, Maintenance,
+///   SpacePressure)
 /// - **I10 Each key is linearizable on one machine**: every publish and every removal renames inside a
 ///   write window on its key's epoch slot (opened just before the rename, closed just after; `removeAll`
 ///   opens one per entry, then bumps its namespace's or the global word); memory serves a value without a

@@ -93,6 +93,30 @@ enum Policy {
     /// Staging files, staging folders and lock files one sweep may remove (bounded work per pass).
     static let sweepMaximumPerPass = 4096
 
+    // MARK: Space pressure (I9; Coordination/SpacePressure.swift)
+
+    /// A trim that makes room for a write (after ENOSPC or EDQUOT, or below the free-space floor) frees what
+    /// the write needs plus this share of the directory's usage: the hysteresis of `trimLowWaterFraction`,
+    /// so a full filesystem is trimmed once per tenth of the cache written, not on every write, and the
+    /// other writers of that moment find room too.
+    static let pressureMarginFraction = 1 - trimLowWaterFraction
+
+    /// How often a process reads the filesystem's free space (`fstatvfs`) for the free-space floor, at
+    /// most, besides the fresh read of every trim that makes room. Between reads the free space is
+    /// estimated from the last one and the shared usage counter, which every process's publishes and
+    /// removals move: the cache's own writes are seen at once, other data within this interval.
+    static let freeSpaceCheckInterval: Duration = .seconds(1)
+
+    /// The longest a writer that needs room waits for another process's `trim.lock` (polled without
+    /// blocking, `pressureTrimLockPause` between attempts) before it retries its write counting on that
+    /// trimmer's pass. A pass holds the lock for one bounded sample (`trimSampleEntries`, at most
+    /// `trimMaximumUnlinksPerPass` unlinks): milliseconds, a second on a very busy machine.
+    static let pressureTrimLockWait: Duration = .seconds(1)
+
+    /// The first and the longest pause between two attempts at `trim.lock` while a writer needs room:
+    /// doubling from 0.1 ms.
+    static let pressureTrimLockPause: (first: Duration, longest: Duration) = (.microseconds(100), .milliseconds(10))
+
     // MARK: Opening and checking the directory (I7, I13, I14)
 
     /// Lookups re-check at most this often that the root path still names the open root (I13); writes

@@ -17,6 +17,8 @@ final class CacheEngine: Sendable {
     let storagePath: String
     /// The storage budget this instance enforces when it writes (I9).
     let budget: StorageBudget
+    /// The free space this instance leaves on the filesystem, and its readings of it (SpacePressure).
+    let freeSpace: FreeSpaceWatch
     let sharing: StorageSharingMode
     let allowNetworkFilesystem: Bool
     let memory: MemoryStore
@@ -42,10 +44,12 @@ final class CacheEngine: Sendable {
 
     init(
         storagePath: String, memoryMaximumCost: Int?, memoryMaximumEntryCount: Int?, budget: StorageBudget,
-        sharing: StorageSharingMode, allowNetworkFilesystem: Bool, remote: RemoteStores? = nil
+        freeSpaceFloor: YCache.FreeSpaceFloor? = nil, sharing: StorageSharingMode, allowNetworkFilesystem: Bool,
+        remote: RemoteStores? = nil
     ) {
         self.storagePath = storagePath
         self.budget = budget
+        freeSpace = FreeSpaceWatch(floor: freeSpaceFloor)
         self.sharing = sharing
         self.allowNetworkFilesystem = allowNetworkFilesystem
         self.memory = MemoryStore(maximumCost: memoryMaximumCost, maximumCount: memoryMaximumEntryCount)

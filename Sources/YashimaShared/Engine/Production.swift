@@ -28,14 +28,18 @@ enum WritePermit: ~Copyable {
     case uncoordinated
 
     /// Publishes `content` at `entry` (consuming the key lock: its lock file is the staging file, I6), or
-    /// through a new staging file when uncoordinated.
+    /// through a new staging file when uncoordinated; on a full disk, once more after `room` made room.
     consuming func publish(
-        _ content: EntryContent, to entry: EntryPath, in storage: StorageContext, mode: PublishMode
+        _ content: EntryContent, to entry: EntryPath, in storage: StorageContext, mode: PublishMode,
+        room: RoomForWrite? = nil
     ) async -> Result<PublishOutcome, SystemCallError> {
         switch consume self {
-        case .keyLock(let lock): return await lock.publish(content, to: entry, mode: mode)
+        case .keyLock(let lock): return await lock.publish(content, to: entry, mode: mode, room: room)
         case .uncoordinated:
-            return await storage.files.publishOffPoolWhenLarge(content, to: entry, through: .newFile, mode: mode)
+            let write = {
+                await storage.files.publishOffPoolWhenLarge(content, to: entry, through: .newFile, mode: mode)
+            }
+            return if let room { await room.retrying(write) } else { await write() }
         }
     }
 

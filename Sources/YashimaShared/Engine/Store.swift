@@ -193,16 +193,25 @@ extension Production {
                 return (unwritten, error)
             }
         }
+        // Space pressure (Coordination/SpacePressure): below the free-space floor, trim first; a publish that
+        // finds the disk full (ENOSPC, EDQUOT) makes room from the directory's own entries and writes once more.
+        let engine = engine
+        let room = RoomForWrite(
+            storage: storage, charged: charged, watch: engine.freeSpace,
+            onTrim: { engine.count(state: storage.directory.state) { $0.pressureTrims += 1 } })
+        await room.keepFloor()
         let result: Result<PublishOutcome, SystemCallError>
         if let staged, staged.storage.directory.descriptor == storage.directory.descriptor {
             // The entry file is staged already: renamed into place under the key's lock, which then goes.
             // (Staged in a root since replaced, it is written again from its bytes instead.)
-            result = storage.files.publishStaged(
-                staged.relative, descriptor: staged.descriptor, header: staged.header, to: path,
-                expectation: expectation, mode: mode)
+            result = await room.retrying {
+                storage.files.publishStaged(
+                    staged.relative, descriptor: staged.descriptor, header: staged.header, to: path,
+                    expectation: expectation, mode: mode)
+            }
             permit.abandon()
         } else {
-            result = await permit.publish(content, to: path, in: storage, mode: mode)
+            result = await permit.publish(content, to: path, in: storage, mode: mode, room: room)
         }
         let outcome: PublishOutcome
         switch result {

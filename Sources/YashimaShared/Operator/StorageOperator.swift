@@ -54,7 +54,8 @@ public final class StorageOperator: Sendable {
             sharedGenerations: state.total(.sharedGenerations), corruptEntries: state.total(.corruptEntries),
             writeFailures: state.total(.writeFailures), crossProcessTimeouts: state.total(.crossProcessTimeouts),
             crossProcessLockFailures: state.total(.crossProcessLockFailures),
-            trimFailures: state.total(.trimFailures), savedNanoseconds: state.total(.savedNanoseconds),
+            trimFailures: state.total(.trimFailures), pressureTrims: state.total(.pressureTrims),
+            savedNanoseconds: state.total(.savedNanoseconds),
             zeroedAt: state.countersZeroedAt.map { Date(timeIntervalSince1970: Double($0) / 1e9) })
     }
 
@@ -80,6 +81,15 @@ public final class StorageOperator: Sendable {
     /// - Parameter bytes: A positive byte count, or `Int64.max` for unlimited.
     public func recordBudget(_ bytes: Int64) {
         directory.state.recordOperatorBudget(bytes)
+    }
+
+    // MARK: The filesystem
+
+    /// The storage directory's filesystem: its size and the bytes still free on it for an unprivileged
+    /// process (`fstatvfs`); nil when it cannot be read.
+    public var filesystemSpace: (totalBytes: Int64, availableBytes: Int64)? {
+        guard case .success(let space) = Syscall.filesystemSpace(directory.descriptor) else { return nil }
+        return (space.totalBytes, space.availableBytes)
     }
 
     // MARK: Removal
@@ -149,6 +159,9 @@ public struct SharedCounters: Sendable, Equatable {
     public var crossProcessLockFailures: UInt64
     /// Trims after a write that failed (the write itself succeeded).
     public var trimFailures: UInt64
+    /// Trims that made room for a write: after `ENOSPC` or `EDQUOT`, or below the free-space floor (0 in
+    /// a directory only older builds wrote to).
+    public var pressureTrims: UInt64
     /// Generation time saved by hits, in nanoseconds, as `yashima run` reports it.
     public var savedNanoseconds: UInt64
     /// When the counters were last zeroed; nil if never (they count from the directory's creation, or

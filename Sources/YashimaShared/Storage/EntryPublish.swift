@@ -112,10 +112,11 @@ extension EntryFile {
             result = Syscall.setMode(fd, directory.fileMode)
         }
         /// Cleans up after a failure: a new file is unlinked (no partial file ever becomes visible); a held
-        /// one is emptied to give the space back, and stays its holder's.
+        /// one is emptied to give the space back, and stays its holder's, rewound for a write once more.
         func fail(_ error: SystemCallError) -> Result<PublishOutcome, SystemCallError> {
             if case .held = staging {
                 _ = Syscall.truncate(fd, length: 0)
+                _ = Syscall.rewind(fd)
             } else {
                 _ = Syscall.unlink(stagingPath, in: root)
             }

@@ -86,6 +86,23 @@ final class Trimmer: Sendable {
         return pass
     }
 
+    /// Makes room for a write on a full filesystem (Coordination/SpacePressure.swift): one sampled pass, as
+    /// `trim`'s, that unlinks least recently used entries until the usage counter has dropped by `bytes`
+    /// (or the pass's limit is reached), each victim re-checked (I9). Budget or not. Call only while
+    /// holding `trim.lock`. Blocking.
+    /// - Returns: The pass; `unlinked` 0 when nothing could be evicted.
+    func makeRoom(bytes: Int64, sampleEntries: Int = Policy.trimSampleEntries) -> TrimPass {
+        guard bytes > 0 else { return TrimPass(rescanned: false) }
+        // Counters no scan has counted (0.1, a repair: I14) may say nothing is there: counted first, as `trim`.
+        let rescanned = !directory.state.isPayloadCounted
+        if rescanned { reconcileUsage() }
+        let usage = directory.state.usage
+        guard usage > 0 else { return TrimPass(rescanned: rescanned) }
+        let targets = TrimTargets(payload: nil, allocated: max(0, usage - bytes))
+        let sampled = trimSample(targets, limit: Policy.trimMaximumUnlinksPerPass, sampleEntries: sampleEntries)
+        return TrimPass(rescanned: rescanned, unlinked: sampled.unlinked)
+    }
+
     /// One sampled pass (see `trim`): the sample, its oldest share unlinked while usage is over `targets`.
     private func trimSample(_ targets: TrimTargets, limit: Int?, sampleEntries: Int) -> (
         unlinked: Int, payloadBytes: Int64, allocatedBytes: Int64

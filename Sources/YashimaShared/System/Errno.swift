@@ -31,6 +31,10 @@ struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     /// True for the codes that mean "the disk (or a quota, or RLIMIT_FSIZE) is full".
     var isOutOfSpace: Bool { self == .noSpace || self == .quotaExceeded || self == .fileTooLarge }
 
+    /// True for the lack of space that unlinking entries can cure (ENOSPC, EDQUOT): space pressure (I9).
+    /// Not EFBIG, a limit on one file's size.
+    var isSpacePressure: Bool { self == .noSpace || self == .quotaExceeded }
+
     /// True when the filesystem does not support a `renameat2` flag (EINVAL, EOPNOTSUPP).
     var cannotSwap: Bool { self == .invalidArgument || self == .notSupported }
 

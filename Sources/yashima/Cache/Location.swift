@@ -106,7 +106,8 @@ struct Location {
             configuration: YCache.Configuration(
                 storageDirectory: URL(fileURLWithPath: try text), memoryMaximumCost: 0, storageMaximumByteCount: nil,
                 storageMaximumAllocatedByteCount: budget.map { $0 == Int64.max ? nil : Int($0) } ?? nil,
-                sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem, remote: remote))
+                storageFreeSpaceFloor: FreeSpaceSetting.inForce(self).floor, sharing: sharing,
+                allowNetworkFilesystem: allowNetworkFilesystem, remote: remote))
         do {
             try cache.openStorage()
         } catch {

@@ -41,6 +41,9 @@ enum Settings {
         SettingSpec(name: "namespace", variable: "YASHIMA_NAMESPACE", help: "run's namespace (default run)"),
         SettingSpec(name: "remote", variable: "YASHIMA_REMOTE", help: "the remote tier's URL (default none)"),
         SettingSpec(name: "expire", variable: "YASHIMA_EXPIRE", help: "run's expiry (default never)"),
+        SettingSpec(
+            name: "min-free", variable: "YASHIMA_MIN_FREE",
+            help: "free space to leave on the filesystem, a size or a percentage (default 5%, at most 1 GiB; 0: none)"),
     ]
 
     /// The user's file: `$XDG_CONFIG_HOME/yashima/config`, else `$HOME/.config/yashima/config`.

@@ -9,7 +9,7 @@ import Foundation
 /// one for the directory (`--user`: for the user).
 enum ConfigCommand {
     static let spec = CommandSpec(
-        name: "config", summary: "show or set defaults: max-size, namespace, remote, expire, dir",
+        name: "config", summary: "show or set defaults: max-size, min-free, namespace, remote, expire, dir",
         usage: "yashima config [--user] [--unset] [NAME [VALUE]] [--json] [--dir DIR]",
         description: """
             Without NAME, lists every setting in force and where it came from. With NAME, prints its value.
@@ -18,8 +18,10 @@ enum ConfigCommand {
             A setting is taken from the command line, else its environment variable, else the directory,
             else the user's file ($XDG_CONFIG_HOME/yashima/config, else ~/.config/yashima/config), else
             the default. Settings (and variables): dir (YASHIMA_DIR, user file only), max-size
-            (YASHIMA_MAX_SIZE), namespace (YASHIMA_NAMESPACE), remote (YASHIMA_REMOTE), expire
-            (YASHIMA_EXPIRE). Other variables: YASHIMA_DISABLE=1 (run commands, touch no cache),
+            (YASHIMA_MAX_SIZE), min-free (YASHIMA_MIN_FREE: the free space writers leave on the
+            filesystem, trimming the least recently used entries when it runs short; a size such as 2G, a
+            percentage such as 5%, or 0; default 5%, at most 1 GiB), namespace (YASHIMA_NAMESPACE), remote
+            (YASHIMA_REMOTE), expire (YASHIMA_EXPIRE). Other variables: YASHIMA_DISABLE=1 (run commands, touch no cache),
             YASHIMA_RECACHE=1 (as --recache), YASHIMA_STRICT=1 (as --strict), YASHIMA_ALLOW_NETWORK_FS=1.
             Passwords in a remote URL are never printed.
             """,
@@ -81,6 +83,9 @@ enum ConfigCommand {
                 return (text, .user(file))
             }
             return (Format.bytes(Budget.defaultBytes), .builtIn)
+        case "min-free":
+            let (_, text, source) = try FreeSpaceSetting.current(location)
+            return (text, source)
         default:
             guard let (text, source) = try Settings.value(name, arguments, directory: location.path) else {
                 return (nil, .builtIn)
@@ -97,6 +102,7 @@ enum ConfigCommand {
             switch name {
             case "max-size": _ = try Budget.parse(value)
             case "expire": _ = try Expiry.parse(value)
+            case "min-free": _ = try FreeSpaceSetting.parse(value)
             case "remote": _ = try RemoteOption.remote(value, readOnly: false)
             case "namespace": guard !value.isEmpty else { throw UsageError("a namespace cannot be empty") }
             default: break

@@ -20,7 +20,9 @@ enum StatsCommand {
             processes, swept by trim and verify --repair), and the hit, miss and generation counters that
             every process using the directory adds to, since the last "yashima stats --zero"; with a remote
             tier, its counters (hits, errors by kind, values rejected by reason, waits for other hosts) and
-            each remote server's health as every process shares it (up, or down and skipped until when).
+            each remote server's health as every process shares it (up, or down and skipped until when); the
+            filesystem's free space, the floor writers keep free on it (min-free), and the trims that made
+            room for a write (on a full disk, or below the floor).
             Reads no entry: fast at any size (where listing the folders' names takes over half a second, the
             count is scaled up from those listed and shown as "about"). --namespaces also reads every entry's
             header, for exact counts: per-namespace counts and bytes, the oldest and newest use (entry
@@ -79,6 +81,9 @@ enum StatsCommand {
         let hits = counters.memoryHits + counters.storageHits
         let lookups = hits + counters.misses
         let hitRate: Double? = lookups > 0 ? Double(hits) / Double(lookups) : nil
+        let space = storage.filesystemSpace
+        let minFree = FreeSpaceSetting.inForce(location)
+        let floor = space.map { minFree.floor?.bytes(ofFilesystemBytes: $0.totalBytes) ?? 0 }
 
         if format == "prometheus" {
             let snapshot = StatsSnapshot(
@@ -89,12 +94,13 @@ enum StatsCommand {
                     corruptEntries: counters.corruptEntries, writeFailures: counters.writeFailures,
                     crossProcessTimeouts: counters.crossProcessTimeouts,
                     crossProcessLockFailures: counters.crossProcessLockFailures,
-                    savedNanoseconds: counters.savedNanoseconds),
+                    savedNanoseconds: counters.savedNanoseconds, pressureTrims: counters.pressureTrims),
                 census: census.lockFilesHeld.map { held in
                     .init(
                         lockFiles: census.lockFiles, held: held, waiting: census.waitingProcesses ?? 0,
                         trimRunning: census.trimRunning, debris: census.debris)
-                }, zeroedAt: counters.zeroedAt)
+                }, zeroedAt: counters.zeroedAt,
+                filesystem: space.map { (total: $0.totalBytes, free: $0.availableBytes, floor: floor ?? 0) })
             let families = Metrics.families(snapshot) + RemoteReport.families(remoteCounters, remoteHealth)
             Output.out(Metrics.exposition(families, directory: location.shown))
             return 0
@@ -129,10 +135,16 @@ enum StatsCommand {
                 "sharedGenerations": counters.sharedGenerations, "corruptEntries": counters.corruptEntries,
                 "writeFailures": counters.writeFailures, "crossProcessTimeouts": counters.crossProcessTimeouts,
                 "crossProcessLockFailures": counters.crossProcessLockFailures,
-                "trimFailures": counters.trimFailures,
+                "trimFailures": counters.trimFailures, "pressureTrims": counters.pressureTrims,
                 "savedSeconds": Double(counters.savedNanoseconds) / 1e9,
                 "hitRate": hitRate.map { $0 as Any } ?? NSNull(),
                 "since": counters.zeroedAt.map(Format.iso) ?? NSNull(), "zeroed": arguments.flag("zero"),
+            ]
+            object["filesystem"] = [
+                "bytes": space.map { $0.totalBytes as Any } ?? NSNull(),
+                "freeBytes": space.map { $0.availableBytes as Any } ?? NSNull(),
+                "floorBytes": floor.map { $0 as Any } ?? NSNull(), "minFree": minFree.text,
+                "minFreeSource": minFree.2.description,
             ]
             object["remote"] = RemoteReport.json(remoteCounters, remoteHealth)
             Output.json(object)
@@ -181,6 +193,14 @@ enum StatsCommand {
             flight += ": \(held) being generated, \(Format.count(waiting, "process", "processes")) waiting"
         }
         flight += census.trimRunning ? "; a trim is running" : ""
+        if let space, let floor {
+            rows.append([
+                "filesystem",
+                "\(Format.bytes(space.availableBytes)) free of \(Format.bytes(space.totalBytes)); writers keep "
+                    + "\(Format.bytes(floor)) free (min-free \(minFree.text)\(minFree.2 == .builtIn ? ", the default" : "")); "
+                    + "\(Format.count(Int(counters.pressureTrims), "trim")) to make room",
+            ])
+        }
         rows.append(["in flight", flight])
         rows.append([
             "debris",

@@ -52,7 +52,20 @@ enum Metrics {
             gauge(
                 "yashima_storage_budget_bytes", "The directory's budget in bytes (+Inf: unlimited).",
                 stats.budget == Int64.max ? .infinity : Double(stats.budget)),
+            counter(
+                "yashima_pressure_trims_total", "Trims that made room for a write (a full disk, or below min-free).",
+                c.pressureTrims),
         ]
+        if let filesystem = stats.filesystem {
+            families += [
+                gauge(
+                    "yashima_filesystem_bytes", "The storage directory's filesystem's size.", Double(filesystem.total)),
+                gauge("yashima_filesystem_free_bytes", "Bytes free on that filesystem.", Double(filesystem.free)),
+                gauge(
+                    "yashima_free_space_floor_bytes", "Bytes writers keep free on it (min-free).",
+                    Double(filesystem.floor)),
+            ]
+        }
         if let census = stats.census {
             families += [
                 gauge("yashima_lock_files", "Lock files present.", Double(census.lockFiles)),
@@ -109,12 +122,14 @@ struct StatsSnapshot {
     var counters: CountersView
     var census: CensusView?
     var zeroedAt: Date?
+    /// The filesystem's size, its free bytes and the floor kept free; nil when it cannot be read.
+    var filesystem: (total: Int64, free: Int64, floor: Int64)?
 
     /// The shared counters `stats` shows.
     struct CountersView {
         var memoryHits: UInt64, storageHits: UInt64, misses: UInt64, generations: UInt64, sharedGenerations: UInt64
         var corruptEntries: UInt64, writeFailures: UInt64, crossProcessTimeouts: UInt64
-        var crossProcessLockFailures: UInt64, savedNanoseconds: UInt64
+        var crossProcessLockFailures: UInt64, savedNanoseconds: UInt64, pressureTrims: UInt64
     }
 
     /// What is in flight and left behind.

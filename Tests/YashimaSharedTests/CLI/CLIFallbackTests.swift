@@ -147,6 +147,14 @@ import Testing
         let listing = try await yashima(["config"] + fixture.dir, environment: environment)
         #expect(listing.text.contains("max-size   10 GiB") || listing.text.contains("10 GiB"), "\(listing.text)")
         #expect(listing.text.contains("namespace  here"), "\(listing.text)")
+        // min-free: a share of the filesystem (or a size), which stats shows with the free space.
+        #expect(try await yashima(["config", "min-free", "10%"] + fixture.dir, environment: environment).status == 0)
+        let filesystem =
+            try await yashima(["stats", "--json"] + fixture.dir, environment: environment)
+            .json["filesystem"] as? [String: Any]
+        #expect(filesystem?["minFree"] as? String == "10%")
+        #expect(filesystem?["floorBytes"] as? Int == (filesystem?["bytes"] as? Int).map { $0 / 10 })
+        #expect(try await yashima(["config", "min-free", "lots"] + fixture.dir, environment: environment).status == 2)
         // Global options before the subcommand.
         #expect(try await yashima(["--dir", fixture.storage, "stats", "--json"]).json["entries"] as? Int == 1)
         // A directory over its budget says why.

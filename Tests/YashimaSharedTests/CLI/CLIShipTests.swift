@@ -131,6 +131,11 @@ import Testing
         #expect(value("yashima_storage_bytes") == Double(json["bytes"] as? Int ?? -1))
         #expect(value("yashima_storage_budget_bytes") == Double(json["budget"] as? Int ?? -1))
         #expect(value("yashima_lock_files") != nil)
+        let filesystem = try #require(json["filesystem"] as? [String: Any])
+        #expect(value("yashima_filesystem_bytes") == Double(filesystem["bytes"] as? Int ?? -1))
+        #expect(value("yashima_free_space_floor_bytes") == Double(filesystem["floorBytes"] as? Int ?? -1))
+        #expect(value("yashima_filesystem_free_bytes") != nil)
+        #expect(value("yashima_pressure_trims_total") == Double(counters["pressureTrims"] as? Int ?? -1))
         let bad = try await yashima(["stats", "--format", "xml"] + fixture.dir)
         #expect(bad.status == 2 && bad.error.contains("--format must be"))
     }

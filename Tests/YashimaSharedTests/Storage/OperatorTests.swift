@@ -21,6 +21,7 @@ import Testing
                 == SharedCounters(
                     memoryHits: 0, storageHits: 0, misses: 0, generations: 0, sharedGenerations: 0, corruptEntries: 0,
                     writeFailures: 0, crossProcessTimeouts: 0, crossProcessLockFailures: 0, trimFailures: 0,
+                    pressureTrims: 0,
                     savedNanoseconds: 0,
                     zeroedAt: nil))
         #expect(storage.recordedBudget == nil)

@@ -42,6 +42,9 @@ enum SharedCounter: Int, CaseIterable, Sendable {
     case savedNanoseconds = 9
     /// Trims after a write that failed (`CacheStatistics.trimFailures`).
     case trimFailures = 10
+    /// Trims that made room for a write: after ENOSPC or EDQUOT, or below the free-space floor
+    /// (`CacheStatistics.pressureTrims`; zero in files of older builds, which never wrote the word).
+    case pressureTrims = 11
 }
 
 extension SharedState {
@@ -109,6 +112,7 @@ extension SharedState {
         add(.crossProcessTimeouts, delta(after.crossProcessTimeouts, before.crossProcessTimeouts))
         add(.crossProcessLockFailures, delta(after.crossProcessLockFailures, before.crossProcessLockFailures))
         add(.trimFailures, delta(after.trimFailures, before.trimFailures))
+        add(.pressureTrims, delta(after.pressureTrims, before.pressureTrims))
     }
 
     /// The sum of `counter` over all stripes.
