@@ -46,7 +46,7 @@ enum InstructionsBench {
         let operations = [
             Operation(
                 name: "memory hit 4 KiB", worker: ["--op", "memory-hit"], floor: ["count-memory"],
-                counts: (2000, 12_000)),
+                counts: (2000, 32_000)),
             Operation(
                 name: "storage hit 1 KiB, random of 1,000",
                 worker: ["--op", "storage-hit", "--directory", entries],
@@ -54,7 +54,7 @@ enum InstructionsBench {
                 counts: (1000, 6000), floorExtra: 1000),
             Operation(
                 name: "miss+publish 4 KiB, new key", worker: ["--op", "miss-publish", "--directory", publishFolder],
-                floor: ["count-publish", "--dir", publishFolder + "/floor", "--size", "4096"], counts: (200, 1200)),
+                floor: ["count-publish", "--dir", publishFolder + "/floor", "--size", "4096"], counts: (100, 600)),
         ]
         var recorded: [String: Double] = [:]
         if let ceilings {
