@@ -1,11 +1,11 @@
 /* The stampede's floor: N processes on a bare flock. One holds LOCK_EX for 200 ms then writes a small file
  * and unlocks; the other N-1 block in flock(LOCK_SH), then open, read and close that file. Everything is
  * opened before the start barrier (the holder also takes its lock then), so what is timed is only what the
- * kernel does: the hold, the wake-ups, the reads. The figure is the last process's finish, measured from
+ * kernel does: the hold, the wake-ups, the reads. Each process also reports its CPU time for that part. The figure is the last process's finish, measured from
  * the barrier's release, minus the hold.
  *
  * `stampede`: one such process, exec'd by the bench (READY, then GO on stdin, then a `DONE <finished>
- * <hold started or 0> <1 if its bytes were right>` line, then it stays until stdin closes so that its exit
+ * <hold started or 0> <1 if its bytes were right> <CPU ns>` line, then it stays until stdin closes so that its exit
  * costs the others nothing), the same protocol as the library's `worker get --terse`.
  * `stampede-fork`: the whole round in this program: N forked children, released together by closing a
  * pipe they all block on, results over another pipe; prints one line per round, the overhead in ns.
@@ -14,7 +14,16 @@
 
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+
+/* This process's CPU time (user + system), nanoseconds. */
+static uint64_t cpu_now(void) {
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return ((uint64_t)usage.ru_utime.tv_sec + (uint64_t)usage.ru_stime.tv_sec) * 1000000000u +
+           ((uint64_t)usage.ru_utime.tv_usec + (uint64_t)usage.ru_stime.tv_usec) * 1000u;
+}
 
 /* Sleeps to `start` + `milliseconds` on CLOCK_MONOTONIC (absolute, as the library's bench generator). */
 static void hold_for(uint64_t start, long milliseconds) {
@@ -67,10 +76,13 @@ static int one_process(int argc, char **argv) {
     floors_say("READY");
     if (!floors_read_line(line, sizeof line)) return 1;
     uint64_t start = floors_now();
+    uint64_t cpu = cpu_now();
     int correct = run_role(holder, lock, data, buffer, size, hold, start);
     uint64_t finished = floors_now();
+    cpu = cpu_now() - cpu;
     close(lock);
-    floors_say("DONE %llu %llu %d", (unsigned long long)finished, (unsigned long long)(holder ? start : 0), correct);
+    floors_say("DONE %llu %llu %d %llu", (unsigned long long)finished, (unsigned long long)(holder ? start : 0), correct,
+               (unsigned long long)cpu);
     while (floors_read_line(line, sizeof line)) {
     }
     return correct ? 0 : 1;

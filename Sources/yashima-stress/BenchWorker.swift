@@ -243,12 +243,21 @@ enum ScaleKeys {
 }
 
 /// A stampede process's result in one write(2), nothing built or flushed through stdio: `DONE <finished>
-/// <hold started, 0 when this process did not hold> <1 when its value was right, else 0>`, monotonic
-/// nanoseconds. So a process that has its value costs its siblings, still waking on 2 cores, nothing more.
-func writeStampedeLine(finished: UInt64, holdStarted: UInt64, correct: Bool) {
-    let line = "DONE \(finished) \(holdStarted) \(correct ? 1 : 0)\n"
+/// <hold started, 0 when this process did not hold> <1 when its value was right, else 0> [<CPU ns>]`,
+/// monotonic nanoseconds, and with `cpu` the CPU time (user + system) the process spent on its lookup. So
+/// a process that has its value costs its siblings, still waking on 2 cores, nothing more.
+func writeStampedeLine(finished: UInt64, holdStarted: UInt64, correct: Bool, cpu: UInt64? = nil) {
+    let line = "DONE \(finished) \(holdStarted) \(correct ? 1 : 0)" + (cpu.map { " \($0)" } ?? "") + "\n"
     var bytes = Array(line.utf8)
     _ = bytes.withUnsafeMutableBytes { write(1, $0.baseAddress, $0.count) }
+}
+
+/// This process's CPU time so far (user + system, every thread), nanoseconds.
+func processCPUNanoseconds() -> UInt64 {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    func nanoseconds(_ time: timeval) -> UInt64 { UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_usec) * 1000 }
+    return nanoseconds(usage.ru_utime) + nanoseconds(usage.ru_stime)
 }
 
 /// Sleeps until the monotonic time `until` (nanoseconds) as exactly as the bare-flock floor's holder does

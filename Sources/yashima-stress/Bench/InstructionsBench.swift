@@ -149,7 +149,8 @@ enum InstructionsBench {
         return count
     }
 
-    /// `worker instr --op memory-hit|storage-hit|miss-publish|prepare [--directory D] [--count N]`: the
+    /// `worker instr --op memory-hit|storage-hit|miss-publish|first-miss|first-hit|prepare [--directory D]
+    /// [--count N]`: the
     /// counted loop (no timing, nothing printed). `prepare` fills D with 1,000 entries of 1 KiB and writes
     /// their paths to `--paths` for the C floor. storage-hit first reads every entry once (the first read
     /// of a file verifies its payload), then N random hits; miss-publish warms a fresh directory with 1,024
@@ -185,9 +186,11 @@ enum InstructionsBench {
             }
         case "storage-hit":
             let cache = YCache(storageDirectory: directory, memoryMaximumCost: 0, storageMaximumByteCount: nil)
+            // The keys are made first (the C floor's paths are too): what is counted is the lookup.
+            let keys = (0..<1000).map(ScaleKeys.key)
             var random = SplitMix64(seed: 11)
             for index in 0..<(1000 + count) {
-                let key = ScaleKeys.key(index < 1000 ? index : Int(random.next() % 1000))
+                let key = keys[index < 1000 ? index : Int(random.next() % 1000)]
                 guard try await cache.valueIfCached(for: key, codec: codec) != nil else { return 1 }
             }
         case "miss-publish":
@@ -201,8 +204,23 @@ enum InstructionsBench {
             for index in 0..<count {
                 _ = try await cache.data(for: CacheKey(namespace: "publish", identity: "p\(index)")) { payload }
             }
+        case "first-miss", "first-hit":
+            // A fresh process's first lookups (profile.sh): the directory opened, then `count` misses of new
+            // keys (first-miss) or hits of distinct prepared entries (first-hit), as deployed (memory layer
+            // and budget on). Counts 0 and 1 differ by the first lookup with everything it sets up.
+            let cache = YCache(storageDirectory: directory)
+            try cache.openStorage()
+            let payload = Data(count: 4096)
+            for index in 0..<count {
+                if operation == "first-miss" {
+                    _ = try await cache.data(for: CacheKey(namespace: "first", identity: "f\(index)")) { payload }
+                } else if try await cache.valueIfCached(for: ScaleKeys.key(index), codec: codec) == nil {
+                    return 1
+                }
+            }
         default:
-            throw ArgumentError(description: "--op must be memory-hit, storage-hit, miss-publish or prepare")
+            throw ArgumentError(
+                description: "--op must be memory-hit, storage-hit, miss-publish, first-miss, first-hit or prepare")
         }
         return 0
     }

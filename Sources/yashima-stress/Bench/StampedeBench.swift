@@ -14,10 +14,12 @@ import Glibc
 import YashimaShared
 
 enum StampedeBench {
-    /// One round's result: the overhead from the release and from the hold's start, in nanoseconds.
+    /// One round's result: the overhead from the release and from the hold's start, in nanoseconds, and
+    /// the median CPU time a process spent on its lookup (user + system), when the processes report it.
     struct Round {
         var fromRelease: Double
         var fromHold: Double
+        var cpu: Double?
     }
 
     static func run(_ context: BenchContext) async throws {
@@ -32,6 +34,9 @@ enum StampedeBench {
             var warm = Samples()
             var freshHold = Samples()
             var warmHold = Samples()
+            var floorCPU = Samples()
+            var freshCPU = Samples()
+            var warmCPU = Samples()
             var generations: [Int] = []
             var failures = 0
             for set in 0..<sets {
@@ -50,6 +55,7 @@ enum StampedeBench {
                 for round in 0...warmRounds {
                     if let result = try floorRound(program, processes, context, name: "\(set)-\(round)") {
                         floor.append(result.fromRelease)
+                        if let cpu = result.cpu { floorCPU.append(cpu) }
                     } else {
                         failures += 1
                     }
@@ -62,14 +68,19 @@ enum StampedeBench {
                     if round == 0 {
                         fresh.append(result.fromRelease)
                         freshHold.append(result.fromHold)
+                        if let cpu = result.cpu { freshCPU.append(cpu) }
                     } else {
                         warm.append(result.fromRelease)
                         warmHold.append(result.fromHold)
+                        if let cpu = result.cpu { warmCPU.append(cpu) }
                     }
                 }
             }
             let floorRow = floorName("bare flock, \(processes) processes")
-            report.add(BenchRow(section: "targets", name: floorRow, samples: floor))
+            report.add(
+                BenchRow(
+                    section: "targets", name: floorRow, samples: floor,
+                    note: "CPU per process: " + formatNanoseconds(floorCPU.median)))
             let once = generations.allSatisfy { $0 == 1 }
             let common =
                 "generations per round: " + generations.map(String.init).joined(separator: ",")
@@ -78,12 +89,14 @@ enum StampedeBench {
             report.add(
                 BenchRow(
                     section: "targets", name: "stampede, fresh processes, \(processes)", samples: fresh,
-                    note: "from the hold's start: \(formatNanoseconds(freshHold.median)); " + common),
+                    note: "from the hold's start: \(formatNanoseconds(freshHold.median)); CPU per process: "
+                        + formatNanoseconds(freshCPU.median) + "; " + common),
                 comparedTo: floorRow, limit: 3.0, targetText: "≤ 3x the C floor")
             report.add(
                 BenchRow(
                     section: "targets", name: "stampede, warm processes, \(processes)", samples: warm,
-                    note: "from the hold's start: \(formatNanoseconds(warmHold.median))"),
+                    note: "from the hold's start: \(formatNanoseconds(warmHold.median)); CPU per process: "
+                        + formatNanoseconds(warmCPU.median)),
                 comparedTo: floorRow, limit: 3.0, targetText: "≤ 3x the C floor")
         }
     }
@@ -119,18 +132,21 @@ enum StampedeBench {
         Thread.sleep(forTimeInterval: 0.3 + 0.005 * Double(children.count))
         var holdStarted: UInt64?
         var last: UInt64 = 0
+        var cpu = Samples()
         for child in children {
             guard let line = child.readLine(timeout: ChildProcess.benchPatience, where: { $0.hasPrefix("DONE ") })
             else { return nil }
             let fields = line.split(separator: " ").compactMap { UInt64($0) }
-            guard fields.count == 3, fields[2] == 1 else { return nil }
+            guard fields.count >= 3, fields[2] == 1 else { return nil }
             last = max(last, fields[0])
             if fields[1] > 0 { holdStarted = fields[1] }
+            if fields.count > 3 { cpu.append(Double(fields[3])) }
         }
         guard let holdStarted else { return nil }
         return Round(
             fromRelease: Double(Int64(last) - Int64(released)) - 200_000_000,
-            fromHold: Double(Int64(last) - Int64(holdStarted)) - 200_000_000)
+            fromHold: Double(Int64(last) - Int64(holdStarted)) - 200_000_000,
+            cpu: cpu.count > 0 ? cpu.median : nil)
     }
 
     /// `worker stampede-rounds --directory D --rounds R [--generate-ms 200] [--ledger L]`: opens the storage
@@ -152,6 +168,7 @@ enum StampedeBench {
             let expected = Payload.bytes(setup.seed, key: key, kind: .data, size: 4096)
             let holdStarted = Stamp()
             awaitGo()
+            let cpuBefore = processCPUNanoseconds()
             let value = try await cache.value(for: key, codec: DataCodec()) {
                 let started = monotonicNanoseconds()
                 holdStarted.set(started)
@@ -160,8 +177,9 @@ enum StampedeBench {
                 return expected
             }
             let finished = monotonicNanoseconds()
+            let cpu = processCPUNanoseconds() - cpuBefore
             allCorrect = allCorrect && value == expected
-            writeStampedeLine(finished: finished, holdStarted: holdStarted.value, correct: value == expected)
+            writeStampedeLine(finished: finished, holdStarted: holdStarted.value, correct: value == expected, cpu: cpu)
         }
         while readLine() != nil {}
         return allCorrect ? 0 : 1
