@@ -131,7 +131,7 @@ ssize_t floors_read_full(int fd, void *bytes, size_t count) {
 
 static const char usage[] =
     "usage: floors COMMAND [--option value ...]\n"
-    "  read --paths FILE --samples OUT [--mmap]   serve: 'R A B' opens, reads and closes paths A..<B\n"
+    "  read --paths FILE --samples OUT [--root DIR] [--mmap]   serve: 'R A B' reads paths A..<B whole\n"
     "  first-read --path FILE                     open+fstat+read+close of one file, then exit\n"
     "  count-read --paths FILE --count N          N reads of the paths in order (callgrind)\n"
     "  publish --dir D --size N --samples OUT [--same | --replace [--names N]]   serve: 'P K' K publishes\n"

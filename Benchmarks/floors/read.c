@@ -1,5 +1,6 @@
 /* The storage hit's floor: open + fstat + read(2) into a reused buffer + close of the same files, in the
- * same order, as the library's hits (the cache's own entry files, read whole). With --mmap: open + fstat +
+ * same order, as the library's hits (the cache's own entry files, read whole); with --root DIR the paths are
+ * relative to DIR and opened with openat from it, as the library opens entries from its root. With --mmap: open + fstat +
  * mmap + one load per 4 KiB page + munmap + close. Also a fresh process's one read (first-read: the whole
  * process, exec to exit, is the floor of the library's fresh open and first hit) and an untimed loop for
  * callgrind (count-read). */
@@ -8,6 +9,7 @@
 #include <sys/mman.h>
 
 typedef struct {
+    int root; /* --root: the paths are relative to it, opened with openat (as the library opens its entries) */
     char **paths;
     size_t count;
     unsigned char *buffer;
@@ -38,7 +40,7 @@ static void load_paths(read_state *state, const char *file) {
 
 /* One open + fstat + read + close; the bytes read, or -1. */
 static ssize_t read_whole(read_state *state, const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = openat(state->root, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     struct stat info;
     if (fstat(fd, &info) != 0) {
@@ -58,8 +60,8 @@ static ssize_t read_whole(read_state *state, const char *path) {
 }
 
 /* One open + fstat + mmap + touch every page + munmap + close. */
-static ssize_t map_whole(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+static ssize_t map_whole(read_state *state, const char *path) {
+    int fd = openat(state->root, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     struct stat info;
     if (fstat(fd, &info) != 0 || info.st_size == 0) {
@@ -78,7 +80,9 @@ static ssize_t map_whole(const char *path) {
 }
 
 int floors_read_main(int argc, char **argv) {
-    read_state state = {0};
+    read_state state = {.root = AT_FDCWD};
+    const char *root = floors_option(argc, argv, "root");
+    if (root && (state.root = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) floors_fail("cannot open %s", root);
     if (strcmp(argv[1], "first-read") == 0) {
         const char *path = floors_option(argc, argv, "path");
         if (!path) floors_fail("first-read needs --path");
@@ -93,7 +97,7 @@ int floors_read_main(int argc, char **argv) {
         long failures = 0;
         for (long index = 0; index < count; index++) {
             const char *path = state.paths[(size_t)index % state.count];
-            if ((mapped ? map_whole(path) : read_whole(&state, path)) < 0) failures++;
+            if ((mapped ? map_whole(&state, path) : read_whole(&state, path)) < 0) failures++;
         }
         return failures == 0 ? 0 : 1;
     }
@@ -111,7 +115,7 @@ int floors_read_main(int argc, char **argv) {
         double total = 0;
         for (size_t index = from; index < to; index++) {
             uint64_t start = floors_now();
-            ssize_t done = mapped ? map_whole(state.paths[index]) : read_whole(&state, state.paths[index]);
+            ssize_t done = mapped ? map_whole(&state, state.paths[index]) : read_whole(&state, state.paths[index]);
             double elapsed = (double)(floors_now() - start);
             if (done < 0) failures++;
             floors_sample(&samples, elapsed);

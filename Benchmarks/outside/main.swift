@@ -100,9 +100,9 @@ func storageHits(count: Int) async throws {
     let probes = (0..<20_000).map { _ in keys[Int.random(in: 0..<count, using: &random)] }
     let storage = try cache.storageOperator()
     let list = work + "/paths-\(count)"
-    try probes.map { storage.path + "/" + storage.entryPath(for: $0, codecIdentifier: DataCodec().identifier) }
+    try probes.map { storage.entryPath(for: $0, codecIdentifier: DataCodec().identifier) }
         .joined(separator: "\n").appending("\n").write(toFile: list, atomically: true, encoding: .utf8)
-    let floor = try Floor(floors, ["read", "--paths", list])
+    let floor = try Floor(floors, ["read", "--paths", list, "--root", storage.path])
     var ours: [Double] = []
     for chunk in 0..<20 {
         let range = (chunk * 1000)..<((chunk + 1) * 1000)

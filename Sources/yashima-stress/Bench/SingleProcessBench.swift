@@ -34,12 +34,12 @@ enum SingleProcessBench {
             let key = CacheKey(namespace: "bench", identity: "payload-\(size)")
             let label = formatBytes(size)
             // The C floors read the cache's own entry file, whole (header and payload).
-            let entry = storage.path + "/" + storage.entryPath(for: key, codecIdentifier: DataCodec().identifier)
+            let entry = storage.entryPath(for: key, codecIdentifier: DataCodec().identifier)  // opened from the root
             let list = try Floors.scratchFile(context, "single-\(size)")
             try String(repeating: entry + "\n", count: iterations).write(
                 toFile: list, atomically: true, encoding: .utf8)
-            let readFloor = try FloorServer(context, "read", ["--paths", list])
-            let mapFloor = try FloorServer(context, "read", ["--paths", list, "--mmap"])
+            let readFloor = try FloorServer(context, "read", ["--paths", list, "--root", storage.path])
+            let mapFloor = try FloorServer(context, "read", ["--paths", list, "--root", storage.path, "--mmap"])
             var hit = Samples()
             // Round 0 warms all three up and is not counted; then rounds alternate which goes first.
             for round in 0...rounds {

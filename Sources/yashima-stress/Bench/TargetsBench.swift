@@ -1,7 +1,8 @@
 // Section "targets": issue 34's targets, each a median ratio against its C floor (Benchmarks/floors) in one
 // run, where a user meets it, through the public API: storage hits on random keys at 1k, 100k and 1M
 // entries; a local miss and publish at 4 KiB and 1 MiB; the memory hit; the stampede, fresh and warm, at
-// 8, 32 and 64 processes (StampedeBench); Redis and HTTP remote hits (RemoteBench, HTTPRemoteBench). Each
+// 8, 32 and 64 processes (StampedeBench); a fresh process's open and first hit, spawn to exit, against a C
+// process's open+read+close (FirstOpenBench); Redis and HTTP remote hits (RemoteBench, HTTPRemoteBench). Each
 // row carries its verdict and the load average it was measured under; a table of them closes the section.
 
 import Foundation
@@ -15,6 +16,7 @@ enum TargetsBench {
         for size in [4 << 10, 1 << 20] { try await missAndPublish(size, context) }
         try await memoryHit(context)
         try await StampedeBench.run(context)
+        try await FirstOpenBench.run(context)
         try await RemoteBench.run(context, url: context.remoteURL)
         try await HTTPRemoteBench.run(context)
         summary(Array(context.report.rows[first...]), context)
@@ -43,10 +45,11 @@ enum TargetsBench {
         let probeCount = context.quick ? 10_000 : 40_000
         let keys = (0..<probeCount).map { _ in ScaleKeys.key(Int(random.next() % UInt64(size))) }
         let codec = DataCodec()
-        let paths = keys.map { directory.path + "/" + storage.entryPath(for: $0, codecIdentifier: codec.identifier) }
+        // Relative to the root, opened from it (openat), as the library opens its entries.
+        let paths = keys.map { storage.entryPath(for: $0, codecIdentifier: codec.identifier) }
         let list = try Floors.scratchFile(context, "paths-\(size)")
         try (paths.joined(separator: "\n") + "\n").write(toFile: list, atomically: true, encoding: .utf8)
-        let floor = try FloorServer(context, "read", ["--paths", list])
+        let floor = try FloorServer(context, "read", ["--paths", list, "--root", directory.path])
         var hits = Samples()
         var misses = 0
         let rounds = 20
@@ -112,7 +115,8 @@ enum TargetsBench {
                 }
             }
         }
-        let floorRow = floorName("miss + lock + write + rename \(formatBytes(size))")
+        let floorRow = floorName(
+            "miss + lock + write + rename \(formatBytes(size))" + (fresh ? " (beside a fresh directory)" : ""))
         report.add(BenchRow(section: section, name: floorRow, samples: floorSamples))
         let row = BenchRow(
             section: section, name: "local miss+publish \(label)", samples: samples, note: "load \(loadAverage())")
