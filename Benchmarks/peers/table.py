@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Merges the peers' JSON (peers.py) and `yashima-stress bench --format json` into one Markdown report:
-# YashimaShared vs diskcache vs LMDB vs the raw baselines, same run, same machine; judges the targets
+# YashimaShared vs diskcache vs LMDB vs the C floors, same run, same machine; judges the targets
 # that need a peer measured in the same run. Plain standard library; usage in Benchmarks/README.md.
 """usage: table.py PEERS.json BENCH.json [--output FILE]"""
 
@@ -67,14 +67,15 @@ def main():
 
     out.append("### Storage hit (single process, page cache warm)")
     out.append("")
-    out.append("Ratios are to the faster raw baseline of the same size. YashimaShared: a YCache with no memory "
-               "layer, value touched page by page; diskcache: `Cache.get`; LMDB: read txn + `get` (copy).")
+    out.append("Ratios are to the faster C floor of the same size (Benchmarks/floors: the cache's own entry file "
+               "read whole). YashimaShared: a YCache with no memory layer, value touched page by page; diskcache: "
+               "`Cache.get`; LMDB: read txn + `get` (copy).")
     out.append("")
-    out.append("| payload | raw open+read(2)+close | raw open+mmap+touch | YashimaShared | diskcache | LMDB |")
+    out.append("| payload | C open+read(2)+close | C open+mmap+touch | YashimaShared | diskcache | LMDB |")
     out.append("|---|---|---|---|---|---|")
     for size in ["4 KiB", "64 KiB", "1 MiB", "16 MiB"]:
-        read = ours.get(f"raw open+read(2)+close {size}")
-        mapped = ours.get(f"raw open+mmap+touch+munmap {size}")
+        read = ours.get(f"C floor: open+fstat+read+close {size} entry")
+        mapped = ours.get(f"C floor: open+fstat+mmap+touch+munmap+close {size} entry")
         if read is None and mapped is None:
             continue
         faster = min((r for r in (read, mapped) if r), key=lambda r: r["medianNs"])
@@ -82,22 +83,24 @@ def main():
                    f"{cell(ours.get(f'YCache storage hit +touch {size}'), faster)} | "
                    f"{cell(theirs.get(f'diskcache storage hit {size}'), faster)} | "
                    f"{cell(theirs.get(f'LMDB storage hit {size}'), faster)} |")
-    memory = ours.get("YCache memory hit")
+    memory = ours.get("memory hit 4 KiB")
     if memory:
+        floor = ours.get("C floor: mutex + hash-table lookup + atomic load")
         out.append("")
-        out.append(f"YashimaShared memory (L1) hit: {cell(memory)}.")
+        out.append(f"YashimaShared memory (L1) hit: {cell(memory, floor)}; its C floor (a mutex-protected hash-table "
+                   f"lookup plus one atomic load): {cell(floor)}.")
     out.append("")
 
     out.append("### Write, new key (single process, no fsync anywhere)")
     out.append("")
-    out.append("| payload | raw write-temp+rename | YashimaShared generate+publish | diskcache set | LMDB put+commit |")
+    out.append("| payload | C miss+lock+write+rename | YashimaShared miss+publish | diskcache set | LMDB put+commit |")
     out.append("|---|---|---|---|---|")
     for size in ["4 KiB", "1 MiB"]:
-        raw = ours.get(f"raw write-temp+rename {size}")
-        out.append(f"| {size} | {cell(raw)} | {cell(ours.get(f'YCache generate+publish {size}'), raw)} | "
+        raw = ours.get(f"C floor: miss + lock + write + rename {size}")
+        out.append(f"| {size} | {cell(raw)} | {cell(ours.get(f'local miss+publish {size}'), raw)} | "
                    f"{cell(theirs.get(f'diskcache set (new key) {size}'), raw)} | "
                    f"{cell(theirs.get(f'LMDB put (new key) {size}'), raw)} |")
-    raw_replace = ours.get("raw write-temp+rename over existing 4 KiB")
+    raw_replace = ours.get("C floor: lock + write + rename over an existing entry 4 KiB")
     if raw_replace:
         out.append(f"| 4 KiB, replacing | {cell(raw_replace)} | "
                    f"{cell(ours.get('YCache store replacing 4 KiB'), raw_replace)} | – | – |")

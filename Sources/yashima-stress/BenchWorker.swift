@@ -1,88 +1,12 @@
-// Worker commands used only by the benchmarks: a raw flock hand-off waiter (the baseline), a cache
-// hand-off waiter, and a throughput loop. Each prints JSON lines; none judges anything.
+// Worker commands used only by the benchmarks: a cache hand-off waiter, a fresh process's first hit, a
+// directory filler and a throughput loop (the floors they are compared with are in C: Benchmarks/floors).
+// Each prints JSON lines; none judges anything.
 
 import Foundation
 import Glibc
 import YashimaShared
 
 enum BenchWorker {
-    /// `worker flock-wait --file F`: for each "WAIT" line, block in flock(LOCK_EX) on F, then print the
-    /// monotonic time the lock was granted, and release it.
-    static func flockWait(_ arguments: inout Arguments) throws -> Int32 {
-        guard let file = arguments.string("file") else { throw ArgumentError(description: "--file is required") }
-        try arguments.rejectUnknown()
-        emit("READY")
-        while let line = readLine(), line == "WAIT" {
-            let fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-            guard fd >= 0 else { return 1 }
-            emit("BLOCKING")
-            flock(fd, LOCK_EX)
-            let granted = monotonicNanoseconds()
-            flock(fd, LOCK_UN)
-            close(fd)
-            emit("\(granted)")
-        }
-        return 0
-    }
-
-    /// `worker flock-floor --lock F --data D --role holder|waiter [--hold-ms 200] [--size 4096]`: the bare
-    /// kernel floor of a stampede, one process of it, in plain syscalls (no cache, no Swift concurrency).
-    /// Everything is opened before READY (the holder also takes LOCK_EX on F then), so the timed part is
-    /// only what the kernel does. After GO the holder sleeps `--hold-ms`, writes `--size` bytes to D and
-    /// releases; a waiter blocks in flock(LOCK_SH) on F, then opens, reads and closes D. Each writes its
-    /// `DONE` line (`writeStampedeLine`) and stays until stdin closes, as `worker get --linger` does.
-    static func flockFloor(_ arguments: inout Arguments) throws -> Int32 {
-        guard let lockPath = arguments.string("lock"), let dataPath = arguments.string("data") else {
-            throw ArgumentError(description: "--lock and --data are required")
-        }
-        let role = arguments.string("role") ?? "waiter"
-        guard role == "holder" || role == "waiter" else {
-            throw ArgumentError(description: "--role must be holder or waiter, not '\(role)'")
-        }
-        let holdMilliseconds = try arguments.int("hold-ms", default: 200, range: 0...3_600_000)!
-        let size = try arguments.int("size", default: 4096, range: 1...(1 << 24))!
-        try arguments.rejectUnknown()
-        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return 1 }
-        if role == "holder" { flock(fd, LOCK_EX) }
-        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
-        defer { buffer.deallocate() }
-        memset(buffer, 7, size)
-        awaitGo()
-        let start = monotonicNanoseconds()
-        var done = 0
-        if role == "holder" {
-            var until = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &until)
-            until.tv_sec += holdMilliseconds / 1000
-            until.tv_nsec += (holdMilliseconds % 1000) * 1_000_000
-            if until.tv_nsec >= 1_000_000_000 {
-                until.tv_sec += 1
-                until.tv_nsec -= 1_000_000_000
-            }
-            while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nil) == EINTR {}
-            let out = open(dataPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-            if out >= 0 {
-                done = write(out, buffer, size)
-                close(out)
-            }
-            flock(fd, LOCK_UN)
-        } else {
-            flock(fd, LOCK_SH)
-            let input = open(dataPath, O_RDONLY | O_CLOEXEC)
-            if input >= 0 {
-                done = read(input, buffer, size)
-                close(input)
-            }
-            flock(fd, LOCK_UN)
-        }
-        let finished = monotonicNanoseconds()
-        close(fd)
-        writeStampedeLine(finished: finished, holdStarted: role == "holder" ? start : 0, correct: done == size)
-        while readLine() != nil {}
-        return done == size ? 0 : 1
-    }
-
     /// `worker fill --directory D --from A --count N [--size S]`: gets-or-generates the keys `scale/e<i>`
     /// for i in A ..< A + N with S-byte values (memory layer off, no budget): fills a directory for the
     /// scale bench, or tops one up (present keys are hits). Prints how many it generated.
@@ -319,12 +243,21 @@ enum ScaleKeys {
 }
 
 /// A stampede process's result in one write(2), nothing built or flushed through stdio: `DONE <finished>
-/// <hold started, 0 when this process did not hold> <1 when its value was right, else 0>`, monotonic
-/// nanoseconds. So a process that has its value costs its siblings, still waking on 2 cores, nothing more.
-func writeStampedeLine(finished: UInt64, holdStarted: UInt64, correct: Bool) {
-    let line = "DONE \(finished) \(holdStarted) \(correct ? 1 : 0)\n"
+/// <hold started, 0 when this process did not hold> <1 when its value was right, else 0> [<CPU ns>]`,
+/// monotonic nanoseconds, and with `cpu` the CPU time (user + system) the process spent on its lookup. So
+/// a process that has its value costs its siblings, still waking on 2 cores, nothing more.
+func writeStampedeLine(finished: UInt64, holdStarted: UInt64, correct: Bool, cpu: UInt64? = nil) {
+    let line = "DONE \(finished) \(holdStarted) \(correct ? 1 : 0)" + (cpu.map { " \($0)" } ?? "") + "\n"
     var bytes = Array(line.utf8)
     _ = bytes.withUnsafeMutableBytes { write(1, $0.baseAddress, $0.count) }
+}
+
+/// This process's CPU time so far (user + system, every thread), nanoseconds.
+func processCPUNanoseconds() -> UInt64 {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    func nanoseconds(_ time: timeval) -> UInt64 { UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_usec) * 1000 }
+    return nanoseconds(usage.ru_utime) + nanoseconds(usage.ru_stime)
 }
 
 /// Sleeps until the monotonic time `until` (nanoseconds) as exactly as the bare-flock floor's holder does

@@ -114,8 +114,6 @@ enum WorkerCommand {
         case "remove": return try await remove(&arguments)
         case "churn": return try await churn(&arguments)
         case "scenario": return try await ScenarioWorker.run(&arguments)
-        case "flock-wait": return try BenchWorker.flockWait(&arguments)
-        case "flock-floor": return try BenchWorker.flockFloor(&arguments)
         case "handoff-wait": return try await BenchWorker.handoffWait(&arguments)
         case "mix": return try await BenchWorker.mix(&arguments)
         case "first-hit": return try await BenchWorker.firstHit(&arguments)
@@ -128,6 +126,8 @@ enum WorkerCommand {
         case "hold-many": return try await WaitWorker.holdMany(&arguments)
         case "fill": return try await BenchWorker.fill(&arguments)
         case "scale-hits": return try await BenchWorker.scaleHits(&arguments)
+        case "stampede-rounds": return try await StampedeBench.worker(&arguments)
+        case "instr": return try await InstructionsBench.worker(&arguments)
         case "wait-many": return try await WaitWorker.waitMany(&arguments)
         default: throw ArgumentError(description: "unknown worker command '\(command)'")
         }

@@ -137,10 +137,12 @@ final class BenchReport {
 
 enum Bench {
     static let sections = ["single", "crossprocess", "scale", "observation", "remote"]
-    /// Parts of the sections above that can be run alone (only when named): `stampede` (the stampede
-    /// against the bare-flock floor, from crossprocess), `executors` (hits from the main actor, an
-    /// actor and a detached task, from single) and `http` (the HTTP hits against curl, from remote).
-    static let parts = ["stampede", "executors", "http"]
+    /// Parts of the sections above that can be run alone (only when named): `stampede` (fresh and warm
+    /// stampedes against the bare-flock C floor, from crossprocess), `executors` (hits from the main
+    /// actor, an actor and a detached task, from single) and `http` (the HTTP hits against curl, from
+    /// remote); and, run only when named, `targets` (issue 34's targets against the C floors, one run) and
+    /// `instructions` (instructions per operation under callgrind, beside the C floors').
+    static let parts = ["stampede", "executors", "http", "targets", "instructions"]
 
     static let help = """
         usage: yashima-stress bench [--quick] [--format text|json] [--svg FILE] [--section NAME ...]
@@ -162,6 +164,11 @@ enum Bench {
                            1 KiB take about 4.3 GB)
           --scale-sizes N,N,...  the entry counts the scale section measures (default 1000,100000,1000000;
                            with --quick 1000,100000)
+          --ceilings FILE  with --section instructions: exit 1 when a count exceeds its ceiling in FILE
+                           (Benchmarks/instructions/ceilings.json)
+
+        Ratios are against floors written in C (Benchmarks/floors, built here with the system cc; its
+        sources are found above this executable, or at $YASHIMA_FLOORS_SOURCE).
 
         Peers (python-diskcache, LMDB) on the same workloads: Benchmarks/peers/run.sh [--quick].
         """
@@ -179,6 +186,7 @@ enum Bench {
         }
         let svg = arguments.string("svg")
         let remoteURL = arguments.string("remote")
+        let ceilings = arguments.string("ceilings")
         var chosen = arguments.strings("section")
         for name in chosen where !sections.contains(name) && !parts.contains(name) {
             throw ArgumentError(
@@ -212,7 +220,10 @@ enum Bench {
         try arguments.rejectUnknown()
         removeTree(base)
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
-        defer { removeTree(base) }
+        defer {
+            removeTree(base)
+            removeTree(Floors.buildDirectory(base))
+        }
 
         let report = BenchReport(json: format == "json")
         if !report.json {
@@ -223,7 +234,8 @@ enum Bench {
         }
         let context = BenchContext(
             base: base, quick: quick, report: report, scaleDirectory: scaleDirectory, scaleSizes: scaleSizes,
-            stampedeSizes: stampedeSizes)
+            stampedeSizes: stampedeSizes, remoteURL: remoteURL)
+        var status: Int32 = 0
         var sectionSeconds: [String: Double] = [:]
         var cleanupSeconds: [String: Double] = [:]
         let began = monotonicNanoseconds()
@@ -233,7 +245,10 @@ enum Bench {
             case "single": try await SingleProcessBench.run(context)
             case "crossprocess": try await CrossProcessBench.run(context)
             case "observation": try await ObservationBench.run(context)
-            case "stampede": try await CrossProcessBench.stampedeAgainstFloor(context)
+            case "stampede": try await StampedeBench.run(context)
+            case "targets": try await TargetsBench.run(context)
+            case "instructions":
+                if try await !InstructionsBench.run(context, ceilings: ceilings) { status = 1 }
             case "executors": try await SingleProcessBench.executors(context)
             case "http": try await HTTPRemoteBench.run(context)
             case "remote":
@@ -277,7 +292,7 @@ enum Bench {
                 + (quick ? "--quick" : "full run") + " · load average \(loadAverage())"
             try BenchChart.svg(report.rows, caption: caption).write(toFile: svg, atomically: true, encoding: .utf8)
         }
-        return 0
+        return status
     }
 
     static func hostDescription() -> String {
@@ -401,6 +416,8 @@ struct BenchContext {
     var scaleSizes: [Int] = []
     /// The process counts of the stampede against the bare-flock floor.
     var stampedeSizes: [Int] = [8, 32, 64]
+    /// `--remote URL`: the Redis server of the remote hits (nil: one started here).
+    var remoteURL: String?
 
     /// A fresh directory for one measurement.
     func directory(_ name: String) -> URL {

@@ -1,7 +1,8 @@
 // Section "crossprocess": many processes on one directory. The 8-process stampede (generations and the
-// slowest process's overhead), the stampede at 8, 32 and 64 processes against the bare-flock floor at the
-// same N, lock hand-off wake-up against a bare flock hand-off, throughput of 1, 2 and 4 processes on
-// storage hits and mixed workloads, and python-diskcache's benchmark shape (100:10:1).
+// slowest process's overhead), the stampede at 8, 32 and 64 processes, fresh and warm, against the
+// bare-flock C floor at the same N (StampedeBench), lock hand-off wake-up against the C floor's flock
+// hand-off, throughput of 1, 2 and 4 processes on storage hits and mixed workloads, and python-diskcache's
+// benchmark shape (100:10:1).
 
 import ChildProcesses
 import Foundation
@@ -36,35 +37,10 @@ extension ChildProcess {
     }
 }
 
-extension ChildProcess {
-    /// Releases a stampede's processes together, waits `settle` without reading (reading their lines
-    /// would take CPU from processes still waking), then reads every one's `DONE` line
-    /// (writeStampedeLine) and lets them exit. Returns the last finish of all minus the hold's start (the
-    /// one process that held reports it) minus 200 ms; nil when a process failed or reported a wrong value.
-    static func stampedeOverhead(_ children: [ChildProcess], settle: Duration) -> Double? {
-        releaseTogether(children)
-        Thread.sleep(forTimeInterval: Double(settle.components.seconds) + Double(settle.components.attoseconds) / 1e18)
-        var start: UInt64?
-        var end: UInt64 = 0
-        var reported = 0
-        for child in children {
-            guard let line = child.readLine(timeout: benchPatience, where: { $0.hasPrefix("DONE ") }) else { continue }
-            let fields = line.split(separator: " ").compactMap { UInt64($0) }
-            guard fields.count == 3, fields[2] == 1 else { continue }
-            reported += 1
-            end = max(end, fields[0])
-            if fields[1] > 0 { start = fields[1] }
-        }
-        for child in children { child.finish() }
-        guard let start, reported == children.count else { return nil }
-        return Double(Int64(end) - Int64(start)) - 200_000_000
-    }
-}
-
 enum CrossProcessBench {
     static func run(_ context: BenchContext) async throws {
         try await stampede(context)
-        try await stampedeAgainstFloor(context)
+        try await StampedeBench.run(context)
         try await handoff(context)
         try await FirstOpenBench.run(context)
         try await throughput(context)
@@ -120,64 +96,6 @@ enum CrossProcessBench {
         report.add(row)
     }
 
-    /// The stampede at N = 8, 32 and 64 processes against the kernel's floor at the same N, measured in
-    /// alternating rounds (floor, cache, floor, cache, …) so both see the same machine. Floor: N processes
-    /// (`worker flock-floor`) started and parked before the round, one holding LOCK_EX for 200 ms then
-    /// writing a 4 KiB file, N−1 blocked in flock(LOCK_SH) then reading it. Cache: N `worker get`
-    /// processes with storage open, one key, a 200 ms generator. Both from the moment the hold began (the
-    /// holder's GO; the generator's start) to the moment the last process had the value, − 200 ms, median
-    /// of rounds (issue 25: the cache ≤ 3x the floor at every N). Timing from the hold rather than from
-    /// each process's own GO leaves out how late 64 processes on 2 cores each read their GO line.
-    static func stampedeAgainstFloor(_ context: BenchContext) async throws {
-        let report = context.report
-        report.section("cross-process: stampede against the bare-flock floor (200 ms holder, slowest − 200 ms)")
-        for processes in context.stampedeSizes {
-            let rounds = context.quick ? 3 : (processes > 32 ? 5 : 7)
-            var floor = Samples()
-            var cache = Samples()
-            var generations: [Int] = []
-            for round in 0..<rounds {
-                let directory = context.directory("floor-\(processes)-\(round)")
-                let children = try (0..<processes).map { index in
-                    try ChildProcess(
-                        context.executable,
-                        [
-                            "worker", "flock-floor", "--lock", directory.path + "/key.lock", "--data",
-                            directory.path + "/value", "--role", index == 0 ? "holder" : "waiter",
-                        ])
-                }
-                let settle = Duration.milliseconds(300 + 5 * processes)
-                if let overhead = ChildProcess.stampedeOverhead(children, settle: settle) {
-                    floor.append(overhead)
-                }
-
-                let cacheDirectory = context.directory("stampede-\(processes)-\(round)")
-                let ledger = cacheDirectory.path + "/../stampede-\(processes)-\(round).ledger"
-                let workers = try (0..<processes).map { _ in
-                    try ChildProcess(
-                        context.executable,
-                        [
-                            "worker", "get", "--directory", cacheDirectory.path, "--key", "hot", "--generate-ms",
-                            "200", "--ledger", ledger, "--go", "--linger", "--open-first", "--terse",
-                        ])
-                }
-                if let overhead = ChildProcess.stampedeOverhead(workers, settle: settle) {
-                    cache.append(overhead)
-                }
-                generations.append(Ledger(path: ledger).lines().count)
-            }
-            let floorName = "bare flock floor, \(processes) processes"
-            report.add(BenchRow(section: "crossprocess", name: floorName, samples: floor))
-            let once = generations.allSatisfy { $0 == 1 }
-            report.add(
-                BenchRow(
-                    section: "crossprocess", name: "YCache stampede, \(processes) processes", samples: cache,
-                    note: "generations per round: "
-                        + generations.map(String.init).joined(separator: ",") + (once ? "" : " (NOT exactly 1)")),
-                comparedTo: floorName, limit: 3.0)
-        }
-    }
-
     /// Wake-up latency: a bare flock hand-off between processes (baseline) and the cache's hand-off from
     /// a generator in this process to a waiting process (includes publishing the 4 KiB entry).
     static func handoff(_ context: BenchContext) async throws {
@@ -186,7 +104,7 @@ enum CrossProcessBench {
         let trials = context.quick ? 30 : 150
         let directory = context.directory("handoff")
         let lockPath = directory.path + "/raw.lock"
-        let rawWaiter = try ChildProcess(context.executable, ["worker", "flock-wait", "--file", lockPath])
+        let rawWaiter = try ChildProcess(try Floors.program(context), ["flock-wait", "--file", lockPath])
         _ = rawWaiter.readLine(timeout: ChildProcess.benchPatience)  // READY
         var raw = Samples()
         let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
@@ -203,7 +121,7 @@ enum CrossProcessBench {
         }
         close(fd)
         rawWaiter.finish()
-        report.add(BenchRow(section: "crossprocess", name: "raw flock hand-off", samples: raw))
+        report.add(BenchRow(section: "crossprocess", name: floorName("flock hand-off"), samples: raw))
 
         let cacheDirectory = directory.appendingPathComponent("cache")
         let holder = YCache(storageDirectory: cacheDirectory)
@@ -236,7 +154,7 @@ enum CrossProcessBench {
         var released = BenchRow(
             section: "crossprocess", name: "holder's call returns → waiting process returns", samples: afterHolder,
             note: "after the publish and the lock release; can be negative")
-        released.baseline = "raw flock hand-off"
+        released.baseline = floorName("flock hand-off")
         released.ratio = afterHolder.median / raw.median
         released.target = "p50 ≤ 150 µs, p99 ≤ 2 ms (from the call's return: a lower bound of the release's)"
         released.met = afterHolder.median <= 150_000 && afterHolder.p99 <= 2_000_000
@@ -244,7 +162,7 @@ enum CrossProcessBench {
         var row = BenchRow(
             section: "crossprocess", name: "YCache generator returns → waiting process returns", samples: wake,
             note: "includes publishing the 4 KiB entry")
-        row.baseline = "raw flock hand-off"
+        row.baseline = floorName("flock hand-off")
         row.ratio = wake.median / raw.median
         row.target = "median ≤ 300 µs, p99 ≤ 5 ms"
         row.met = wake.median <= 300_000 && wake.p99 <= 5_000_000

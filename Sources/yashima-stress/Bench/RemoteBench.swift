@@ -1,9 +1,9 @@
 // Section "remote": a remote hit through YCache (the value on Redis, not in local storage or memory:
-// lookup, verify, decode, publish locally) at 4 KiB and 1 MiB, against its floor in the same run: a raw
-// `GET` of the same size from the same process (a minimal blocking RESP client over the same socket kind),
-// back to back and in the hit's place (after the same local work), plus a local miss-and-publish of the
-// same value (a cache without a remote tier), and the filesystem's floor of that miss and publish in plain
-// syscalls (RawPublish), next to each. The server: `--remote URL` (redis:// or redis+unix://), else a
+// lookup, verify, decode, publish locally) at 4 KiB and 1 MiB, against its C floor in the same run: the C
+// floor's `GET` of the same size (Benchmarks/floors/redis.c, one blocking connection of the same socket
+// kind), back to back and in the hit's place (after the same local work), plus the C floor's miss and
+// publish of the same value (publish.c) next to each hit; the library's own local miss-and-publish (a
+// cache without a remote tier) beside them. The server: `--remote URL` (redis:// or redis+unix://), else a
 // redis-server started here on a Unix socket, else the section is skipped with a note. Then three hosts
 // (storage directories) of three worker processes each miss one key together: one generation per round.
 
@@ -15,7 +15,7 @@ import YashimaShared
 enum RemoteBench {
     static func run(_ context: BenchContext, url given: String?) async throws {
         let report = context.report
-        report.section("remote: hit from Redis (not in local storage) vs raw GET, same size, same process")
+        report.section("remote: hit from Redis (not in local storage) vs the C floor's GET + publish")
         var server: RedisProcess?  // SIGKILLed when it goes (its deinit): at the end of the section
         defer { withExtendedLifetime(server) {} }
         let url: String
@@ -27,26 +27,20 @@ enum RemoteBench {
             report.add(BenchRow(section: "remote", name: "remote section", note: "skipped: no redis-server found"))
             return
         }
-        guard let raw = RawRedis(url: url) else {
-            report.add(BenchRow(section: "remote", name: "remote section", note: "skipped: cannot connect to \(url)"))
-            return
-        }
         let remote = try YCache.Remote.redis(
             url, options: .init(operationTimeout: .seconds(5), keyPrefix: "ys-bench-\(getpid())"))
         let iterations = context.quick ? 100 : 400
         for (label, size) in [("4 KiB", 4096), ("1 MiB", 1 << 20)] {
             let value = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) })
-            let rawKey = "ys-bench-raw-\(getpid())-\(size)"
-            guard raw.set(rawKey, value) else { throw ArgumentError(description: "raw SET failed on \(url)") }
-            var rawSamples = Samples()
-            for round in 0..<(iterations + 10) {
-                let start = monotonicNanoseconds()
-                let bytes = raw.get(rawKey)
-                let elapsed = Double(monotonicNanoseconds() - start)
-                guard bytes == size else { throw ArgumentError(description: "raw GET returned \(bytes) bytes") }
-                if round >= 10 { rawSamples.append(elapsed) }
-            }
-            report.add(BenchRow(section: "remote", name: "raw GET \(label)", samples: rawSamples))
+            // The C floor's connection: GET of a value of the same size, SET by it first.
+            let get = try FloorServer(
+                context, "redis",
+                redisFloorAddress(url) + ["--key", "ys-bench-raw-\(getpid())-\(size)", "--size", "\(size)"])
+            try get.run("G 10")
+            _ = get.takeSamples()
+            try get.run("G \(iterations)")
+            let backToBack = get.takeSamples()
+            report.add(BenchRow(section: "remote", name: floorName("GET \(label), back to back"), samples: backToBack))
             // One host publishes the value; another (memory off) reads it, its local copy removed each time.
             let key = CacheKey(namespace: "bench-remote", identity: label)
             let writer = YCache(storageDirectory: context.directory("remote-writer"), remote: remote)
@@ -54,20 +48,14 @@ enum RemoteBench {
             let reader = YCache(
                 storageDirectory: context.directory("remote-reader"), remote: remote, memoryMaximumCost: 0,
                 storageMaximumByteCount: nil)
-            // What the hit costs beyond the round trip is mostly the local miss and publish it shares with
-            // a generation: the same flow without a remote tier, the generator returning at once, each
-            // right before a hit. A raw GET back to back finds the server hot; the hit's own GET comes
-            // after a local miss and publish, when the server has been idle that long: so the raw GET is
-            // measured in the hit's place too (the same work before it, in alternate rounds).
+            // A GET back to back finds the server hot; the hit's own GET comes after a local miss and
+            // publish, when the server has been idle that long: so the floor's GET is measured in the hit's
+            // place (the same work before it, in alternate rounds), and that is the one the target uses.
             let paired = try await hitsPairedWithLocalMisses(
                 context, value: value, key: key, rounds: iterations + 10, warmUp: 10, folder: "remote-local",
                 floor: {
                     try await reader.removeAll(in: "bench-remote")  // as before a hit
-                    let start = monotonicNanoseconds()
-                    let bytes = raw.get(rawKey)
-                    let elapsed = Double(monotonicNanoseconds() - start)
-                    guard bytes == size else { throw ArgumentError(description: "raw GET returned \(bytes) bytes") }
-                    return elapsed
+                    return try get.run("G 1")
                 }
             ) {
                 try await reader.removeAll(in: "bench-remote")  // local only: the remote value stays
@@ -80,23 +68,26 @@ enum RemoteBench {
                 return elapsed
             }
             let (hits, misses) = (paired.hits, paired.misses)
+            report.add(
+                BenchRow(section: "remote", name: floorName("GET \(label), in the hit's place"), samples: paired.floors)
+            )
             report.add(BenchRow(section: "remote", name: rawPublishRow(label), samples: paired.rawPublishes))
             report.add(
-                BenchRow(section: "remote", name: "local miss+publish \(label) (no remote tier)", samples: misses))
-            let floor = "raw GET + local miss+publish \(label)"
-            report.add(BenchRow(section: "remote", name: floor, samples: sumOfOrderStatistics(rawSamples, misses)))
-            report.add(BenchRow(section: "remote", name: "raw GET \(label) in the hit's place", samples: paired.floors))
-            let inPlace = sumOfOrderStatistics(paired.floors, misses)
-            report.add(
-                BenchRow(section: "remote", name: "raw GET in the hit's place + local miss \(label)", samples: inPlace))
-            let filesystemFloor = sumOfOrderStatistics(rawSamples, paired.rawPublishes)
+                BenchRow(section: "remote", name: "local miss+publish \(label) (no remote tier)", samples: misses),
+                comparedTo: rawPublishRow(label))
+            let floor = floorName("GET \(label) in the hit's place + miss+publish")
             report.add(
                 BenchRow(
-                    section: "remote", name: "remote hit \(label) (YCache, then in local storage)", samples: hits,
+                    section: "remote", name: floor, samples: sumOfOrderStatistics(paired.floors, paired.rawPublishes)))
+            let withLocalMiss = sumOfOrderStatistics(paired.floors, misses)
+            report.add(
+                BenchRow(
+                    section: "remote", name: "Redis remote hit \(label) (YCache, then in local storage)", samples: hits,
                     note: String(
-                        format: "%.2fx raw GET in the hit's place + local miss; %.2fx raw GET + raw miss+publish",
-                        hits.median / inPlace.median, hits.median / filesystemFloor.median)),
-                comparedTo: floor, limit: size <= 4096 ? 1.2 : nil)
+                        format: "%.2fx the C GET + the library's own local miss+publish; load %@",
+                        hits.median / withLocalMiss.median, loadAverage())),
+                comparedTo: floor, limit: size <= 4096 ? 1.5 : 1.2,
+                targetText: size <= 4096 ? "≤ 1.5x the C floor" : "≤ 1.2x the C floor")
         }
         try await hostStampede(context, url: url)
     }
@@ -113,7 +104,9 @@ enum RemoteBench {
     ) async throws -> PairedHits {
         let local = YCache(
             storageDirectory: context.directory(folder), memoryMaximumCost: 0, storageMaximumByteCount: nil)
-        let raw = try RawPublish(in: context.directory(folder + "-raw").path, value: value)
+        let raw = try FloorServer(
+            context, "publish",
+            ["--dir", context.directory(folder + "-raw").path, "--size", "\(value.count)", "--same"])
         var paired = PairedHits()
         func localMiss() async throws -> Double {
             try await local.removeAll(in: key.namespace)
@@ -127,7 +120,7 @@ enum RemoteBench {
                 let floorElapsed = try await floor()
                 if round >= warmUp { paired.floors.append(floorElapsed) }
             }
-            let rawElapsed = try raw.publish()
+            let rawElapsed = try raw.run("P 1")
             let elapsed = try await localMiss()
             let hitElapsed = try await hit()
             if round >= warmUp {
@@ -144,15 +137,29 @@ enum RemoteBench {
         var hits = Samples()
         /// A local miss and publish through YCache (no remote tier) right before each hit.
         var misses = Samples()
-        /// The filesystem's own floor of that publish (`RawPublish`), right before each local miss.
+        /// The filesystem's own floor of that publish (the C floor, publish.c), right before each local miss.
         var rawPublishes = Samples()
         /// The caller's `floor`, when given.
         var floors = Samples()
     }
 
-    /// The row of `RawPublish`'s samples at `label`.
+    /// The row of the C publish floor's samples at `label`.
     static func rawPublishRow(_ label: String) -> String {
-        "raw miss+publish \(label) (open, lock, write, rename: the filesystem's floor)"
+        floorName("miss + lock + write + rename \(label), one name")
+    }
+
+    /// The C floor's address options for a Redis URL (redis+unix:///path or redis://host:port).
+    static func redisFloorAddress(_ url: String) throws -> [String] {
+        if url.hasPrefix("redis+unix://") {
+            return ["--socket", String(url.dropFirst("redis+unix://".count).prefix { $0 != "?" })]
+        }
+        let rest = url.dropFirst("redis://".count).prefix { $0 != "/" }
+        guard url.hasPrefix("redis://"), !rest.contains("@"), let host = rest.split(separator: ":").first else {
+            throw ArgumentError(
+                description: "the C Redis floor takes redis://host:port or redis+unix://path, not \(url)")
+        }
+        let port = rest.split(separator: ":").dropFirst().first.map(String.init) ?? "6379"
+        return ["--host", String(host), "--port", port]
     }
 
     /// The floor of a remote hit: the i-th smallest sample of each added (so its median is the sum of

@@ -1,8 +1,8 @@
 // Section "scale": storage-hit latency as the directory grows (must stay flat), write cost as writes
 // push the directory past its budget (trimming must not put a full scan on every write), one trim pass,
 // and the memory layer's bookkeeping per entry. Then, over directories of 1k, 100k and 1M entries made
-// once and reused (`--scale-directory`): random-access hits against raw open+read+close of the same
-// files, the operator commands' wall time, a writer's trim pass; and processes waiting on thousands of
+// once and reused (`--scale-directory`): random-access hits against the C floor's open+read+close of the
+// same files, the operator commands' wall time, a writer's trim pass; and processes waiting on thousands of
 // keys another process holds (threads and resident memory of the waiting process).
 
 import ChildProcesses
@@ -107,7 +107,7 @@ enum ScaleBench {
 
     // MARK: Directories of 1k, 100k and 1M entries
 
-    /// Random-access hits against raw reads of the same files, the operator commands and a writer's trim
+    /// Random-access hits against the C floor's reads of the same files, the operator commands and a writer's trim
     /// pass over a directory of `size` entries (1 KiB values), made once and reused.
     static func largeDirectory(_ size: Int, _ context: BenchContext) async throws {
         let report = context.report
@@ -124,45 +124,9 @@ enum ScaleBench {
                     format: "%.2f GB allocated (usage counter), %@; %@", Double(storage.usageCounter) / 1e9,
                     directory.path, filled)))
 
-        // Random keys, the same sequence for both; rounds alternate which goes first (the second finds the
-        // first's dentries and pages warm).
-        var random = SplitMix64(seed: UInt64(size) &* 24)
-        let probeCount = context.quick ? 10_000 : 40_000
-        let keys = (0..<probeCount).map { _ in ScaleKeys.key(Int(random.next() % UInt64(size))) }
+        // Random keys against the C floor's reads of the same entry files, in the same order.
+        try await TargetsBench.storageHits(size, context, section: "scale", filled: filled)
         let codec = DataCodec()
-        let paths = keys.map { directory.path + "/" + storage.entryPath(for: $0, codecIdentifier: codec.identifier) }
-        var raw = Samples()
-        var hits = Samples()
-        var misses = 0
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        let rounds = 10
-        let chunk = probeCount / rounds
-        for round in 0..<rounds {
-            let range = (round * chunk)..<((round + 1) * chunk)
-            for pass in 0..<2 {
-                if (round + pass) % 2 == 0 {
-                    for index in range {
-                        let start = monotonicNanoseconds()
-                        rawRead(paths[index], &buffer)
-                        raw.append(Double(monotonicNanoseconds() - start))
-                    }
-                } else {
-                    for index in range {
-                        let start = monotonicNanoseconds()
-                        let value = try await cache.valueIfCached(for: keys[index], codec: codec)
-                        hits.append(Double(monotonicNanoseconds() - start))
-                        if value == nil { misses += 1 }
-                    }
-                }
-            }
-        }
-        let rawName = "raw open+read+close, random, \(label) entries"
-        report.add(BenchRow(section: "scale", name: rawName, samples: raw))
-        report.add(
-            BenchRow(
-                section: "scale", name: "storage hit, random, \(label) entries", samples: hits,
-                note: misses > 0 ? "\(misses) misses" : nil),
-            comparedTo: rawName, limit: 2.0)
 
         try await operatorCommands(directory, size: size, label: label, context)
 
