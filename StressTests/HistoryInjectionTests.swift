@@ -11,7 +11,7 @@ import Testing
 
 @Suite(.serialized) struct HistoryInjectionTests {
     @Test(arguments: [
-        ("publish-no-bump", "stale read"), ("publish-bump-after", "stale read"),
+        ("publish-no-bump", "stale read"), ("publish-bump-after", "writes seen in opposite orders"),
         ("removal-no-bump", "removed value seen again"),
         ("memory-no-epochs", "removed value seen again"),
     ])
@@ -24,6 +24,17 @@ import Testing
         let server = try await RedisProcess.start()
         defer { withExtendedLifetime(server) {} }  // SIGKILLed when it goes
         try await expectFound("remote-remove-skip", "removed value seen again", extra: ["--remote", server.url])
+    }
+
+    /// Without the write windows around remote stores, a store's remote copy that lands after a removal (or
+    /// after a newer write) comes back at a later miss: a removed or superseded value seen again.
+    @Test(.enabled(if: RedisProcess.executablePath != nil || RedisProcess.isRequired))
+    func theCheckerFindsARemoteStoreThatOutlivedALocalWrite() async throws {
+        let server = try await RedisProcess.start()
+        defer { withExtendedLifetime(server) {} }  // SIGKILLed when it goes
+        try await expectFound(
+            "remote-window-skip", "removed value seen again",
+            extra: ["--remote", server.url, "--history-operations", "1500"])
     }
 
     /// Runs the scenario with `injection` (up to three seeds: the defect shows in a race, which a busy

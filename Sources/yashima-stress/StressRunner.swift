@@ -57,6 +57,7 @@ struct RunOptions {
     /// The names `--inject` accepts (Sources/YashimaShared/Core/Injection.swift).
     static let injections = [
         "publish-no-bump", "publish-bump-after", "removal-no-bump", "memory-no-epochs", "remote-remove-skip",
+        "remote-window-skip",
     ]
 
     static func parse(_ words: [String]) throws -> RunOptions {
@@ -318,7 +319,7 @@ enum StressRunner {
                                  for smoke, 1500 otherwise)
               --inject NAME      turn one library guard off in the workers (YASHIMA_INJECT), to prove the
                                  history checker finds its defect: publish-no-bump, publish-bump-after,
-                                 removal-no-bump, memory-no-epochs, remote-remove-skip
+                                 removal-no-bump, memory-no-epochs, remote-remove-skip, remote-window-skip
               --help             this text
 
             scenarios:

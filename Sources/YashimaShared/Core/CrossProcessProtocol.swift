@@ -84,7 +84,10 @@
 ///   holding the key's remote lease, or once the tier is unavailable, the caller's wait timed out, or the
 ///   holder's lease expired. Only the holder releases a lease. A key removal deletes the remote value
 ///   before the local one, and a remote value published while a removal of its key ran is unlinked again
-///   (I10). A host paused past the lease TTL may duplicate a generation, never corrupt a value (I8). No
+///   (I10). A write that stores remotely, and a removal, hold one write window across their local and
+///   remote steps, and delete the key's remote value before closing it when another window of the slot
+///   overlapped (RemoteWriteWindow); a remote value fetched while its slot was written is neither
+///   published nor returned. A host paused past the lease TTL may duplicate a generation, never corrupt a value (I8). No
 ///   on-disk change. A holder whose store fails still releases its lease (a separate delete-if-mine);
 ///   one that cannot leaves it to expire within the lease TTL, since it renews while it generates.
 ///   (RemoteTier, Production, RedisRemoteStore, RedisLeaseWait)

@@ -18,6 +18,9 @@ enum Injection {
     static let removalNoBump = isSet("removal-no-bump")
     /// `memory-no-epochs`: memory serves an item without comparing its epoch stamp (Memory/MemoryStore.swift).
     static let memoryNoEpochs = isSet("memory-no-epochs")
+    /// `remote-window-skip`: a write that stores remotely, or a removal, holds no write window across its
+    /// remote call and never deletes the remote copy after another write (Engine/RemoteWriteWindow.swift).
+    static let remoteWindowSkip = isSet("remote-window-skip")
     /// `remote-remove-skip`: a removal skips the remote tier's delete (Engine/RemoteTier.swift).
     static let remoteRemoveSkip = isSet("remote-remove-skip")
 

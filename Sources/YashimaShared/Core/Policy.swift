@@ -54,6 +54,11 @@ enum Policy {
     /// How many times a read or bump of the state file's words starts over when the file died under it (a
     /// repair marked it dead meanwhile, I14). Each retry needs another repair within those few atomics.
     static let stateSwitchRetries = 4
+    /// How many times a write or removal that wrote the remote tier deletes the key's remote value before
+    /// closing its window when other windows of the slot keep opening or closing (RemoteWriteWindow): each a
+    /// guarded remote call, so at most this many operation timeouts; a window still open after them is the
+    /// last to close and cleans itself.
+    static let remoteCleanupRounds = 3
 
     // MARK: Lookups
 

@@ -43,11 +43,11 @@ extension CacheEngine {
     /// delete is not published while it is open, nor after (`PublishMode.addingUnlessWrittenSince`, I16).
     func remove(key: CacheKey, codecIdentifier: String) async throws(YCache.Error) -> Bool {
         let key = TierKey(key: key, codecIdentifier: codecIdentifier)
-        let window =
-            remoteTier == nil
-            ? nil
-            : try? storage(for: .write).get().directory.state.openKeyWindow(
-                SharedState.slots(namespace: key.key.namespace, keyDigest: key.key.stableDigest))
+        var deleteRemote: (@Sendable () async -> Void)?
+        if let tier = remoteTier { deleteRemote = { await tier.deleteRemote(key.identity) } }
+        let window = RemoteWriteWindow.opened(
+            in: try? storage(for: .write).get(),
+            slots: SharedState.slots(namespace: key.key.namespace, keyDigest: key.key.stableDigest), for: deleteRemote)
         var removed = false
         var failure: YCache.Error?
         for tier in tiers.reversed() {
@@ -57,7 +57,7 @@ extension CacheEngine {
                 failure = failure ?? error
             }
         }
-        _ = window?.close()
+        await RemoteWriteWindow.close(window, deleteRemote: deleteRemote)
         if let failure { throw failure }
         return removed
     }

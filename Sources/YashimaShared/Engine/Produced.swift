@@ -18,6 +18,10 @@ struct Produced<Value: Sendable>: Sendable {
     /// Called once the production is over: with what the publish step did, or with nil when nothing was
     /// published (the commit gate closed: the flight was cancelled; or the write failed and threw).
     var afterPublish: (@Sendable (PublishedValue?) async -> Void)?
+    /// Set when `afterPublish` stores the value in the remote tier: deletes the key's remote value. The
+    /// publish step then holds a write window from before its rename to after `afterPublish`
+    /// (RemoteWriteWindow), and calls this before closing it when another write of the slot came between.
+    var deleteRemote: (@Sendable () async -> Void)?
 
     init(value: Value, source: YCache.Origin, stored: StoredForm? = nil) {
         self.value = value

@@ -115,14 +115,25 @@ struct Production<Codec: CacheCodec>: Sendable {
                 await produced.afterPublish?(nil)
                 return .failure(CancellationError())
             }
+            // A value stored remotely too is published and stored inside one write window (I10, I16:
+            // RemoteWriteWindow), closed once the remote tier holds nothing the local directory replaced.
+            let window = RemoteWriteWindow.opened(
+                in: storage, slots: request.expectation.slots, for: produced.deleteRemote)
             let stored: Stored
             do {
                 stored = try await publish(produced, storage: storage, epochs: epochs, permit: permit)
             } catch {
                 await produced.afterPublish?(nil)
+                await RemoteWriteWindow.close(window, deleteRemote: produced.deleteRemote)
                 throw error
             }
             await produced.afterPublish?(stored.published)
+            await RemoteWriteWindow.close(window, deleteRemote: produced.deleteRemote)
+            if produced.source == .remote, stored.leftForNewerWrite, !Injection.remoteWindowSkip {
+                // The slot was written since the fetch (a write whose remote store had not landed yet, a
+                // removal): the remote value may be older than storage's, so it is not the answer (I10).
+                return try await afterRefusedRemoteValue(storage, epochs: epochs)
+            }
             if produced.source == .remote { discardIfRemoved(stored, storage: storage, epochs: epochs) }
             if produced.sharedGeneration { engine.count { $0.sharedGenerations += 1 } }
             return .value(
@@ -230,6 +241,41 @@ struct Production<Codec: CacheCodec>: Sendable {
             next = { try await tier.produce(request, kind: kind, engine: engine, next: below) }
         }
         return try await next()
+    }
+
+    /// A lookup whose remote value was refused (`leftForNewerWrite`): storage's entry when there is one
+    /// now, else the caller's generator, published locally where no live entry is (its lock was given up
+    /// with the refused publish: a duplicate generation at worst, I8). The remote value, older than what
+    /// storage had meanwhile, is deleted inside the generation's write window (RemoteWriteWindow), so that
+    /// it cannot come back after this value is evicted.
+    private func afterRefusedRemoteValue(_ opened: StorageContext?, epochs: EpochSnapshot?) async throws
+        -> FlightResult
+    {
+        // The root the path names now (the production's may have been renamed away meanwhile, I13).
+        let storage = opened.map { (try? engine.storage(for: .write).get()) ?? $0 }
+        if let hit = try engine.storageHit(request, in: storage, shared: false) {
+            return Self.result(of: hit, sharedAcrossProcesses: false)
+        }
+        guard let value = try await request.generate() else { return .noValue }
+        engine.count { $0.generations += 1 }
+        var deleteRemote: (@Sendable () async -> Void)?
+        if let tier = engine.remoteTier {
+            let identity = request.expectation.identity
+            deleteRemote = { await tier.deleteRemote(identity) }
+        }
+        let window = RemoteWriteWindow.opened(in: storage, slots: request.expectation.slots, for: deleteRemote)
+        let stored: Stored
+        do {
+            stored = try await publish(
+                Produced(value: value, source: .generated), storage: storage,
+                epochs: engine.epochs(of: request, in: storage), permit: .uncoordinated)
+        } catch {
+            await RemoteWriteWindow.close(window, deleteRemote: deleteRemote)
+            throw error
+        }
+        await deleteRemote?()
+        await RemoteWriteWindow.close(window, deleteRemote: deleteRemote)
+        return .value(value, stored.metadata, .generated, sharedAcrossProcesses: false, epochs: stored.epochs)
     }
 
     /// A remote value published while a removal of its key ran (I10, I16): the removal deleted the

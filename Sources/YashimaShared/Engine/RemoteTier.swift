@@ -201,6 +201,7 @@ final class RemoteTier: CacheTier {
             guard let published else { return }
             _ = await Self.store(identity, published, in: values)
         }
+        produced.deleteRemote = { _ = await values.remove(identity) }
         return produced
     }
 
@@ -235,6 +236,8 @@ final class RemoteTier: CacheTier {
             _ = await lease.storeAndRelease(
                 identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt)
         }
+        let values = values
+        produced.deleteRemote = { _ = await values.remove(identity) }
         return produced
     }
 
@@ -266,6 +269,7 @@ final class RemoteTier: CacheTier {
             if let published { _ = await Self.store(identity, published, in: values) }
             await lease.release()
         }
+        produced.deleteRemote = { _ = await values.remove(identity) }
         return produced
     }
 
@@ -309,6 +313,15 @@ final class RemoteTier: CacheTier {
     func store(_ identity: EntryIdentity, published: PublishedValue, options: YCache.Options) async {
         guard !isReadOnly, Self.writesRemotely(options) else { return }
         _ = await Self.store(identity, published, in: values)
+    }
+
+    /// Whether an explicit `store` with `options` writes this tier (`store(_:published:options:)` does).
+    func storesExplicitly(_ options: YCache.Options) -> Bool { !isReadOnly && Self.writesRemotely(options) }
+
+    /// Deletes the key's remote value whatever its outcome (the cleanup of a write window, RemoteWriteWindow).
+    func deleteRemote(_ identity: EntryIdentity) async {
+        guard !isReadOnly else { return }
+        _ = await values.remove(identity)
     }
 
     /// Deletes the remote value (unless read-only); true when one was deleted. A delete that could not

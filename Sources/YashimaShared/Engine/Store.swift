@@ -14,6 +14,9 @@ struct Stored: Sendable {
     let published: PublishedValue?
     /// The key's epochs just before the publish's write window opened; nil when nothing was published.
     var beforePublish: SharedState.Stamp?
+    /// An `.adding` publish left a live entry in place, or a remote value was refused because its slot was
+    /// written since its fetch: a newer write of the key may be in storage.
+    var leftForNewerWrite = false
 }
 
 extension CacheEngine {
@@ -26,12 +29,26 @@ extension CacheEngine {
         let request = request(memoryKey, codec: codec, options: options) { value }
         let storage = options.writePolicy == .memoryAndStorage ? try? storage(for: .write).get() : nil
         let production = Production(engine: self, request: request, flight: nil, kind: .store)
-        let stored = try await production.publish(
-            Produced(value: value, source: .generated), storage: storage, epochs: nil, permit: .uncoordinated)
+        // Published and stored remotely inside one write window (I10, I16: RemoteWriteWindow).
+        let identity = request.expectation.identity
+        var deleteRemote: (@Sendable () async -> Void)?
+        if let tier = remoteTier, tier.storesExplicitly(options) {
+            deleteRemote = { await tier.deleteRemote(identity) }
+        }
+        let window = RemoteWriteWindow.opened(in: storage, slots: request.expectation.slots, for: deleteRemote)
+        let stored: Stored
+        do {
+            stored = try await production.publish(
+                Produced(value: value, source: .generated), storage: storage, epochs: nil, permit: .uncoordinated)
+        } catch {
+            await RemoteWriteWindow.close(window, deleteRemote: deleteRemote)
+            throw error
+        }
         // The value replaces the other tiers' copies too (another host's next miss finds it).
         if let published = stored.published {
-            for tier in tiers { await tier.store(request.expectation.identity, published: published, options: options) }
+            for tier in tiers { await tier.store(identity, published: published, options: options) }
         }
+        await RemoteWriteWindow.close(window, deleteRemote: deleteRemote)
     }
 }
 
@@ -92,7 +109,8 @@ extension Production {
             // tier, and a joiner looks again (epochs that match nothing).
             return Stored(
                 metadata: metadata, epochs: write.epochs,
-                published: PublishedValue(content: nil, isStoredLocally: false), beforePublish: write.beforePublish)
+                published: PublishedValue(content: nil, isStoredLocally: false), beforePublish: write.beforePublish,
+                leftForNewerWrite: true)
         }
         engine.remember(
             MemoryItem(

@@ -48,6 +48,9 @@ enum HistoryScenario: Scenario {
         for mode in modes {
             run.setting("mode", HistoryMode.allCases.firstIndex(of: mode)!)
             var server: RedisProcess?  // SIGKILLed when it goes (its deinit)
+            // Each phase under a remote key prefix of its own: its workers' versions start over, and a value
+            // an earlier phase left in a shared remote tier would read as one never written.
+            if givenRemote, let url = run.plan.remote { run.useRemote(url) }
             if mode == .remote {
                 guard RedisProcess.executablePath != nil, let started = try? await RedisProcess.start(socketMode: "777")
                 else {

@@ -124,7 +124,7 @@ struct RemoteHTTPFaultTierTests {
     /// returns once the body is half in the staging file, with the cache, the running call and the value.
     private func heldLookup(
         _ root: TemporaryDirectory, key: CacheKey, options: YCache.Options = YCache.Options(),
-        server: FaultyHTTPServer, hold: FaultyHTTPServer.HeldBody
+        server: FaultyHTTPServer, hold: FaultyHTTPServer.HeldBody, generated: Data? = nil
     ) async throws -> (YCache, Task<YCache.Resolved<Data>, any Error>, Data) {
         let cache = try Self.cache(root, on: server)
         let value = payload(3 << 20, seed: 6)
@@ -132,8 +132,11 @@ struct RemoteHTTPFaultTierTests {
         let codec = codec
         let call = Task {
             try await cache.resolve(for: key, codec: codec, options: options) {
-                Issue.record("generated although the remote value came")
-                return Data()
+                guard let generated else {
+                    Issue.record("generated although the remote value came")
+                    return Data()
+                }
+                return generated
             }
         }
         #expect(await hold.reached.wait(within: 120))
@@ -143,7 +146,7 @@ struct RemoteHTTPFaultTierTests {
     }
 
     @Test(
-        "the root renamed away and replaced while a large value streams: the new root's own value stays, nothing lands in the old"
+        "the root renamed away and replaced while a large value streams: the new root's own value is the answer, nothing lands in the old"
     )
     func rootReplacedDuringStreamedLookup() async throws {
         let server = try FaultyHTTPServer(.status(404))
@@ -152,7 +155,7 @@ struct RemoteHTTPFaultTierTests {
         let aside = TemporaryDirectory("http-replaced-aside")
         let key = CacheKey(namespace: "replaced", identity: "k")
         let hold = FaultyHTTPServer.HeldBody()
-        let (cache, call, value) = try await heldLookup(root, key: key, server: server, hold: hold)
+        let (cache, call, _) = try await heldLookup(root, key: key, server: server, hold: hold)
         // Another process replaces the root: the old one renamed aside, a new one made at the path, with
         // another value of the key in it.
         #expect(rename(root.path, aside.path) == 0)
@@ -161,7 +164,9 @@ struct RemoteHTTPFaultTierTests {
         try await replacement.store(other, for: key, codec: codec)
         hold.release()
         let resolved = try await call.value
-        #expect(resolved.origin == .remote && resolved.value == value)
+        // The remote value came after the root the path names got a value of its own: that one is the
+        // answer (a remote value refused for a write of its slot since its fetch is never returned, I10).
+        #expect(resolved.origin == .storage && resolved.value == other)
         // The production checked the root again before publishing (I13): nothing was published in the root
         // renamed away, and its staging file went.
         let old = try await YCache(storageDirectory: aside.url).valueIfCached(for: key, codec: codec)
@@ -178,7 +183,7 @@ struct RemoteHTTPFaultTierTests {
     }
 
     @Test(
-        "the root deleted while a large value streams: the value returned, the root made again, no staging file",
+        "the root deleted while a large value streams: the root made again, the value generated there, no staging file",
         arguments: [CacheWriteFailurePolicy.throwError, .bestEffort])
     func rootDeletedDuringStreamedLookup(policy: CacheWriteFailurePolicy) async throws {
         let server = try FaultyHTTPServer(.status(404))
@@ -186,17 +191,19 @@ struct RemoteHTTPFaultTierTests {
         let root = TemporaryDirectory("http-deleted")
         let key = CacheKey(namespace: "deleted", identity: "k")
         let hold = FaultyHTTPServer.HeldBody()
-        let (cache, call, value) = try await heldLookup(
-            root, key: key, options: YCache.Options(writeFailurePolicy: policy), server: server, hold: hold)
+        let fresh = payload(1000, seed: 9)
+        let (cache, call, _) = try await heldLookup(
+            root, key: key, options: YCache.Options(writeFailurePolicy: policy), server: server, hold: hold,
+            generated: fresh)
         try FileManager.default.removeItem(at: root.url)
         hold.release()
         let resolved = try await call.value
-        #expect(resolved.origin == .remote && resolved.value == value)
-        #expect(cache.statistics.writeFailures == 0)
-        // The publish checked the root again (I13) and made the directory again; a remote value is published
+        // The publish checked the root again (I13) and made the directory again. A remote value is published
         // only where no write of its key came since its fetch's epochs, which a new root's state file cannot
-        // vouch for (another instance): the value is the caller's, and the new root holds nothing of it.
-        #expect(try await YCache(storageDirectory: root.url).valueIfCached(for: key, codec: codec) == nil)
+        // vouch for (another instance), and a refused one is not the answer: generated anew, published there.
+        #expect(resolved.origin == .generated && resolved.value == fresh)
+        #expect(cache.statistics.writeFailures == 0)
+        #expect(try await YCache(storageDirectory: root.url).valueIfCached(for: key, codec: codec) == fresh)
         #expect(Self.staging(root.url).isEmpty, "\(Self.staging(root.url))")
     }
 

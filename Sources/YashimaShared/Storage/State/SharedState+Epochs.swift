@@ -97,7 +97,7 @@ extension SharedState {
         /// between that read and the opening).
         let before: Stamp
         /// The key word right after this window opened.
-        fileprivate let opened: UInt64
+        let opened: UInt64
 
         /// Closes the window: the key word's open count goes down and its epoch up once more, so every stamp
         /// read before this instant (inside the window or before it) no longer matches. Returns the stamp
@@ -119,6 +119,18 @@ extension SharedState {
             }
             try? state.bump(offset)
             return nil
+        }
+
+        /// Whether the words read now (`current`) show no window of anyone else opened or closed since this
+        /// one opened: this window is the only one open on them, the global and namespace words are as they
+        /// were, and the key word moved by `own` at most (what windows of the caller's own, opened and closed
+        /// inside this one, add: 0 or 2 each, so another's opening or closing is always seen).
+        func isUndisturbed(_ current: Stamp, own: [UInt64]) -> Bool {
+            guard before.isAvailable, current.isAvailable, current.instance == before.instance,
+                current.global == before.global, current.namespace == before.namespace,
+                current.key >> 48 == 1
+            else { return false }
+            return own.contains { current.key == opened &+ $0 }
         }
 
         /// Closes a window through which nothing became visible (a publish that failed before its rename,
