@@ -101,6 +101,15 @@ extension CacheEngine {
     private func unlinkAll(inNamespace namespace: String?, in context: StorageContext) throws(YCache.Error) -> Int {
         let state = context.directory.state
         var removed = 0
+        // Bumped before the scan too: a remover that took an entry aside and puts it back (`JudgedFile`)
+        // sees that this removal began while the path was empty, and does not leave it behind (I10).
+        if !Injection.removalNoBump {
+            if let namespace {
+                try state.bumpNamespace(slot: SharedState.namespaceSlot(namespace))
+            } else {
+                try state.bumpGlobal()
+            }
+        }
         for entry in context.files.scanEntries() {
             guard case .success(let (header, bytes, _)) = context.files.readHeader(entry.relative),
                 let key = CacheKey(canonicalBytes: bytes[header.keyOffset..<header.codecOffset])
@@ -139,10 +148,12 @@ extension CacheEngine {
         let now = Syscall.realtimeNanoseconds
         var removed = 0
         for entry in context.files.scanEntries() {
-            guard case .success(let (header, _, status)) = context.files.readHeader(entry.relative),
+            guard case .success(let (header, bytes, status)) = context.files.readHeader(entry.relative),
                 header.isExpired(atNanoseconds: now)
             else { continue }
-            let judged = JudgedFile(status: status, unlessTouched: false)
+            let key = CacheKey(canonicalBytes: bytes[header.keyOffset..<header.codecOffset])
+            let slots = key.map { SharedState.slots(namespace: $0.namespace, keyDigest: $0.stableDigest) }
+            let judged = JudgedFile(status: status, unlessTouched: false, slots: slots)
             if case .success(_?) = context.files.remove(
                 entry.relative, payload: .headerSize(header.payloadOffset), judged: judged)
             {

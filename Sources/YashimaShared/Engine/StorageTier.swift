@@ -66,7 +66,7 @@ extension CacheEngine {
         var opened: FileStatus?
         let read = storage.files.read(path, expecting: request.expectation, now: now, limit: limit, opened: &opened)
         // What a discard below removes: the file read, and no other published since (`JudgedFile`).
-        let judged = opened.map { JudgedFile(status: $0, unlessTouched: false) }
+        let judged = opened.map { JudgedFile(status: $0, unlessTouched: false, slots: request.expectation.slots) }
         let strict = request.options.readFailurePolicy == .throwError
         switch read {
         case .success(let entry):

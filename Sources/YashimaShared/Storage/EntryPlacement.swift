@@ -45,7 +45,7 @@ extension EntryFile {
                 case .live: return .success(Placement(placed: false, replaced: replaced))
                 case .gone: continue
                 case .dead(let status):
-                    switch takeAside(path.relative, judged: JudgedFile(status: status, unlessTouched: false)) {
+                    switch takeAside(path.relative, judged: judgedInPublish(status, expectation)) {
                     case .success(let (aside, found)?):
                         let charge = dispose(aside, status: found, charge: .headerSize(headerSize))
                         replaced.allocatedBytes += charge.allocatedBytes
@@ -263,4 +263,11 @@ extension EntryFile {
     /// How many times a placement swaps or moves before falling back: each retry means another process
     /// published or removed this very entry in the last microseconds.
     private static let placementAttempts = 8
+}
+
+extension EntryFile {
+    /// A dead entry judged by a publish that is placing its own (inside its own write window, I10).
+    fileprivate func judgedInPublish(_ status: FileStatus, _ expectation: EntryExpectation) -> JudgedFile {
+        JudgedFile(status: status, unlessTouched: false, slots: expectation.slots, ownOpenWindows: 1)
+    }
 }

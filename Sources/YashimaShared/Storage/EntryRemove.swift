@@ -3,6 +3,8 @@
 // may remove what others are reading. A remover that judged one file (trim, expiry, a corrupt read) removes
 // that file only: anything else it took aside goes back. The bytes moved come off the counters (I9).
 
+import Synchronization
+
 /// How `EntryFile.remove` learns the payload bytes it takes off the payload counter (I9).
 enum PayloadCharge: Sendable {
     /// The file's size minus this header size: the entry's key and codec are known, so its header size is
@@ -26,6 +28,18 @@ struct JudgedFile: Sendable {
     let status: FileStatus
     /// Also leave the file when its mtime moved since it was judged (a hit used it: trim's victims, I11).
     let unlessTouched: Bool
+    /// The key's epoch slots, for the write window that guards moving another file back (I10); nil when
+    /// the key is unknown (a file that is not a sound entry): then another file is not moved back either.
+    var slots: SharedState.Slots?
+    /// Write windows of the caller's own open on those slots (a publish placing its entry: 1).
+    var ownOpenWindows: UInt64 = 0
+
+    init(status: FileStatus, unlessTouched: Bool, slots: SharedState.Slots?, ownOpenWindows: UInt64 = 0) {
+        self.status = status
+        self.unlessTouched = unlessTouched
+        self.slots = slots
+        self.ownOpenWindows = ownOpenWindows
+    }
 
     /// Whether `found` (what the path named when the remover took it aside) is the file judged.
     func isJudged(_ found: FileStatus) -> Bool {
@@ -63,21 +77,66 @@ extension EntryFile {
     /// may always give) and the result is nil; when a publish filled the path meanwhile too (or the folder
     /// went), the file taken aside was replaced by then and is the caller's to dispose like the one judged.
     /// Returns the name taken aside and its status (nil when it could not be had).
+    ///
+    /// Moving back is guarded by a write window on the key's slots, open from before the take-aside until
+    /// after the move (I10): a write or removal of the key that came meanwhile saw the path empty and may
+    /// have finished (a removal found nothing to unlink; a store's entry was removed again), so the file
+    /// put back could be older than it, or removed. When any other window opened or closed in that span
+    /// (or the namespace or global epoch moved: a `removeAll` bumps them before its scan), the file goes
+    /// again and the window closes with a bump; otherwise nothing visible changed and it is cancelled.
     func takeAside(_ relative: String, judged: JudgedFile?) -> Result<(String, FileStatus?)?, SystemCallError> {
+        let state = directory.state
+        let window = judged?.slots.flatMap { slots in try? state.openKeyWindow(slots) }
         let aside: String
         switch takeAside(relative) {
         case .success(let moved?): aside = moved
-        case .success(nil): return .success(nil)
-        case .failure(let error): return .failure(error)
+        case .success(nil):
+            window?.cancel()
+            return .success(nil)
+        case .failure(let error):
+            window?.cancel()
+            return .failure(error)
         }
         let root = directory.descriptor
         let status = try? Syscall.status(of: aside, in: root).get()
-        if let judged, let status, !judged.isJudged(status),
-            case .success = Syscall.renameWithoutReplacing(aside, in: root, to: relative, in: root)
+        guard let judged, let status, !judged.isJudged(status) else {
+            window?.cancel()  // the file judged: an eviction or a dead entry, no value changed (I10)
+            return .success((aside, status))
+        }
+        guard let window else { return .success((aside, status)) }  // no window, no move back: a miss
+        if let hook = Self.beforeMoveBack.withLock({ $0[relative] }) { hook() }
+        guard case .success = Syscall.renameWithoutReplacing(aside, in: root, to: relative, in: root) else {
+            window.cancel()  // a publish filled the path: the file taken aside is the caller's to dispose
+            return .success((aside, status))
+        }
+        if let slots = judged.slots,
+            window.isUndisturbed(state.stamp(slots), own: [0], openWindows: 1 + judged.ownOpenWindows)
         {
+            window.cancel()
             return .success(nil)
         }
-        return .success((aside, status))
+        // Disturbed: what is at the path now goes (a miss), and the window's close invalidates every memory
+        // item stamped before it (I10).
+        let again = takeAside(relative)
+        _ = window.close()
+        switch again {
+        case .success(let moved?): return .success((moved, try? Syscall.status(of: moved, in: root).get()))
+        case .success(nil): return .success(nil)
+        case .failure(let error): return .failure(error)
+        }
+    }
+
+    /// Tests only: what runs between a judged remover's take-aside and its move back, by relative path
+    /// (another process's removal in that gap, deterministically). Empty in real use.
+    static let beforeMoveBack = Mutex<[String: @Sendable () -> Void]>([:])
+
+    /// The epoch slots of the key whose entry is at `relative`, from its header (every file at an entry
+    /// path has that path's key, or is not a sound entry: nil).
+    func slots(ofEntryAt relative: String) -> SharedState.Slots? {
+        guard case .success(let (header, bytes, _)) = readHeader(relative),
+            let key = CacheKey(canonicalBytes: bytes[header.keyOffset..<header.codecOffset])
+        else { return nil }
+        return SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
     }
 
     /// Renames the file at `relative` to a new name in `tmp/` (repairing `tmp/` when it was removed or

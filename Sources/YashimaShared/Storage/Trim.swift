@@ -138,7 +138,7 @@ final class Trimmer: Sendable {
             guard case .success(let status) = Syscall.status(of: victim.relative, in: directory.descriptor),
                 status.isRegularFile, status.modifiedNanoseconds == victim.modified, status.size == victim.size
             else { continue }
-            let judged = JudgedFile(status: status, unlessTouched: true)
+            let judged = JudgedFile(status: status, unlessTouched: true, slots: files.slots(ofEntryAt: victim.relative))
             if case .success(let removed?) = files.remove(victim.relative, payload: .readHeader, judged: judged) {
                 unlinked += 1
                 payloadBytes += removed.payloadBytes

@@ -23,6 +23,7 @@ struct ConsistencyLeadsTests {
         try await cache.store(Data("old".utf8), for: key, codec: data)
         let context = try cache.storageContext()
         let path = context.directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: data.identifier))
+        let slots = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
         let judged = try Syscall.status(of: path.relative, in: context.directory.descriptor).get()
         // Another process replaces the entry after the remover looked at the old one (a trim's victim, an
         // expired entry, a corrupt read).
@@ -31,7 +32,7 @@ struct ConsistencyLeadsTests {
         let replaced = try Syscall.status(of: path.relative, in: context.directory.descriptor).get()
         #expect(!replaced.isSameFile(as: judged))
         let removed = context.files.remove(
-            path.relative, payload: .readHeader, judged: JudgedFile(status: judged, unlessTouched: false))
+            path.relative, payload: .readHeader, judged: JudgedFile(status: judged, unlessTouched: false, slots: slots))
         #expect(try removed.get() == nil, "the file at the path is not the one judged")
         let now = try Syscall.status(of: path.relative, in: context.directory.descriptor).get()
         #expect(now.isSameFile(as: replaced), "the newer entry is where it was")
@@ -39,8 +40,47 @@ struct ConsistencyLeadsTests {
         let own = try Syscall.status(of: path.relative, in: context.directory.descriptor).get()
         #expect(
             try context.files.remove(
-                path.relative, payload: .readHeader, judged: JudgedFile(status: own, unlessTouched: false)
+                path.relative, payload: .readHeader, judged: JudgedFile(status: own, unlessTouched: false, slots: slots)
             ).get() != nil)
+    }
+
+    @Test("a removal in the gap of a judged remover's take-aside is not undone by its move back")
+    func removalInTheMoveBackGap() async throws {
+        let dir = TemporaryDirectory("judged-gap")
+        let cache = YCache(storageDirectory: dir.url)
+        let key = CacheKey(namespace: "stress", identity: "judged-gap")
+        let data = DataCodec()
+        try await cache.store(Data("old".utf8), for: key, codec: data)
+        let context = try cache.storageContext()
+        let path = context.directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: data.identifier))
+        let slots = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
+        let judged = try Syscall.status(of: path.relative, in: context.directory.descriptor).get()
+        // A newer entry, then a remover (trim, expiry, a corrupt read) that judged the old one takes the
+        // newer aside; while the path is empty another process removes the key (finding nothing to unlink).
+        let writer = try ChildProcess(["worker", "get", "--directory", dir.path, "--key", "judged-gap", "--refresh"])
+        #expect(await writer.exitStatus() == 0)
+        let removerExit = Mutex<Int32?>(nil)
+        let directory = dir.path
+        EntryFile.beforeMoveBack.withLock {
+            $0[path.relative] = {
+                let status = Result { () throws -> Int32 in
+                    let remover = try ChildProcess([
+                        "worker", "remove", "--directory", directory, "--key", "judged-gap",
+                    ])
+                    return remover.waitForExit(timeout: nil)?.status ?? -1
+                }
+                removerExit.withLock { $0 = (try? status.get()) ?? -1 }
+            }
+        }
+        defer { _ = EntryFile.beforeMoveBack.withLock { $0.removeValue(forKey: path.relative) } }
+        let files = context.files
+        let judgedFile = JudgedFile(status: judged, unlessTouched: false, slots: slots)
+        _ = await offPool { files.remove(path.relative, payload: .readHeader, judged: judgedFile) }
+        #expect(removerExit.withLock { $0 } == 0)
+        // The removal finished before the move back: the newer entry must not come back.
+        #expect((try? Syscall.status(of: path.relative, in: context.directory.descriptor).get()) == nil)
+        let fresh = YCache(storageDirectory: dir.url)
+        #expect(try await fresh.valueIfCached(for: key, codec: data) == nil, "a fresh cache finds nothing")
     }
 
     @Test("a joiner's own crossProcessWaitTimeout holds while the flight it joined waits with none")

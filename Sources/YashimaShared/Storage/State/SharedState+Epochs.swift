@@ -124,11 +124,12 @@ extension SharedState {
         /// Whether the words read now (`current`) show no window of anyone else opened or closed since this
         /// one opened: this window is the only one open on them, the global and namespace words are as they
         /// were, and the key word moved by `own` at most (what windows of the caller's own, opened and closed
-        /// inside this one, add: 0 or 2 each, so another's opening or closing is always seen).
-        func isUndisturbed(_ current: Stamp, own: [UInt64]) -> Bool {
+        /// inside this one, add: 0 or 2 each, so another's opening or closing is always seen). `openWindows`:
+        /// how many windows are open on the key word counting this one (more when the caller's own enclose it).
+        func isUndisturbed(_ current: Stamp, own: [UInt64], openWindows: UInt64 = 1) -> Bool {
             guard before.isAvailable, current.isAvailable, current.instance == before.instance,
                 current.global == before.global, current.namespace == before.namespace,
-                current.key >> 48 == 1
+                current.key >> 48 == openWindows
             else { return false }
             return own.contains { current.key == opened &+ $0 }
         }
