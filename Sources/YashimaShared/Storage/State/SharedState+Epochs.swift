@@ -1,7 +1,7 @@
 // The epochs of the state file (I10): global, per namespace slot, per key slot. Every publish and every
 // removal of an entry is a write window on its key slot (opened before its rename, closed after it), and
-// `removeAll` bumps its namespace's or the global word after its unlinks; memory serves a value only under
-// a quiet stamp it was read under. Stamps carry the file's instance id (I14). Docs/Internals.md.
+// `removeAll` bumps its namespace's or the global word before and after its unlinks; memory serves a value
+// only under a quiet stamp it was read under. Stamps carry the file's instance id (I14). Docs/Internals.md.
 
 /// The epochs (I10) a value was read or generated under. A memory item carries them, and so does a
 /// flight's result: a caller that joined someone else's flight accepts the value only while they are
