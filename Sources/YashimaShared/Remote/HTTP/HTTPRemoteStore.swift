@@ -41,7 +41,8 @@ import Foundation
 /// The first response byte must come within `operationTimeout` (connecting included), no transfer may
 /// stall longer than that, and none may take longer than `transferTimeout`. A timeout, a refused, reset
 /// or closed connection, or a 5xx or 429 answer to a lookup opens the read and write breakers: calls are
-/// bypassed for `breakerCooldown`, then one probe decides. A store or removal refused with any status
+/// bypassed for `breakerCooldown` (a 429, or a 503 with `Retry-After`, for its `Retry-After`), then one
+/// probe decides. A store or removal refused with any status
 /// but 413 (5xx, 401, 403, 405...) opens the write breaker only and is counted (`failedWrites`); 413
 /// skips that value (`oversizedValues`). Any other non-2xx lookup is a miss: 404 and 410 plainly
 /// (`absent`), others as ``RemoteMiss/refused(status:)`` (a wrong password reads as misses). Values
@@ -131,7 +132,8 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
             switch status {
             case 200..<300: return true
             case 404, 410: return false
-            case 429, 500..<600: throw .http(.serverStatus(status))
+            case 429: throw .throttled(status: status, retryAfter: nil)
+            case 500..<600: throw .http(.serverStatus(status))
             default: return nil
             }
         }
