@@ -148,6 +148,12 @@ enum RunCommand {
             remote.flatMap {
                 RemoteReport.clause(since: before, to: cache.statistics, options: $0.options, elapsed: elapsed)
             }.map { "; remote: " + $0 } ?? ""
+        // Credentials the remote refused need the user: one warning even without -v (never the secret).
+        if !verbose, remote != nil,
+            cache.statistics.remoteAuthenticationFailures > before.remoteAuthenticationFailures
+        {
+            Output.error(RemoteReport.authenticationWarning)
+        }
         switch resolution.source {
         case .generated:
             // The command wrote its output files itself; its standard output was captured.

@@ -49,6 +49,11 @@ enum RemoteReport {
         return parts.isEmpty ? nil : parts.joined(separator: ", ")
     }
 
+    /// `run`'s one warning when the remote refused the credentials (a wrong secret or password).
+    static let authenticationWarning =
+        "yashima: warning: the remote tier refused the credentials (check the password in the URL or "
+        + "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); the command ran without it"
+
     // MARK: stats
 
     /// The remote rows of `stats` (none when no process used a remote tier since the counters were zeroed
