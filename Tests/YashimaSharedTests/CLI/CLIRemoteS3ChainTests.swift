@@ -2,7 +2,9 @@
 // three storage directories (hosts) × four processes × three keys at once on S3 alone run each command once
 // (its own lease objects; a host whose remote call timed out on a loaded machine runs it once itself and
 // says so); `--remote-read-only s3://…` asks S3 and never writes it (no value, no lease
-// object), and `yashima stats` shows each chain member's counters (a backfill included) and breakers.
+// object), and `yashima stats` shows each chain member's counters (a backfill included) and breakers; a
+// throttle (503 SlowDown, Retry-After: 30) seen by one process keeps every other process of the machine off
+// the server for that long (the breaker slot in the directory's state file).
 
 import Foundation
 import Glibc
@@ -140,5 +142,41 @@ struct CLIRemoteS3ChainTests {
         #expect(members.map { $0["readOnly"] as? Bool } == [false, true], "\(json.text)")
         await s3.stop()
         await redis.stop()
+    }
+
+    @Test func aThrottleSeenByOneProcessBacksTheWholeMachineOffForItsRetryAfter() async throws {
+        let slowDown = "<?xml version=\"1.0\"?><Error><Code>SlowDown</Code><Message>Reduce</Message></Error>"
+        let server = try FaultyHTTPServer(.answer(503, headers: ["Retry-After: 30"], body: slowDown))
+        defer { server.stop() }
+        let fixture = try CLIFixture()
+        let url = "s3://bucket/throttled?endpoint=http://127.0.0.1:\(server.port)&region=us-east-1"
+        let start = Date()
+        let first = try await yashima(
+            ["run"] + fixture.dir + ["--remote", url, "-v", "--", "echo", "one"], environment: environment)
+        #expect(first.status == 0 && first.text == "one\n", "\(first.error)")
+        #expect(first.error.contains("throttled"), "\(first.error)")
+        let seen = server.requestCount
+        #expect(seen == 1, "\(seen) requests")
+        // Another process, another key: it does not call the server while the Retry-After runs.
+        let second = try await yashima(
+            ["run"] + fixture.dir + ["--remote", url, "-v", "--", "echo", "two"], environment: environment)
+        #expect(second.status == 0 && second.text == "two\n", "\(second.error)")
+        #expect(second.error.contains("skipped"), "\(second.error)")
+        #expect(server.requestCount == seen, "the second process called a throttling server")
+        // stats: the server's breakers open for the Retry-After (not the 5 s cooldown), the throttle counted.
+        let json = try await yashima(["stats", "--json"] + fixture.dir)
+        let object = try JSONSerialization.jsonObject(with: Data(json.text.utf8)) as? [String: Any]
+        let remote = object?["remote"] as? [String: Any]
+        #expect((remote?["counters"] as? [String: Any])?["errors"] as? Int == 1, "\(json.text)")
+        let servers = remote?["servers"] as? [[String: Any]] ?? []
+        #expect(servers.count == 2 && servers.allSatisfy { $0["reason"] as? String == "throttled" }, "\(json.text)")
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        for server in servers {
+            let until = (server["until"] as? String).flatMap(formatter.date(from:))
+            // The answer came after `start` and before now: open until 30 s after it (whole seconds).
+            let from = until.map { $0.timeIntervalSince(start) } ?? -1
+            #expect(from >= 29 && until.map { $0.timeIntervalSinceNow <= 31 } == true, "until: \(json.text)")
+        }
     }
 }
