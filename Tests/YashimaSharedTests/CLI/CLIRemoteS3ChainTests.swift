@@ -140,6 +140,11 @@ struct CLIRemoteS3ChainTests {
         let object = try JSONSerialization.jsonObject(with: Data(json.text.utf8)) as? [String: Any]
         let members = (object?["remote"] as? [String: Any])?["members"] as? [[String: Any]] ?? []
         #expect(members.map { $0["readOnly"] as? Bool } == [false, true], "\(json.text)")
+        let metrics = try await yashima(["stats", "--format", "prometheus"] + chained.dir)
+        let backfills = metrics.text.split(separator: "\n").filter {
+            $0.hasPrefix("yashima_remote_member_backfills_total{") && $0.contains("position=\"1\"")
+        }
+        #expect(backfills.count == 1 && backfills[0].hasSuffix(" 1"), "\(metrics.text)")
         await s3.stop()
         await redis.stop()
     }
