@@ -75,6 +75,23 @@ struct HTTPFaultTests {
                 backedOff.remoteGuard.breaker(scope: 0, access: access).state
                     == .open(until: clockAfter.now + 7_000_000_000))
         }
+        // A throttled store or removal too: both breakers, for the Retry-After (not the write breaker alone).
+        for request in ["PUT", "DELETE"] {
+            let writer = try makeHTTPStore(later.url, clock: clockAfter) {
+                $0.policy.maximumBreakerCooldown = .seconds(60)
+            }
+            if request == "PUT" {
+                #expect(await writer.store(id, payload: payload(10), createdAt: 1, expiresAt: 0) == .unavailable)
+            } else {
+                #expect(await writer.remove(id) == .unavailable)
+            }
+            #expect(writer.statistics.snapshot[.throttled] == 1, "\(request)")
+            for access in [RemoteAccess.read, .write] {
+                #expect(
+                    writer.remoteGuard.breaker(scope: 0, access: access).state
+                        == .open(until: clockAfter.now + 7_000_000_000), "\(request)")
+            }
+        }
         let forbidden = try FaultyHTTPServer(.status(403))
         defer { forbidden.stop() }
         let refused = try makeHTTPStore(forbidden.url)

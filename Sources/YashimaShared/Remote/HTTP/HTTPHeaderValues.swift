@@ -1,6 +1,7 @@
 // HTTPHeaderValues.swift: the values of the response headers the HTTP and S3 backends read beyond framing:
 // `Content-Range` (a lookup's windows) and `Retry-After` (how long a throttled server, 429 or 503, asks every
-// client to stay away: the breaker's back-off, I17). Pure parsers: malformed values are nil, never a crash.
+// client to stay away: the breaker's back-off, I17), and the sink of answers read for their status only, which
+// tells a throttle from another refusal. Pure parsers: malformed values are nil, never a crash.
 
 /// `Content-Range: bytes <first>-<last>/<total or *>`.
 struct HTTPContentRange: Sendable, Equatable {
@@ -99,5 +100,30 @@ extension RemoteError {
         guard status == 429 || retryAfter != nil || saysSlowDown else { return nil }
         return .throttled(
             status: status, retryAfter: retryAfter?.nanoseconds(fromRealtime: Syscall.realtimeNanoseconds))
+    }
+}
+
+/// The head and first body bytes of an answer read only for its status (a `PUT`'s, a `DELETE`'s, a
+/// `HEAD`'s): enough to tell a throttle from another refusal. A body past `HTTPValueSink.discardLimit`
+/// stops the transfer (the connection is then not kept).
+final class HTTPStatusSink: HTTPResponseSink {
+    private var retryAfter: HTTPRetryAfter?
+    private var body: [UInt8] = []
+    private var read = 0
+
+    func begin(_ head: HTTPResponseHead) -> Bool {
+        retryAfter = head.retryAfter
+        return true
+    }
+
+    func receive(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if body.count < 1024 { body += bytes.prefix(1024 - body.count) }
+        read += bytes.count
+        return read <= HTTPValueSink.discardLimit
+    }
+
+    /// The throttle an answer of `status` is, with what was read of it, if it is one.
+    func throttle(_ status: Int) -> RemoteError? {
+        RemoteError.throttle(status: status, retryAfter: retryAfter, body: body)
     }
 }
