@@ -65,6 +65,13 @@ public struct CacheStatistics: Sendable, Equatable {
     public var remoteAuthenticationFailures = 0
     /// Failed remote calls that could not connect or lost the connection (also in `remoteErrors`).
     public var remoteConnectionFailures = 0
+    /// Failed remote calls the server throttled: HTTP 429, or 503 with `Retry-After` or S3's `SlowDown`
+    /// (also in `remoteErrors`). Every process using the directory then skips the server for its
+    /// `Retry-After` (at most the longest breaker cooldown).
+    public var remoteThrottled = 0
+    /// Values a remote chain's member received because a later member had them (backfills; also in
+    /// `remotePuts`).
+    public var remoteBackfills = 0
     /// Remote calls not made because the tier was bypassed after a failure (or, for writes, read-only).
     public var remoteBypassedCalls = 0
     /// Waits for another host's remote lease on a key.

@@ -1,6 +1,7 @@
-// The machine's board for the remote tier (I17): Remote/'s breakers and counters kept in the storage
-// directory's `state` file (Storage/State/SharedState+Remote.swift) once storage is open, so every process
-// using the directory shares one breaker per server and one set of remote counters; and reading them back.
+// The machine's board for the remote tier (I17): Remote/'s breakers and counters (a chain's by member too)
+// kept in the storage directory's `state` file (Storage/State/SharedState+Remote.swift) once storage is open,
+// so every process using the directory shares one breaker per server and one set of remote counters; and
+// reading them back.
 
 import Foundation
 
@@ -23,6 +24,32 @@ final class DirectoryMachineBoard: MachineBoard {
         state.addRemote(shared, UInt64(amount))
     }
 
+    func count(_ counter: RemoteStatistics.Counter, _ amount: Int, member: RemoteMemberTag) {
+        guard amount > 0, let word = Self.memberWord(counter), let state = state() else { return }
+        state.addMember(
+            id: member.id, label: Array(member.label.utf8), position: member.position, readOnly: member.readOnly, word,
+            UInt64(amount))
+    }
+
+    /// The member slot's word for a store's counter, if it keeps one.
+    static func memberWord(_ counter: RemoteStatistics.Counter) -> SharedMemberWord? {
+        switch counter {
+        case .hits: return .hits
+        case .misses: return .misses
+        case .puts: return .stores
+        case .backfills: return .backfills
+        case .errors: return .errors
+        case .timeouts: return .timeouts
+        case .bypassed: return .bypassed
+        case .failedWrites: return .failedWrites
+        case .throttled: return .throttled
+        case .authenticationFailures: return .authenticationFailures
+        case .connectionFailures: return .connectionFailures
+        case .rejectedValues: return .rejected
+        default: return nil
+        }
+    }
+
     /// The machine's counter for a store's counter, if it has one.
     static func shared(_ counter: RemoteStatistics.Counter) -> SharedRemoteCounter? {
         switch counter {
@@ -42,10 +69,30 @@ final class DirectoryMachineBoard: MachineBoard {
         case .failedWrites: return .failedWrites
         case .authenticationFailures: return .authenticationFailures
         case .connectionFailures: return .connectionFailures
+        case .throttled: return .throttled
+        case .backfills: return .backfills
         case .rejectedValues, .oversizedValues, .leasesAcquired, .leasesLost, .storesFromFile,
             .releasesAfterFailedStore, .signedValuesKept:
             return nil
         }
+    }
+
+    /// A slot's label as text (bytes outside printable ASCII shown as `?`).
+    private static func text(_ label: [UInt8]) -> String {
+        String(decoding: label.map { $0 >= 0x20 && $0 < 0x7F ? $0 : 0x3F }, as: UTF8.self)
+    }
+
+    /// The chain members recorded in `state`, decoded for operators (`yashima stats`), by place.
+    static func members(in state: SharedState) -> [RemoteMemberRecord] {
+        state.memberSlots().map { slot in
+            let words = slot.words
+            var counts: [SharedMemberWord: UInt64] = [:]
+            for word in SharedMemberWord.counters { counts[word] = UInt64(bitPattern: words[word.rawValue]) }
+            return RemoteMemberRecord(
+                id: UInt64(bitPattern: words[0]), label: text(slot.label),
+                position: Int(words[SharedMemberWord.position.rawValue]),
+                readOnly: words[SharedMemberWord.flags.rawValue] & 1 == 1, counts: counts)
+        }.sorted { ($0.position, $0.label) < ($1.position, $1.label) }
     }
 
     /// The breakers recorded in `state`, decoded for operators (`yashima stats`).
@@ -55,7 +102,7 @@ final class DirectoryMachineBoard: MachineBoard {
         let wallClock = { (time: Int64) in Date(timeIntervalSince1970: Double(realtime + (time - monotonic)) / 1e9) }
         return state.breakerSlots().map { slot in
             let words = slot.words
-            let label = String(decoding: slot.label.map { $0 >= 0x20 && $0 < 0x7F ? $0 : 0x3F }, as: UTF8.self)
+            let label = text(slot.label)
             let until = words[RemoteCircuitBreaker.Word.openUntil]
             let probe = words[RemoteCircuitBreaker.Word.probeUntil]
             let position: RemoteHealthRecord.Position
@@ -70,7 +117,7 @@ final class DirectoryMachineBoard: MachineBoard {
             }
             let openedAt = words[RemoteCircuitBreaker.Word.openedAt]
             return RemoteHealthRecord(
-                label: label, position: position,
+                label: label, member: UInt64(bitPattern: words[RemoteCircuitBreaker.Word.member]), position: position,
                 openedAt: until == 0 || openedAt == 0 ? nil : Date(timeIntervalSince1970: Double(openedAt) / 1e9),
                 reason: until == 0 ? nil : RemoteFailureKind(rawValue: UInt64(words[RemoteCircuitBreaker.Word.reason])))
         }
@@ -93,6 +140,8 @@ struct RemoteHealthRecord: Sendable {
 
     /// The server and direction (`redis 127.0.0.1:6379/0 reads`), without credentials.
     let label: String
+    /// The id of the chain member the server serves (``RemoteMemberRecord/id``), 0 for none.
+    let member: UInt64
     let position: Position
     /// When it opened (after a closed period), if open.
     let openedAt: Date?
@@ -108,7 +157,22 @@ struct RemoteHealthRecord: Sendable {
         case .authentication: return "authentication failed"
         case .serverError: return "server error"
         case .writesRefused: return "writes refused"
+        case .throttled: return "throttled"
         case .error: return "error"
         }
     }
+}
+
+/// One chain member's counters, as every process on the machine added to them.
+struct RemoteMemberRecord: Sendable {
+    /// Its slot's id (its breakers name it).
+    let id: UInt64
+    /// Its servers, without credentials.
+    let label: String
+    /// Its place in the chain, from 1.
+    let position: Int
+    /// A read-only member.
+    let readOnly: Bool
+    /// Its counters.
+    let counts: [SharedMemberWord: UInt64]
 }

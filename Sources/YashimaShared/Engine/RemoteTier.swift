@@ -369,6 +369,8 @@ final class RemoteTier: CacheTier {
             statistics.remoteRejectedTooLarge += counters[.rejectedTooLarge]
             statistics.remoteAuthenticationFailures += counters[.authenticationFailures]
             statistics.remoteConnectionFailures += counters[.connectionFailures]
+            statistics.remoteThrottled += counters[.throttled]
+            statistics.remoteBackfills += counters[.backfills]
             statistics.remoteLeaseWaitTime += .nanoseconds(counters[.leaseWaitNanoseconds])
             statistics.remoteReleasesAfterFailedStore += counters[.releasesAfterFailedStore]
             statistics.remoteSignedValuesKept += counters[.signedValuesKept]

@@ -1,6 +1,7 @@
 // MachineBoard.swift: what the processes of one machine share about a remote tier, seen from Remote/: its
-// servers' breakers and its counters, kept in the storage directory's `state` file by the engine
-// (Engine/DirectoryMachineBoard.swift). Until one is attached, or when it has no room, each process keeps its own.
+// servers' breakers, its counters and a chain's members' counters, kept in the storage directory's `state`
+// file by the engine (Engine/DirectoryMachineBoard.swift, I17). Until one is attached, or when it has no room,
+// each process keeps its own.
 
 import Synchronization
 
@@ -12,6 +13,15 @@ protocol MachineBoard: Sendable {
 
     /// Adds `amount` to the machine's count of `counter` (counters that are not shared are ignored).
     func count(_ counter: RemoteStatistics.Counter, _ amount: Int)
+
+    /// Adds `amount` to `member`'s count of `counter` (claiming the member's slot; counters a member's slot
+    /// does not keep, or a full board, are ignored).
+    func count(_ counter: RemoteStatistics.Counter, _ amount: Int, member: RemoteMemberTag)
+}
+
+extension MachineBoard {
+    /// A board that keeps no member slots ignores members' counts.
+    func count(_ counter: RemoteStatistics.Counter, _ amount: Int, member: RemoteMemberTag) {}
 }
 
 /// The board a store's guard, breakers and statistics use, attached once the engine has one. Thread-safe.

@@ -14,9 +14,17 @@ final class RemoteChainStore: RemoteValueStore {
     /// Read-only when every member is; `removeAllRemotely` when any member has it.
     let remoteGuard: RemoteGuard
 
-    /// A chain of `members` (at least one).
+    /// A chain of `members` (at least one). Each member's counters and breakers are named by its place and
+    /// servers on the machine's board (``RemoteMemberTag``), for `yashima stats`.
     init(members: [any RemoteValueStore]) {
         self.members = members
+        for (index, member) in members.enumerated() {
+            let tag = RemoteMemberTag(
+                label: member.remoteGuard.labels.joined(separator: ", "), position: index + 1,
+                readOnly: member.remoteGuard.policy.readOnly)
+            member.statistics.join(tag)
+            member.remoteGuard.join(member: tag.id)
+        }
         var policy = RemotePolicy()
         policy.readOnly = members.allSatisfy { $0.remoteGuard.policy.readOnly }
         policy.removeAllRemotely = members.contains { $0.remoteGuard.policy.removeAllRemotely }
@@ -39,8 +47,9 @@ final class RemoteChainStore: RemoteValueStore {
             switch found {
             case .hit(let value):
                 for earlier in members[..<index] where !earlier.remoteGuard.policy.readOnly {
-                    _ = await earlier.store(
+                    let stored = await earlier.store(
                         identity, payload: value.payload, createdAt: value.createdAt, expiresAt: value.expiresAt)
+                    if stored == .stored { earlier.statistics.add(.backfills) }
                 }
                 return found
             case .hitInFile: return found

@@ -1,6 +1,7 @@
 // RemoteCircuitBreaker.swift: closed, open for a cooldown after one failure, half-open with exactly one
-// probe; a failed probe doubles the cooldown (to a maximum). Its words live in the storage directory's
-// `state` file when a board is attached (one breaker per machine), else in this process (MachineBoard.swift).
+// probe; a failed probe doubles the cooldown (to a maximum); a throttled server keeps it open for its
+// Retry-After (bounded by that maximum). Its words live in the storage directory's `state` file when a board
+// is attached (one breaker per machine, I17), else in this process (MachineBoard.swift).
 
 import CFileLock
 import Synchronization
@@ -10,7 +11,8 @@ import Synchronization
 ///
 /// Words (Int64): 1 open until (monotonic ns; 0 = closed), 2 cooldown now (ns; 0 = the initial one),
 /// 3 probe until (monotonic ns: a probe is in flight until then; 0 = none), 4 opened at (realtime ns), 5
-/// why it opened (``RemoteFailureKind``); 0, 6 and 7 belong to the slot (Docs/Format.md §1.2).
+/// why it opened (``RemoteFailureKind``), 6 the chain member its server belongs to (0: none); 0 and 7 belong
+/// to the slot (Docs/Format.md §1.2).
 /// `CLOCK_MONOTONIC` is the same for every process of one boot; a time from before a reboot (further
 /// ahead than the longest cooldown or probe) is taken as passed.
 final class RemoteCircuitBreaker: Sendable {
@@ -40,6 +42,7 @@ final class RemoteCircuitBreaker: Sendable {
         static let probeUntil = 3
         static let openedAt = 4
         static let reason = 5
+        static let member = 6
     }
 
     /// The first cooldown after a failure, in nanoseconds.
@@ -53,6 +56,8 @@ final class RemoteCircuitBreaker: Sendable {
     /// The label's 64-bit digest: the breaker's slot in the shared state (never 0).
     let identity: UInt64
     private let now: @Sendable () -> Int64
+    /// The id of the chain member this breaker's server belongs to (0: none), written to word 6.
+    private let member = Atomic<UInt64>(0)
     private let local = ProcessBreakerWords()
     private let board: MachineBoardLink
 
@@ -84,11 +89,25 @@ final class RemoteCircuitBreaker: Sendable {
     /// Runs `body` on the breaker's words: the machine's shared slot when a board is attached and has
     /// room, else this process's own words.
     private func withWords<T>(_ body: (UnsafeMutablePointer<Int64>) -> T) -> T {
-        if let shared = board.current, let result = shared.withBreakerWords(id: identity, label: label, body) {
+        let member = Int64(bitPattern: member.load(ordering: .relaxed))
+        if let shared = board.current,
+            let result = shared.withBreakerWords(
+                id: identity, label: label,
+                { words in
+                    // Which chain member the server serves, for `yashima stats` (the last process's word).
+                    if member != 0 && ysh_atomic_load_i64(words + Word.member) != member {
+                        Self.store(words, Word.member, member)
+                    }
+                    return body(words)
+                })
+        {
             return result
         }
         return body(local.words)
     }
+
+    /// Names the chain member this breaker's server belongs to (its slot's word 6).
+    func join(member id: UInt64) { member.store(id, ordering: .relaxed) }
 
     /// The breaker's position now (an open breaker past its cooldown still reads `.open`).
     var state: State {
@@ -128,10 +147,20 @@ final class RemoteCircuitBreaker: Sendable {
     /// calls admitted before the breaker opened change nothing once it is open or half-open (they are
     /// old news), except that their failures do not shorten an open period either.
     ///
-    /// - Parameter failure: Why the call failed (kept for `yashima stats` when it opens the breaker).
-    func record(success: Bool, admission: Admission, failure: RemoteFailureKind = .error) {
+    /// - Parameters:
+    ///   - failure: Why the call failed (kept for `yashima stats` when it opens the breaker).
+    ///   - backOff: The server asked every client to stay away this long (nanoseconds; a throttle's
+    ///     `Retry-After`): the breaker is open until then, whatever its position and its cooldown (at most
+    ///     the maximum cooldown ahead, so a wait is bounded and a far time never reads as from before a
+    ///     reboot). An open period is extended to it, never shortened.
+    func record(success: Bool, admission: Admission, failure: RemoteFailureKind = .error, backOff: Int64? = nil) {
         let time = now()
         let isProbe = admission == .proceed(isProbe: true)
+        if !success, let backOff {
+            holdOpen(
+                until: time &+ min(maximumCooldown, max(1, backOff)), time: time, failure: failure, isProbe: isProbe)
+            return
+        }
         withWords { words in
             switch (isProbe, success) {
             case (true, true):
@@ -153,6 +182,23 @@ final class RemoteCircuitBreaker: Sendable {
             case (false, true):
                 break
             }
+        }
+    }
+
+    /// Opens the breaker until `until` (a throttle's back-off), or keeps it open that long: word 1 is moved
+    /// forward by compare-and-swap (never back); a probe's own throttle ends its probe.
+    private func holdOpen(until: Int64, time: Int64, failure: RemoteFailureKind, isProbe: Bool) {
+        withWords { words in
+            while true {
+                let current = ysh_atomic_load_i64(words + Word.openUntil)
+                let live = isLive(current, time: time, within: maximumCooldown)
+                if live && current >= until { break }
+                guard ysh_atomic_cas_i64(words + Word.openUntil, current, until) == 1 else { continue }
+                if current == 0 || !live { Self.store(words, Word.openedAt, Syscall.realtimeNanoseconds) }
+                Self.store(words, Word.reason, Int64(failure.rawValue))
+                break
+            }
+            if isProbe { Self.store(words, Word.probeUntil, 0) }
         }
     }
 
@@ -187,6 +233,9 @@ enum RemoteFailureKind: UInt64, Sendable {
     case serverError = 5
     /// The server refuses writes (`OOM`, `READONLY`, `MISCONF`, an HTTP write refused).
     case writesRefused = 6
+    /// The server is throttling (HTTP 429, or 503 with `Retry-After` or S3's `SlowDown`): every process
+    /// backs off for its `Retry-After`.
+    case throttled = 7
 }
 
 /// A breaker's words in this process's memory (used until a board is attached, or when the shared

@@ -99,6 +99,9 @@ enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
     case localFile(SystemCallError)
     /// The calling task was cancelled while the operation was in flight.
     case cancelled
+    /// The server is throttling: HTTP `status` 429, or 503 with `Retry-After` or S3's `SlowDown`;
+    /// `retryAfter` is how long it asked clients to stay away (nanoseconds from the answer), when it said.
+    case throttled(status: Int, retryAfter: Int64?)
     /// A failure in the backend's own terms (``RedisFailure``, ``HTTPFailure``, ``S3Failure``).
     case backend(any RemoteBackendFailure)
 
@@ -130,9 +133,16 @@ enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .timedOut: return .timeout
         case .resolutionFailed, .connectFailed, .connectionClosed, .socket: return .connection
+        case .throttled: return .throttled
         case .backend(let failure): return failure.failureKind
         default: return .error
         }
+    }
+
+    /// How long the server asked every client to stay away (a throttle's `Retry-After`, nanoseconds).
+    var retryAfterNanoseconds: Int64? {
+        if case .throttled(_, let retryAfter) = self { return retryAfter }
+        return nil
     }
 
     /// The miss a lookup reports for a failure of scope ``Scope/key``.
@@ -153,6 +163,7 @@ enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
         case (.connectFailed(let a), .connectFailed(let b)): return a == b
         case (.socket(let a), .socket(let b)), (.localFile(let a), .localFile(let b)): return a == b
         case (.backend(let a), .backend(let b)): return a.isSame(as: b)
+        case (.throttled(let a, let x), .throttled(let b, let y)): return a == b && x == y
         default: return false
         }
     }
@@ -168,6 +179,9 @@ enum RemoteError: Error, Equatable, Sendable, CustomStringConvertible {
         case .payloadTooLarge: return "the remote server refused the value as too large"
         case .localFile(let error): return "local file error while streaming a remote value: \(error)"
         case .cancelled: return "remote operation cancelled"
+        case .throttled(let status, let retryAfter):
+            let wait = retryAfter.map { ", retry after \($0 / 1_000_000_000) s" } ?? ""
+            return "the remote server is throttling requests (status \(status)\(wait))"
         case .backend(let failure): return failure.description
         }
     }

@@ -80,15 +80,23 @@ final class RemoteGuard: Sendable {
         self.statistics = statistics
         // A probe is one guarded call: its deadline is the operation timeout, set before it is queued.
         let probeWindow = policy.operationTimeout * 2
+        let named = (0..<max(1, scopes)).map { $0 < labels.count ? labels[$0] : "unnamed remote \($0)" }
+        self.labels = named
         let make = { (scope: Int, access: String) in
             RemoteCircuitBreaker(
                 cooldown: policy.breakerCooldown, maximumCooldown: policy.maximumBreakerCooldown,
-                probeWindow: probeWindow,
-                label: (scope < labels.count ? labels[scope] : "unnamed remote \(scope)") + " " + access,
-                board: statistics.board, now: now)
+                probeWindow: probeWindow, label: named[scope] + " " + access, board: statistics.board, now: now)
         }
         readBreakers = (0..<max(1, scopes)).map { make($0, "reads") }
         writeBreakers = (0..<max(1, scopes)).map { make($0, "writes") }
+    }
+
+    /// What each scope is (its breakers' labels without the direction).
+    let labels: [String]
+
+    /// Makes every breaker of this guard part of the chain member `id` (shown by `yashima stats`).
+    func join(member id: UInt64) {
+        for breaker in readBreakers + writeBreakers { breaker.join(member: id) }
     }
 
     /// The breaker of one scope and access (tests and diagnostics).
@@ -210,10 +218,13 @@ final class RemoteGuard: Sendable {
                 statistics.add(error.isTimeout ? .timeouts : .errors)
                 if kind == .authentication { statistics.add(.authenticationFailures) }
                 if kind == .connection { statistics.add(.connectionFailures) }
-                own.record(success: false, admission: admission, failure: kind)
+                if kind == .throttled { statistics.add(.throttled) }
+                // A throttle's Retry-After holds both breakers open that long, for every process (I17).
+                let backOff = error.retryAfterNanoseconds
+                own.record(success: false, admission: admission, failure: kind, backOff: backOff)
                 // The server itself is down, slow or refusing: the other direction would fail the same way.
                 let other = access == .read ? writeBreakers[scope] : readBreakers[scope]
-                other.record(success: false, admission: .proceed(isProbe: false), failure: kind)
+                other.record(success: false, admission: .proceed(isProbe: false), failure: kind, backOff: backOff)
                 return .unavailable
             }
         }

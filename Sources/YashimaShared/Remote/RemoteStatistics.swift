@@ -1,6 +1,7 @@
 // RemoteStatistics.swift: the remote tier's counters, shared by every backend (hits, misses, stores,
-// rejected values by reason, errors by kind, timeouts, bypassed calls, failed writes, lease waits and their
-// time); for observation, never control. Each count is mirrored to the machine's board when one is attached.
+// rejected values by reason, errors by kind, timeouts, throttles, bypassed calls, failed writes, lease waits
+// and their time); for observation, never control. Each count is mirrored to the machine's board when one is
+// attached (I17), and to its chain member's slot there when the store is a chain's member.
 
 import Synchronization
 
@@ -57,6 +58,10 @@ final class RemoteStatistics: Sendable {
         case releasesAfterFailedStore
         /// Stores a host without a secret left undone because a signed value was there (the trust rule).
         case signedValuesKept
+        /// Failed calls the server throttled (429, 503 SlowDown; also counted as errors).
+        case throttled
+        /// Values this store received from a later chain member's hit (a subset of `puts`).
+        case backfills
     }
 
     /// A copy of every counter.
@@ -69,6 +74,7 @@ final class RemoteStatistics: Sendable {
     }
 
     private let counters = Mutex([Int](repeating: 0, count: Counter.allCases.count))
+    private let memberTag = Mutex<RemoteMemberTag?>(nil)
     /// The machine's board, once the engine attaches one: every count is added there too.
     let board: MachineBoardLink
 
@@ -76,11 +82,19 @@ final class RemoteStatistics: Sendable {
         self.board = board
     }
 
-    /// Adds `amount` to `counter` (and to the machine's board).
+    /// Makes these the counters of a chain's member: the board keeps them by member too (`yashima stats`).
+    func join(_ tag: RemoteMemberTag) { memberTag.withLock { $0 = tag } }
+
+    /// The chain member these counters belong to, if any.
+    var member: RemoteMemberTag? { memberTag.withLock { $0 } }
+
+    /// Adds `amount` to `counter` (and to the machine's board, and its member's slot there).
     func add(_ counter: Counter, _ amount: Int = 1) {
         guard amount != 0 else { return }
         counters.withLock { $0[counter.rawValue] += amount }
-        board.current?.count(counter, amount)
+        guard let board = board.current else { return }
+        board.count(counter, amount)
+        if let tag = member { board.count(counter, amount, member: tag) }
     }
 
     /// Counts a value that failed verification, by reason.
@@ -95,4 +109,26 @@ final class RemoteStatistics: Sendable {
 
     /// The counters now.
     var snapshot: Snapshot { Snapshot(values: counters.withLock { $0 }) }
+}
+
+/// A chain member as the machine's board names it: its slot's id and label, its place, whether it writes.
+struct RemoteMemberTag: Sendable, Equatable {
+    /// The slot's id: the first 8 bytes of SHA-256(`yashima.remote.member.v1` ‖ 0 ‖ label ‖ 0 ‖ read-only
+    /// flag), never 0.
+    let id: UInt64
+    /// The member's servers without credentials (its breakers' labels without the direction), for display.
+    let label: String
+    /// Its place in the chain, from 1.
+    let position: Int
+    /// A read-only member (never stored to).
+    let readOnly: Bool
+
+    init(label: String, position: Int, readOnly: Bool) {
+        self.label = label
+        self.position = position
+        self.readOnly = readOnly
+        var hasher = SHA256()
+        hasher.update(Array("yashima.remote.member.v1".utf8) + [0] + Array(label.utf8) + [0, readOnly ? 1 : 0])
+        id = max(1, hasher.finalize().w0)
+    }
 }

@@ -139,10 +139,10 @@ enum Bench {
     static let sections = ["single", "crossprocess", "scale", "observation", "remote"]
     /// Parts of the sections above that can be run alone (only when named): `stampede` (fresh and warm
     /// stampedes against the bare-flock C floor, from crossprocess), `executors` (hits from the main
-    /// actor, an actor and a detached task, from single) and `http` (the HTTP hits against curl, from
-    /// remote); and, run only when named, `targets` (issue 34's targets against the C floors, one run) and
+    /// actor, an actor and a detached task, from single), `http` (the HTTP hits against curl, from
+    /// remote) and `s3` (the S3 hits against curl --aws-sigv4, from remote); and, run only when named, `targets` (issue 34's targets against the C floors, one run) and
     /// `instructions` (instructions per operation under callgrind, beside the C floors').
-    static let parts = ["stampede", "executors", "http", "targets", "instructions"]
+    static let parts = ["stampede", "executors", "http", "s3", "targets", "instructions"]
 
     static let help = """
         usage: yashima-stress bench [--quick] [--format text|json] [--svg FILE] [--section NAME ...]
@@ -251,9 +251,11 @@ enum Bench {
                 if try await !InstructionsBench.run(context, ceilings: ceilings) { status = 1 }
             case "executors": try await SingleProcessBench.executors(context)
             case "http": try await HTTPRemoteBench.run(context)
+            case "s3": try await S3RemoteBench.run(context)
             case "remote":
                 try await RemoteBench.run(context, url: remoteURL)
                 try await HTTPRemoteBench.run(context)
+                try await S3RemoteBench.run(context)
             default: try await ScaleBench.run(context)
             }
             sectionSeconds[name] = Double(monotonicNanoseconds() - start) / 1e9

@@ -4,8 +4,9 @@
 // stored file from the same server in the same run (one `curl` process fetching it repeatedly over one
 // kept-alive connection; the times are curl's own per transfer, `%{time_total}`) plus the C floor's miss
 // and publish of the value (Benchmarks/floors/publish.c) next to each hit; the library's own local
-// miss-and-publish beside them.
-// Skipped with a note when nginx or curl is not installed.
+// miss-and-publish beside them. S3 part (S3RemoteBench): a hit from SeaweedFS's S3 gateway (SigV4 signed)
+// at 4 KiB and 1 MiB against `curl --aws-sigv4` fetching the same object from the same server, plus the C
+// publish. Skipped with a note when nginx, weed or curl is not installed.
 
 import ChildProcesses
 import Foundation
@@ -119,11 +120,12 @@ enum HTTPRemoteBench {
 
     /// `count` fetches of `url` by one `curl` process (one connection, kept alive), each into /dev/null:
     /// the transfer times curl measured, in nanoseconds; nil when it failed.
-    private static func fetch(_ curl: String, _ url: String, times count: Int) -> [Double]? {
+    static func fetch(_ curl: String, _ url: String, times count: Int, options: [String] = []) -> [Double]? {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: curl)
         process.arguments =
-            ["-s", "-f", "-w", "%{time_total}\\n"] + (0..<count).flatMap { _ in ["-o", "/dev/null", url] }
+            ["-s", "-f", "-w", "%{time_total}\\n"] + options
+            + (0..<count).flatMap { _ in ["-o", "/dev/null", url] }
         let output = Pipe()
         process.standardOutput = output
         guard (try? process.run()) != nil else { return nil }
@@ -132,5 +134,121 @@ enum HTTPRemoteBench {
         let times = String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { Double($0) }
         guard process.terminationStatus == 0, times.count == count else { return nil }
         return times.map { $0 * 1e9 }
+    }
+}
+
+/// The S3 part of section "remote": SeaweedFS (the tests' `weed server -s3`, started here) against
+/// `curl --aws-sigv4`.
+enum S3RemoteBench {
+    static func run(_ context: BenchContext) async throws {
+        let report = context.report
+        report.section("remote: hit from SeaweedFS over S3 (SigV4) vs curl --aws-sigv4 fetching the same object")
+        guard SeaweedServer.executablePath != nil,
+            let curl = ["/usr/bin/curl", "/usr/local/bin/curl"].first(where: FileManager.default.isExecutableFile)
+        else {
+            report.add(BenchRow(section: "remote", name: "s3 section", note: "skipped: weed or curl not found"))
+            return
+        }
+        guard let server = try? await SeaweedServer.start() else {
+            report.add(BenchRow(section: "remote", name: "s3 section", note: "skipped: weed did not start"))
+            return
+        }
+        do {
+            try await measure(context, server: server, curl: curl)
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
+    private static func measure(_ context: BenchContext, server: SeaweedServer, curl: String) async throws {
+        let report = context.report
+        let prefix = "bench-\(UInt32.random(in: 0...UInt32.max))"
+        let remote = try YCache.Remote.s3(
+            "s3://\(SeaweedServer.bucket)/\(prefix)?endpoint=\(server.endpoint)&region=us-east-1",
+            accessKeyID: SeaweedServer.accessKeyID, secretAccessKey: SeaweedServer.secretAccessKey,
+            options: .init(operationTimeout: .seconds(10)))
+        let signing = [
+            "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+            "\(SeaweedServer.accessKeyID):\(SeaweedServer.secretAccessKey)",
+        ]
+        let iterations = context.quick ? 30 : 100
+        var seen: Set<String> = []
+        for (label, size) in [("4 KiB", 4096), ("1 MiB", 1 << 20)] {
+            let value = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+            let key = CacheKey(namespace: "bench-s3", identity: label)
+            let writer = YCache(
+                storageDirectory: context.directory("s3-writer"), remote: remote, storageMaximumByteCount: nil)
+            try await writer.store(value, for: key, codec: DataCodec())
+            let objects = try list(curl, server, prefix: prefix, signing: signing)
+            guard let stored = objects.subtracting(seen).first, objects.subtracting(seen).count == 1 else {
+                throw ArgumentError(description: "s3 bench: the store left \(objects.subtracting(seen)) objects")
+            }
+            seen = objects
+            let objectURL = "\(server.endpoint)/\(SeaweedServer.bucket)/\(stored)"
+            guard let times = HTTPRemoteBench.fetch(curl, objectURL, times: iterations + 3, options: signing) else {
+                throw ArgumentError(description: "curl --aws-sigv4 failed on \(objectURL)")
+            }
+            var curlSamples = Samples()
+            for time in times.dropFirst(3) { curlSamples.append(time) }
+            report.add(
+                BenchRow(section: "remote", name: floorName("curl --aws-sigv4 GET \(label)"), samples: curlSamples))
+            let reader = YCache(
+                storageDirectory: context.directory("s3-reader"), remote: remote, memoryMaximumCost: 0,
+                storageMaximumByteCount: nil)
+            let paired = try await RemoteBench.hitsPairedWithLocalMisses(
+                context, value: value, key: key, rounds: iterations + 3, warmUp: 3, folder: "s3-local"
+            ) {
+                try await reader.removeAll(in: "bench-s3")  // local only: the remote value stays
+                let start = monotonicNanoseconds()
+                let resolution = try await reader.resolve(for: key, codec: DataCodec()) { Data() }
+                let elapsed = Double(monotonicNanoseconds() - start)
+                guard resolution.origin == .remote, resolution.value.count == size else {
+                    throw ArgumentError(description: "s3 bench: expected a remote hit, got \(resolution.origin)")
+                }
+                return elapsed
+            }
+            let rawRow = RemoteBench.rawPublishRow(label) + " (next to the S3 hits)"
+            report.add(BenchRow(section: "remote", name: rawRow, samples: paired.rawPublishes))
+            let floor = floorName("curl --aws-sigv4 GET \(label) + miss+publish")
+            report.add(
+                BenchRow(
+                    section: "remote", name: floor,
+                    samples: RemoteBench.sumOfOrderStatistics(curlSamples, paired.rawPublishes)))
+            let withLocalMiss = RemoteBench.sumOfOrderStatistics(curlSamples, paired.misses)
+            report.add(
+                BenchRow(
+                    section: "remote", name: "S3 remote hit \(label) (YCache, then in local storage)",
+                    samples: paired.hits,
+                    note: String(
+                        format: "%.2fx curl's GET + the library's own local miss+publish; load %@",
+                        paired.hits.median / withLocalMiss.median, loadAverage())),
+                comparedTo: floor)
+        }
+    }
+
+    /// The object keys under `prefix/` (one ListObjectsV2 page, signed by curl).
+    private static func list(_ curl: String, _ server: SeaweedServer, prefix: String, signing: [String]) throws
+        -> Set<String>
+    {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: curl)
+        process.arguments =
+            ["-s", "-f"] + signing + ["\(server.endpoint)/\(SeaweedServer.bucket)?list-type=2&prefix=\(prefix)%2F"]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw ArgumentError(description: "curl --aws-sigv4 could not list the bucket")
+        }
+        let text = String(decoding: data, as: UTF8.self)
+        var keys: Set<String> = []
+        for part in text.components(separatedBy: "<Key>").dropFirst() {
+            if let end = part.range(of: "</Key>") { keys.insert(String(part[..<end.lowerBound])) }
+        }
+        return keys
     }
 }

@@ -2,7 +2,8 @@
 // storage directory, shared with other hosts (the library's `YCache.Remote`). Forms: `redis://…` (given
 // several times: shards), `redis+unix:///path.sock`, `redis+cluster://HOST:PORT[,HOST:PORT…]` (a
 // Cluster, by seeds), `http(s)://HOST/PATH` (values; with a Redis URL too, that Redis holds the leases),
-// `s3://BUCKET[/PREFIX][?endpoint=URL&region=R]` (credentials from AWS_*; with other URLs: a chain in order).
+// `s3://BUCKET[/PREFIX][?endpoint=URL&region=R]` (credentials from AWS_*; with other URLs: a chain in order);
+// `--remote-read-only URL` adds a member that is asked, never written (after the `--remote` ones).
 // No message ever shows a URL's user or password: `redacted` is the only form printed.
 
 import YashimaShared
@@ -14,6 +15,10 @@ enum RemoteOption {
             + "redis+cluster://HOST:PORT[,HOST:PORT...], http[s]://HOST/PATH, s3://BUCKET[/PREFIX] "
             + "(with other URLs: a chain, asked in order); a remote that is down is skipped")
 
+    static let readOnlySpec = OptionSpec.option(
+        "remote-read-only", "URL",
+        "a remote asked after the --remote ones and never written (no stores, leases or removals); repeatable")
+
     /// The remote tier `--remote` (or the `remote` setting) names, if any; `readOnly` for commands that
     /// only read (`get`).
     static func parse(_ arguments: ParsedArguments, readOnly: Bool = false, directory: Word?) throws -> YCache.Remote? {
@@ -21,8 +26,18 @@ enum RemoteOption {
         if urls.isEmpty, let (value, _) = try Settings.value("remote", directory: directory) {
             urls = Self.urls(in: value)
         }
-        guard !urls.isEmpty else { return nil }
-        return try remote(urls, readOnly: readOnly)
+        let readOnlyURLs = try arguments.strings("remote-read-only")
+        guard !readOnlyURLs.isEmpty else { return urls.isEmpty ? nil : try remote(urls, readOnly: readOnly) }
+        // A chain: the `--remote` remote first, then the read-only members in the order given.
+        let shown = (urls + readOnlyURLs).map(redacted).joined(separator: " ")
+        do {
+            let writable = try urls.isEmpty ? [] : [remote(urls, readOnly: readOnly)]
+            let readers = try members(readOnlyURLs, options: YCache.Remote.Options(readOnly: true))
+            let all = writable + readers
+            return all.count == 1 ? all[0] : try .chain(all)
+        } catch let error as YCache.Remote.ConfigurationError {
+            throw CommandFailure.usage("--remote \(shown): \(error.description)")
+        }
     }
 
     /// The URLs of one setting value (whitespace-separated).
@@ -82,6 +97,11 @@ enum RemoteOption {
     /// URLs with an `s3://` among them: a chain in the order given, consecutive `redis://` URLs one sharded
     /// member (a single member is the remote itself).
     private static func chain(_ urls: [String], options: YCache.Remote.Options) throws -> YCache.Remote {
+        try .chain(members(urls, options: options))
+    }
+
+    /// The members `urls` make in a chain, in order (consecutive `redis://` URLs one sharded member).
+    private static func members(_ urls: [String], options: YCache.Remote.Options) throws -> [YCache.Remote] {
         var members: [YCache.Remote] = []
         var redis: [String] = []
         func flushRedis() throws {
@@ -105,7 +125,7 @@ enum RemoteOption {
             }
         }
         try flushRedis()
-        return try .chain(members)
+        return members
     }
 
     /// `redis+cluster://[user:password@]HOST:PORT,HOST:PORT` as one `redis://` URL per seed (the user

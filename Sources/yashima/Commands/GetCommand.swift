@@ -17,7 +17,8 @@ enum GetCommand {
             zlib-data-v1 (CompressedDataCodec) is decompressed. With --remote, a local miss is looked up
             remotely (a hit is also stored locally); get never writes remotely.
             """,
-        options: ValueKey.options + [RemoteOption.spec] + CommandSpec.storageOptions, run: run)
+        options: ValueKey.options + [RemoteOption.spec, RemoteOption.readOnlySpec] + CommandSpec.storageOptions,
+        run: run)
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {
         let key = try ValueKey.key(arguments)

@@ -18,7 +18,7 @@ enum PutCommand {
         options: ValueKey.options + [
             .option("expire", "DURATION", "the value expires after DURATION (90s, 15m, 2h, 7d)"),
             .option("max-size", "SIZE", "budget for the whole directory (recorded, as with run)"),
-            RemoteOption.spec,
+            RemoteOption.spec, RemoteOption.readOnlySpec,
         ] + CommandSpec.storageOptions, run: run)
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {

@@ -16,7 +16,8 @@ enum RemoveCommand {
             run of that command runs it again. With --remote, the remote copy is removed too. Nothing
             runs. Exit status 0 when a result was removed, 1 when none was stored, 2 for bad usage.
             """,
-        options: Invocation.keyOptions + [RemoteOption.spec, CommandSpec.json] + CommandSpec.storageOptions,
+        options: Invocation.keyOptions + [RemoteOption.spec, RemoteOption.readOnlySpec, CommandSpec.json]
+            + CommandSpec.storageOptions,
         takesCommand: true, run: run)
 
     static func run(_ arguments: ParsedArguments) async throws -> Int32 {

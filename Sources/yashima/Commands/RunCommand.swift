@@ -52,7 +52,7 @@ enum RunCommand {
             .flag("no-wait", "if another process is running the same command, run it here too instead of waiting"),
             .flag("recache", "run the command even on a hit, and replace the stored result"),
             .flag("strict", "refuse (exit 2) instead of running uncached when the cache cannot be used"),
-            RemoteOption.spec,
+            RemoteOption.spec, RemoteOption.readOnlySpec,
             .flag("verbose", short: "v", "one line on standard error: hit, miss or waited, and the time saved"),
         ] + CommandSpec.storageOptions,
         takesCommand: true, signals: .takenBySignalControl, run: run)
@@ -148,6 +148,12 @@ enum RunCommand {
             remote.flatMap {
                 RemoteReport.clause(since: before, to: cache.statistics, options: $0.options, elapsed: elapsed)
             }.map { "; remote: " + $0 } ?? ""
+        // Credentials the remote refused need the user: one warning even without -v (never the secret).
+        if !verbose, remote != nil,
+            cache.statistics.remoteAuthenticationFailures > before.remoteAuthenticationFailures
+        {
+            Output.error(RemoteReport.authenticationWarning)
+        }
         switch resolution.source {
         case .generated:
             // The command wrote its output files itself; its standard output was captured.

@@ -74,6 +74,7 @@ enum StatsCommand {
         let count = counted.count
         let counters = storage.counters()
         let (remoteCounters, remoteHealth) = (storage.remoteCounters(), storage.remoteHealth())
+        let remoteMembers = storage.remoteMembers()
         if arguments.flag("zero") { storage.zeroCounters() }
         let bytes = entryCensus?.bytes ?? storage.usageCounter
         let recorded = storage.recordedBudget
@@ -101,7 +102,8 @@ enum StatsCommand {
                         trimRunning: census.trimRunning, debris: census.debris)
                 }, zeroedAt: counters.zeroedAt,
                 filesystem: space.map { (total: $0.totalBytes, free: $0.availableBytes, floor: floor ?? 0) })
-            let families = Metrics.families(snapshot) + RemoteReport.families(remoteCounters, remoteHealth)
+            let families =
+                Metrics.families(snapshot) + RemoteReport.families(remoteCounters, remoteHealth, members: remoteMembers)
             Output.out(Metrics.exposition(families, directory: location.shown))
             return 0
         }
@@ -146,7 +148,7 @@ enum StatsCommand {
                 "floorBytes": floor.map { $0 as Any } ?? NSNull(), "minFree": minFree.text,
                 "minFreeSource": minFree.2.description,
             ]
-            object["remote"] = RemoteReport.json(remoteCounters, remoteHealth)
+            object["remote"] = RemoteReport.json(remoteCounters, remoteHealth, members: remoteMembers)
             Output.json(object)
             return 0
         }
@@ -220,7 +222,7 @@ enum StatsCommand {
                 + "\(counters.crossProcessTimeouts), lock failures \(counters.crossProcessLockFailures)"
                 + (counters.trimFailures > 0 ? ", trim failures \(counters.trimFailures)" : ""),
         ])
-        rows += RemoteReport.rows(remoteCounters, remoteHealth)
+        rows += RemoteReport.rows(remoteCounters, remoteHealth, members: remoteMembers)
         rows.append(["time saved", Format.seconds(Double(counters.savedNanoseconds) / 1e9) + " (by yashima run)"])
         rows.append([
             "counting since",

@@ -1,6 +1,7 @@
 // What the remote tier did, for people: one clause for `run -v` and `put --remote` (from this process's
 // statistics), and the remote rows, JSON and Prometheus families of `yashima stats` (from the counters and
-// breakers every process using the directory shares). Never a URL's credentials: servers are shown by label.
+// breakers every process using the directory shares, and a chain's members' counters and breakers). Never a
+// URL's credentials: servers and members are shown by label.
 
 import Foundation
 @_spi(Operator) import YashimaShared
@@ -34,8 +35,10 @@ enum RemoteReport {
         if delta(\.remoteTimeouts) > 0 { parts.append("timed out after \(Format.seconds(options.operationTimeout))") }
         if delta(\.remoteAuthenticationFailures) > 0 { parts.append("authentication failed") }
         if delta(\.remoteConnectionFailures) > 0 { parts.append("refused (could not connect)") }
+        if delta(\.remoteThrottled) > 0 { parts.append("throttled (every process backs off for its Retry-After)") }
         let otherErrors =
             delta(\.remoteErrors) - delta(\.remoteAuthenticationFailures) - delta(\.remoteConnectionFailures)
+            - delta(\.remoteThrottled)
         if otherErrors > 0 { parts.append("server error") }
         if delta(\.remoteBypassedCalls) > 0 && delta(\.remoteTimeouts) + delta(\.remoteErrors) == 0 {
             parts.append("skipped (marked down by an earlier failure, until its cooldown ends)")
@@ -46,19 +49,26 @@ enum RemoteReport {
         return parts.isEmpty ? nil : parts.joined(separator: ", ")
     }
 
+    /// `run`'s one warning when the remote refused the credentials (a wrong secret or password).
+    static let authenticationWarning =
+        "yashima: warning: the remote tier refused the credentials (check the password in the URL or "
+        + "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); the command ran without it"
+
     // MARK: stats
 
     /// The remote rows of `stats` (none when no process used a remote tier since the counters were zeroed
     /// and no breaker is recorded).
-    static func rows(_ counters: SharedRemoteCounters, _ health: [RemoteServerHealth]) -> [[String]] {
-        guard !counters.isEmpty || !health.isEmpty else { return [] }
+    static func rows(
+        _ counters: SharedRemoteCounters, _ health: [RemoteServerHealth], members: [RemoteMemberStatus] = []
+    ) -> [[String]] {
+        guard !counters.isEmpty || !health.isEmpty || !members.isEmpty else { return [] }
         let c = counters
         var rows: [[String]] = [
             [
                 "remote",
                 "hits \(c.hits), misses \(c.misses), stored \(c.stores); errors \(c.errors) (connection "
-                    + "\(c.connectionFailures), authentication \(c.authenticationFailures)), timeouts \(c.timeouts), "
-                    + "skipped while down \(c.bypassed)",
+                    + "\(c.connectionFailures), authentication \(c.authenticationFailures), throttled \(c.throttled)), "
+                    + "timeouts \(c.timeouts), skipped while down \(c.bypassed)",
             ],
             [
                 "",
@@ -74,6 +84,16 @@ enum RemoteReport {
         ]
         for (index, server) in health.enumerated() {
             rows.append([index == 0 ? "remote servers" : "", "\(server.server): " + describe(server)])
+        }
+        for (index, member) in members.enumerated() {
+            let m = member
+            rows.append([
+                index == 0 ? "remote chain" : "",
+                "\(m.position). \(m.member)\(m.readOnly ? " (read-only)" : ""): hits \(m.hits), misses \(m.misses), "
+                    + "stored \(m.stores) (backfills \(m.backfills)); errors \(m.errors) (throttled \(m.throttled)), "
+                    + "timeouts \(m.timeouts), skipped while down \(m.bypassed); "
+                    + (m.breakers.allSatisfy { $0.state == .closed } ? "up" : "down"),
+            ])
         }
         return rows
     }
@@ -93,9 +113,24 @@ enum RemoteReport {
     }
 
     /// `stats --json`'s `remote` object.
-    static func json(_ counters: SharedRemoteCounters, _ health: [RemoteServerHealth]) -> [String: Any] {
+    static func json(
+        _ counters: SharedRemoteCounters, _ health: [RemoteServerHealth], members: [RemoteMemberStatus] = []
+    ) -> [String: Any] {
         let c = counters
         return [
+            "members": members.map { m -> [String: Any] in
+                [
+                    "position": m.position, "member": m.member, "readOnly": m.readOnly,
+                    "counters": [
+                        "hits": m.hits, "misses": m.misses, "stores": m.stores, "backfills": m.backfills,
+                        "errors": m.errors, "timeouts": m.timeouts, "bypassed": m.bypassed,
+                        "failedWrites": m.failedWrites, "throttled": m.throttled,
+                        "authenticationFailures": m.authenticationFailures,
+                        "connectionFailures": m.connectionFailures, "rejected": m.rejected,
+                    ],
+                    "servers": m.breakers.map(serverObject),
+                ]
+            },
             "counters": [
                 "hits": c.hits, "misses": c.misses, "stores": c.stores, "errors": c.errors, "timeouts": c.timeouts,
                 "connectionFailures": c.connectionFailures, "authenticationFailures": c.authenticationFailures,
@@ -106,14 +141,16 @@ enum RemoteReport {
                     "damaged": c.rejectedDamaged, "tooLarge": c.rejectedTooLarge,
                 ],
             ],
-            "servers": health.map { server -> [String: Any] in
-                var object: [String: Any] = ["server": server.server, "state": stateName(server.state)]
-                if case .open(let until) = server.state { object["until"] = Format.iso(until) }
-                if let since = server.since { object["since"] = Format.iso(since) }
-                if let reason = server.reason { object["reason"] = reason }
-                return object
-            },
+            "servers": health.map(serverObject),
         ]
+    }
+
+    private static func serverObject(_ server: RemoteServerHealth) -> [String: Any] {
+        var object: [String: Any] = ["server": server.server, "state": stateName(server.state)]
+        if case .open(let until) = server.state { object["until"] = Format.iso(until) }
+        if let since = server.since { object["since"] = Format.iso(since) }
+        if let reason = server.reason { object["reason"] = reason }
+        return object
     }
 
     private static func stateName(_ state: RemoteServerHealth.State) -> String {
@@ -126,7 +163,9 @@ enum RemoteReport {
     }
 
     /// The remote families of `stats --format prometheus`.
-    static func families(_ counters: SharedRemoteCounters, _ health: [RemoteServerHealth]) -> [MetricFamily] {
+    static func families(
+        _ counters: SharedRemoteCounters, _ health: [RemoteServerHealth], members: [RemoteMemberStatus] = []
+    ) -> [MetricFamily] {
         let c = counters
         func counter(_ name: String, _ help: String, _ samples: [([(String, String)], UInt64)]) -> MetricFamily {
             MetricFamily(name: name, help: help, kind: .counter, samples: samples.map { ($0.0, Double($0.1)) })
@@ -140,7 +179,11 @@ enum RemoteReport {
                 [
                     ([("kind", "connection")], c.connectionFailures),
                     ([("kind", "authentication")], c.authenticationFailures),
-                    ([("kind", "other")], c.errors - min(c.errors, c.connectionFailures + c.authenticationFailures)),
+                    ([("kind", "throttled")], c.throttled),
+                    (
+                        [("kind", "other")],
+                        c.errors - min(c.errors, c.connectionFailures + c.authenticationFailures + c.throttled)
+                    ),
                 ]),
             counter("yashima_remote_timeouts_total", "Remote calls that missed their deadline.", [([], c.timeouts)]),
             counter(
@@ -168,6 +211,22 @@ enum RemoteReport {
                     help: "1 while every process skips the remote server (down, or being probed), else 0.",
                     kind: .gauge,
                     samples: health.map { ([("server", $0.server)], $0.state == .closed ? 0 : 1) }))
+        }
+        if !members.isEmpty {
+            let labels = { (m: RemoteMemberStatus) in [("member", m.member), ("position", "\(m.position)")] }
+            for (name, help, value) in [
+                ("hits", "Lookups a chain member answered with a verified value.", \RemoteMemberStatus.hits),
+                ("misses", "Lookups that found nothing usable in a chain member.", \.misses),
+                ("stores", "Values stored in a chain member (backfills included).", \.stores),
+                ("backfills", "Values a chain member received from a later member's hit.", \.backfills),
+                ("errors", "Failed calls to a chain member other than timeouts.", \.errors),
+                ("throttled", "Calls a chain member throttled (429, 503 SlowDown).", \.throttled),
+                ("timeouts", "Calls to a chain member that missed their deadline.", \.timeouts),
+            ] as [(String, String, KeyPath<RemoteMemberStatus, UInt64>)] {
+                families.append(
+                    counter(
+                        "yashima_remote_member_\(name)_total", help, members.map { (labels($0), $0[keyPath: value]) }))
+            }
         }
         return families
     }

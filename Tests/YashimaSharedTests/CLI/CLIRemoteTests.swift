@@ -107,6 +107,14 @@ struct CLIRemoteS3Tests {
         #expect(result.status == 0 && result.text == "local\n", "\(result.error)")
         #expect(!result.error.contains(wrong) && !result.text.contains(wrong))
         #expect(result.error.contains("remote:"), "\(result.error)")
+        // Without -v (another host): one warning line, no secret; the command's output untouched.
+        let quiet = try await yashima(
+            ["run"] + (try CLIFixture()).dir + ["--remote", url, "--", "echo", "again"],
+            environment: environment(secret: wrong))
+        #expect(quiet.status == 0 && quiet.text == "again\n", "\(quiet.error)")
+        let lines = quiet.error.split(separator: "\n")
+        #expect(lines.count == 1 && lines[0].contains("warning") && lines[0].contains("credentials"), "\(quiet.error)")
+        #expect(!quiet.error.contains(wrong))
         await server.stop()
     }
 
@@ -115,7 +123,8 @@ struct CLIRemoteS3Tests {
         let s3 = try await warmServer()
         let (one, two) = (try CLIFixture(), try CLIFixture())
         let ledger = one.root.path + "/ledger"
-        let url = "s3://\(SeaweedServer.bucket)/cli-chain-\(UInt32.random(in: 0...UInt32.max))?endpoint=\(s3.endpoint)"
+        let prefix = "cli-chain-\(UInt32.random(in: 0...UInt32.max))"
+        let url = "s3://\(SeaweedServer.bucket)/\(prefix)?endpoint=\(s3.endpoint)"
         let command = ["--remote", redis.url, "--remote", url, "--", "sh", "-c", "echo ran >> \(ledger); echo chained"]
         let first = try await yashima(["run"] + one.dir + command, environment: environment())
         #expect(first.status == 0 && first.text == "chained\n", "\(first.error)")
@@ -124,6 +133,9 @@ struct CLIRemoteS3Tests {
             return
         }
         #expect(keys.count == 1, "Redis holds \(keys.count) values")
+        let inS3 = try makeS3Store(s3, prefix: prefix)
+        let objects = await inS3.listPage(after: nil)?.0 ?? []
+        #expect(objects.count == 1, "S3 holds \(objects)")
         try await redis.run(["FLUSHALL"])
         let second = try await yashima(["run"] + two.dir + ["--verbose"] + command, environment: environment())
         #expect(second.status == 0 && second.text == "chained\n", "\(second.error)")

@@ -61,6 +61,37 @@ struct HTTPFaultTests {
         let throttled = try makeHTTPStore(busy.url)
         #expect(await throttled.lookup(id) == .unavailable)
         #expect(throttled.remoteGuard.breaker(scope: 0, access: .read).state != .closed)
+        // With Retry-After (a 503 too): both breakers open for it, not the cooldown; counted as throttled.
+        let clockAfter = TestClock()
+        let later = try FaultyHTTPServer(.answer(503, headers: ["Retry-After: 7"], body: ""))
+        defer { later.stop() }
+        let backedOff = try makeHTTPStore(later.url, clock: clockAfter) {
+            $0.policy.maximumBreakerCooldown = .seconds(60)
+        }
+        #expect(await backedOff.lookup(id) == .unavailable)
+        #expect(backedOff.statistics.snapshot[.throttled] == 1)
+        for access in [RemoteAccess.read, .write] {
+            #expect(
+                backedOff.remoteGuard.breaker(scope: 0, access: access).state
+                    == .open(until: clockAfter.now + 7_000_000_000))
+        }
+        // A throttled store or removal too: both breakers, for the Retry-After (not the write breaker alone).
+        for request in ["PUT", "DELETE"] {
+            let writer = try makeHTTPStore(later.url, clock: clockAfter) {
+                $0.policy.maximumBreakerCooldown = .seconds(60)
+            }
+            if request == "PUT" {
+                #expect(await writer.store(id, payload: payload(10), createdAt: 1, expiresAt: 0) == .unavailable)
+            } else {
+                #expect(await writer.remove(id) == .unavailable)
+            }
+            #expect(writer.statistics.snapshot[.throttled] == 1, "\(request)")
+            for access in [RemoteAccess.read, .write] {
+                #expect(
+                    writer.remoteGuard.breaker(scope: 0, access: access).state
+                        == .open(until: clockAfter.now + 7_000_000_000), "\(request)")
+            }
+        }
         let forbidden = try FaultyHTTPServer(.status(403))
         defer { forbidden.stop() }
         let refused = try makeHTTPStore(forbidden.url)

@@ -41,7 +41,8 @@ import Foundation
 /// The first response byte must come within `operationTimeout` (connecting included), no transfer may
 /// stall longer than that, and none may take longer than `transferTimeout`. A timeout, a refused, reset
 /// or closed connection, or a 5xx or 429 answer to a lookup opens the read and write breakers: calls are
-/// bypassed for `breakerCooldown`, then one probe decides. A store or removal refused with any status
+/// bypassed for `breakerCooldown` (a throttle — 429, or 503 with `Retry-After` — to any request holds
+/// both open for its `Retry-After`), then one probe decides. A store or removal refused with any status
 /// but 413 (5xx, 401, 403, 405...) opens the write breaker only and is counted (`failedWrites`); 413
 /// skips that value (`oversizedValues`). Any other non-2xx lookup is a miss: 404 and 410 plainly
 /// (`absent`), others as ``RemoteMiss/refused(status:)`` (a wrong password reads as misses). Values
@@ -131,7 +132,7 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
             switch status {
             case 200..<300: return true
             case 404, 410: return false
-            case 429, 500..<600: throw .http(.serverStatus(status))
+            case 500..<600: throw .http(.serverStatus(status))
             default: return nil
             }
         }
@@ -220,11 +221,12 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
         let attempt = await transfer(.write) { (deadline, cancellation) throws(RemoteError) in
             var clock = HTTPTransferClock(deadline: deadline, stall: stall, transferDeadline: .after(transferTimeout))
             let request = HTTPRequest(method: "PUT", path: path, body: try makeBody())
-            let status = try transport.send(request, sink: nil, clock: &clock, cancellation: cancellation).status
+            let sink = HTTPStatusSink()
+            let status = try transport.send(request, sink: sink, clock: &clock, cancellation: cancellation).status
             switch status {
             case 200..<300: return
             case 413: throw .payloadTooLarge
-            default: throw .http(.writeRefused(status))
+            default: throw sink.throttle(status) ?? .http(.writeRefused(status))
             }
         }
         return finishStore(attempt)
@@ -240,8 +242,11 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
         return await transfer(access) { (deadline, cancellation) throws(RemoteError) in
             var clock = HTTPTransferClock(deadline: deadline, stall: stall, transferDeadline: .after(transferTimeout))
             let request = HTTPRequest(method: method, path: path)
-            return try interpret(
-                try transport.send(request, sink: nil, clock: &clock, cancellation: cancellation).status)
+            let sink = HTTPStatusSink()
+            let status = try transport.send(request, sink: sink, clock: &clock, cancellation: cancellation).status
+            // A throttle, whatever the request: every process backs off for its Retry-After (I17).
+            if let throttle = sink.throttle(status) { throw throttle }
+            return try interpret(status)
         }
     }
 

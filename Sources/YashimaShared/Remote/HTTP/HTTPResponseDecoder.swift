@@ -1,7 +1,8 @@
 // HTTPResponseDecoder.swift: HTTP/1.1 responses read incrementally (the http:// client's, HTTPConnection): the
-// head (status, the headers the backend reads), the body's framing (Content-Length, chunked, until close;
-// none for HEAD, 1xx, 204, 304), interim 1xx answers skipped, whether the connection may be kept. Bounded
-// (head, chunk lines, trailers) and pure: no I/O; bad bytes are a typed error, never a crash or a loop.
+// head (status, the headers the backend reads, their values in HTTPHeaderValues.swift), the body's framing
+// (Content-Length, chunked, until close; none for HEAD, 1xx, 204, 304), interim 1xx answers skipped, whether
+// the connection may be kept. Bounded (head, chunk lines, trailers) and pure: no I/O; bad bytes are a typed
+// error, never a crash or a loop.
 
 /// What a response head says that the backend uses.
 struct HTTPResponseHead: Sendable, Equatable {
@@ -14,6 +15,8 @@ struct HTTPResponseHead: Sendable, Equatable {
     let range: HTTPContentRange?
     /// A strong `ETag` (for `If-Range`), when given.
     let entityTag: String?
+    /// `Retry-After` (seconds, or a date), when given and well formed: how long a throttled client waits.
+    var retryAfter: HTTPRetryAfter? = nil
     /// The body is chunked (`Transfer-Encoding` ending in `chunked`).
     let isChunked: Bool
     /// `Transfer-Encoding` is given (then `Content-Length` is ignored, RFC 9112 §6.3).
@@ -43,6 +46,7 @@ struct HTTPResponseHead: Sendable, Equatable {
         var transferEncoding: [UInt8]?
         var range: HTTPContentRange?
         var entityTag: String?
+        var retryAfter: HTTPRetryAfter?
         while let line = lines.next() {
             // No obsolete line folding; a name is a token, then a colon.
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0,
@@ -72,6 +76,8 @@ struct HTTPResponseHead: Sendable, Equatable {
                 range = HTTPContentRange(String(decoding: value, as: UTF8.self))
             case "etag":
                 entityTag = value.first == UInt8(ascii: "\"") ? String(decoding: value, as: UTF8.self) : nil
+            case "retry-after":
+                retryAfter = HTTPRetryAfter(String(decoding: value, as: UTF8.self))
             default:
                 break
             }
@@ -81,7 +87,8 @@ struct HTTPResponseHead: Sendable, Equatable {
         guard codings.allSatisfy({ $0 == "chunked" }) else { throw .unsupportedTransferCoding }
         let chunked = !codings.isEmpty
         return HTTPResponseHead(
-            status: status, expectedLength: length, range: range, entityTag: entityTag, isChunked: chunked,
+            status: status, expectedLength: length, range: range, entityTag: entityTag, retryAfter: retryAfter,
+            isChunked: chunked,
             hasTransferEncoding: transferEncoding != nil, keepsConnection: keeps)
     }
 
@@ -116,32 +123,6 @@ struct HTTPResponseHead: Sendable, Equatable {
             value = value * 10 + Int64(digit - 0x30)
         }
         return value
-    }
-}
-
-/// `Content-Range: bytes <first>-<last>/<total or *>`.
-struct HTTPContentRange: Sendable, Equatable {
-    /// The first byte's offset.
-    let first: Int
-    /// The last byte's offset.
-    let last: Int
-    /// The whole value's size, nil for `*`.
-    let total: Int?
-
-    /// Parses the header's value; nil when it is not a well-formed byte range.
-    init?(_ text: String) {
-        guard text.hasPrefix("bytes ") else { return nil }
-        let parts = text.dropFirst(6).split(separator: "/", maxSplits: 1)
-        guard parts.count == 2 else { return nil }
-        let bounds = parts[0].split(separator: "-", maxSplits: 1)
-        guard bounds.count == 2, let first = Int(bounds[0]), let last = Int(bounds[1]), first >= 0, last >= first
-        else { return nil }
-        if parts[1] == "*" {
-            (self.first, self.last, total) = (first, last, nil)
-            return
-        }
-        guard let total = Int(parts[1]), total > last else { return nil }
-        (self.first, self.last, self.total) = (first, last, total)
     }
 }
 

@@ -1,5 +1,6 @@
-// HTTPValueSink.swift: the response side of an HTTP lookup across its windows (`Range`, `If-Range`): bytes
-// to one RemoteEnvelopeReader, and what each answer amounts to (a hit, a miss, the next window, a failure).
+// HTTPValueSink.swift: the response side of an HTTP (or S3) lookup across its windows (`Range`, `If-Range`):
+// bytes to one RemoteEnvelopeReader, and what each answer amounts to (a hit, a miss, the next window, a
+// failure, a throttle with its Retry-After).
 
 import Foundation
 
@@ -19,6 +20,9 @@ final class HTTPValueSink: HTTPResponseSink {
     private var total: Int?
     /// The value's ETag from the first window, sent as `If-Range` with the next ones.
     private var entityTag: String?
+    /// A failed answer's `Retry-After` and first body bytes (a throttle says so there).
+    private var retryAfter: HTTPRetryAfter?
+    private var errorBody: [UInt8] = []
 
     /// The most body bytes of a non-2xx answer read (to keep the connection); more stops the transfer.
     static let discardLimit = 64 << 10
@@ -41,6 +45,8 @@ final class HTTPValueSink: HTTPResponseSink {
     func begin(_ head: HTTPResponseHead) -> Bool {
         status = head.status
         discarded = 0
+        retryAfter = head.retryAfter
+        errorBody = []
         guard isSuccess else { return true }
         if status == 206 {
             // The window must start where the last ended and belong to the same value.
@@ -70,6 +76,7 @@ final class HTTPValueSink: HTTPResponseSink {
     func receive(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard isSuccess else {
             discarded += bytes.count
+            if errorBody.count < 1024 { errorBody += bytes.prefix(1024 - errorBody.count) }
             return discarded <= Self.discardLimit
         }
         if case .failure(let failure) = reader.consume(bytes) {
@@ -100,7 +107,11 @@ final class HTTPValueSink: HTTPResponseSink {
             case .failure(.staging(let error)): throw .localFile(error)
             }
         case 404, 410: return .miss(.absent)
-        case 429, 500..<600: throw .http(.serverStatus(outcome.status))
+        case 429, 500..<600:
+            if let throttle = RemoteError.throttle(status: outcome.status, retryAfter: retryAfter, body: errorBody) {
+                throw throttle
+            }
+            throw .http(.serverStatus(outcome.status))
         default: return .miss(.refused(status: outcome.status))
         }
     }

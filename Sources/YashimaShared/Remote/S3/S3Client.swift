@@ -1,6 +1,7 @@
 // S3Client.swift: S3 requests over the library's HTTP/1.1 client (HTTPPlainTransport, kept alive; libcurl
 // for https://), each signed with SigV4 (the payload's SHA-256, or UNSIGNED-PAYLOAD for a streamed body);
-// S3's failures as the tier classifies them (S3Failure); a small sink for answers read whole (leases, lists).
+// S3's failures as the tier classifies them (S3Failure; a throttle, 429 or 503 SlowDown, is the shared
+// RemoteError.throttled with its Retry-After); a small sink for answers read whole (leases, lists).
 
 import Foundation
 
@@ -8,7 +9,7 @@ import Foundation
 enum S3Failure: RemoteBackendFailure, Equatable {
     /// 401 or 403: the credentials or the signature were refused (a wrong secret), or access is denied.
     case denied(status: Int)
-    /// The server answered a read with a 5xx status or 429 (throttled: `SlowDown`).
+    /// The server answered a read with a 5xx status (429 and 503 `SlowDown` are ``RemoteError/throttled``).
     case serverStatus(Int)
     /// The server refused a write with a status other than 2xx, 412 and 413.
     case writeRefused(Int)
@@ -105,6 +106,10 @@ struct S3Client: Sendable {
             transferDeadline: .after(configuration.transferTimeout))
         let outcome = try transport.send(request, sink: sink, clock: &clock, cancellation: cancellation)
         if outcome.status == 401 || outcome.status == 403 { throw .s3(.denied(status: outcome.status)) }
+        // Throttled (429, 503 SlowDown): whatever the request, every process backs off for its Retry-After.
+        if let throttle = RemoteError.throttle(status: outcome.status, retryAfter: sink.retryAfter, body: sink.body) {
+            throw throttle
+        }
         return S3Answer(status: outcome.status, entityTag: sink.entityTag, body: sink.body)
     }
 }
@@ -121,12 +126,14 @@ struct S3Answer: Sendable {
 final class S3AnswerSink: HTTPResponseSink {
     private let limit: Int
     private(set) var entityTag: String?
+    private(set) var retryAfter: HTTPRetryAfter?
     private(set) var body: [UInt8] = []
 
     init(limit: Int) { self.limit = limit }
 
     func begin(_ head: HTTPResponseHead) -> Bool {
         entityTag = head.entityTag
+        retryAfter = head.retryAfter
         return true
     }
 

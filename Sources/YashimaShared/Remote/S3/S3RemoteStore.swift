@@ -19,8 +19,10 @@ import Foundation
 /// the streaming threshold are written into the caller's staging file as they arrive (windows of
 /// `downloadWindow` bytes with `If-Range` on the ETag) and streamed from the local entry on stores
 /// (`UNSIGNED-PAYLOAD`: the envelope's checksum and signature protect the bytes). A 401 or 403 (a wrong
-/// secret) opens the breakers as an authentication failure; 5xx and 429 (throttling) open them as a server
-/// error; a write refused otherwise opens the write breaker; 404 is a miss.
+/// secret) opens the breakers as an authentication failure; 5xx opens them as a server error; a throttle (429,
+/// or 503 with `Retry-After` or `SlowDown`) holds both open for its `Retry-After` on every process of the
+/// machine (at most the longest cooldown; without one, the cooldown); a write refused otherwise opens the
+/// write breaker; 404 is a miss.
 final class S3RemoteStore: RemoteValueStore, CustomReflectable {
     /// The settings.
     let configuration: S3Configuration

@@ -125,7 +125,10 @@ extension SharedState {
     func zeroCounters(now: Int64) {
         _ = withWords { base in
             for stripe in 0..<SharedState.counterStripeCount {
-                for region in [SharedState.counterStripesOffset, SharedState.remoteCounterStripesOffset] {
+                for region in [
+                    SharedState.counterStripesOffset, SharedState.remoteCounterStripesOffset,
+                    SharedState.remoteMoreCounterStripesOffset,
+                ] {
                     for index in 0..<(SharedState.counterStripeSize / 8) {
                         SharedState.zero(SharedState.stripedWord(base, region: region, index: index, stripe: stripe))
                     }
@@ -134,6 +137,7 @@ extension SharedState {
             ysh_atomic_store_u64(
                 SharedState.word(base, SharedState.countersZeroedAtOffset), UInt64(bitPattern: max(1, now)))
         }
+        zeroMemberCounters()
     }
 
     /// Subtracts what `pointer` holds (an atomic add: an increment that lands meanwhile is kept).

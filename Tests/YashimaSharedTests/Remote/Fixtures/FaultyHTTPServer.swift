@@ -1,5 +1,6 @@
 // A tiny HTTP/1.1 server on loopback that fails on purpose, for faults nginx cannot stage: it answers
-// every request with one status (a 500, say, on a kept-alive connection), resets or closes the
+// every request with one status (a 500, say, on a kept-alive connection; or with headers and a body: a
+// throttle's Retry-After and S3's SlowDown), resets or closes the
 // connection in the middle of a body, stalls in the middle of a body, holds a body halfway until the
 // test releases it, never answers, closes without answering, or trickles a body a byte at a time (or
 // answers a plain 200 with a body, a server that recovered). A thread accepts; each connection is served on another thread.
@@ -14,6 +15,9 @@ final class FaultyHTTPServer: Sendable {
         /// Reads each request (and its body) and answers with `status` and a short body, keeping the
         /// connection.
         case status(Int)
+        /// Reads each request and answers with `status`, the header lines `headers` (`Retry-After: 2`) and
+        /// `body`, keeping the connection (a throttling S3 server: 503 with an XML `SlowDown` body).
+        case answer(Int, headers: [String], body: String)
         /// Answers 200 with `body`'s length, sends its first half, then resets the connection.
         case resetMidBody([UInt8])
         /// Answers 200 with `body`'s length, sends its first half, then closes the connection (a FIN).
@@ -120,6 +124,10 @@ final class FaultyHTTPServer: Sendable {
             switch behaviour.withLock({ $0 }) {
             case .status(let status):
                 send(client, "HTTP/1.1 \(status) Fault\r\nContent-Length: 5\r\n\r\nfault")
+                continue
+            case .answer(let status, let headers, let body):
+                let lines = headers.map { $0 + "\r\n" }.joined()
+                send(client, "HTTP/1.1 \(status) Fault\r\n\(lines)Content-Length: \(body.utf8.count)\r\n\r\n\(body)")
                 continue
             case .body(let body):
                 send(client, head(body))
