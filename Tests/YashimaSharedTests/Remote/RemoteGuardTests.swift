@@ -185,6 +185,58 @@ struct RemoteGuardTests {
         #expect(guarded.breaker(scope: 0, access: .read).state != .closed)
     }
 
+    @Test("a call no I/O thread takes by its deadline ends then, unmade, with no verdict on the breaker")
+    func queuedCallEndsAtItsDeadline() async {
+        // An I/O pool of one thread, held by the test (a pool of its own: the shared one serves the other
+        // suites). The guarded call queued behind it must end at its 300 ms deadline, not when the thread
+        // comes free: before, it waited for the thread (8 long transfers held every caller of a process).
+        let io = RemoteIO(maximumThreads: 1)
+        let (holding, release) = (Gate(), DispatchSemaphore(value: 0))
+        io.submit {
+            holding.open()
+            release.wait()
+        }
+        defer { release.signal() }
+        #expect(await holding.wait(within: 30))
+        var policy = RemotePolicy()
+        policy.operationTimeout = .milliseconds(300)
+        let statistics = RemoteStatistics()
+        let guarded = RemoteGuard(policy: policy, scopes: 1, statistics: statistics, io: io)
+        let ran = Atomic<Bool>(false)
+        let ended = Mutex<(at: Int64, attempt: RemoteAttempt<Int>)?>(nil)
+        let called = Syscall.monotonicNanoseconds
+        guarded.start(
+            scope: 0, access: .read,
+            { (_) throws(RemoteError) -> Int in
+                ran.store(true, ordering: .relaxed)
+                return 1
+            },
+            completion: { attempt in ended.withLock { $0 = (Syscall.monotonicNanoseconds, attempt) } })
+        #expect(await eventually(within: 30) { ended.withLock { $0 != nil } }, "it waited for the busy thread")
+        release.signal()
+        guard let (at, attempt) = ended.withLock({ $0 }) else { return }
+        guard case .unavailable = attempt else {
+            Issue.record("\(attempt)")
+            return
+        }
+        let made = ran.load(ordering: .relaxed)
+        #expect(!made, "the call was made past its deadline")
+        // Ended by the expiry thread (its own, not the cooperative pool): at the deadline, late only by
+        // that thread's scheduling (a generous 10 s for a loaded machine).
+        let seconds = Double(at - called) / 1e9
+        #expect(seconds >= 0.3 && seconds < 0.3 + 10, "ended after \(seconds) s")
+        #expect(statistics.snapshot[.timeouts] == 1)
+        #expect(guarded.breaker(scope: 0, access: .read).state == .closed)  // the server was never asked
+        // Once the thread is free, calls run as before.
+        let later: RemoteAttempt<Int> = await guarded.perform(scope: 0, access: .read) {
+            (_) throws(RemoteError) -> Int in 2
+        }
+        guard case .completed(2) = later else {
+            Issue.record("\(later)")
+            return
+        }
+    }
+
     @Test("configuration validation")
     func configuration() throws {
         var good = try RedisConfiguration(urls: ["redis://h:1"], environment: [:])
