@@ -39,7 +39,8 @@ import Foundation
 ///
 /// ## Failures
 /// The first response byte must come within `operationTimeout` (connecting included), no transfer may
-/// stall longer than that, and none may take longer than `transferTimeout`. A timeout, a refused, reset
+/// stall longer than that, and none may take longer than `transferTimeout`, each measured from the
+/// call (a wait for an I/O thread counts). A timeout, a refused, reset
 /// or closed connection, or a 5xx or 429 answer to a lookup opens the read and write breakers: calls are
 /// bypassed for `breakerCooldown`, then one probe decides. A store or removal refused with any status
 /// but 413 (5xx, 401, 403, 405...) opens the write breaker only and is counted (`failedWrites`); 413
@@ -100,6 +101,7 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
     private func lookup(_ identity: EntryIdentity, into staging: RemoteStagingSlot?) async -> RemoteLookup {
         let (configuration, transport) = (configuration, transport)
         let path = configuration.endpoint.path(for: identity.digest)
+        let transferDeadline = RemoteDeadline.after(configuration.transferTimeout)  // from the call, time queued too
         let attempt = await transfer(.read) { (deadline, cancellation) throws(RemoteError) -> RemoteLookup in
             let reader = RemoteEnvelopeReader(
                 identity: identity.digest, secret: configuration.secret,
@@ -107,8 +109,7 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
                 streamingThreshold: configuration.streamingThreshold)
             let sink = HTTPValueSink(reader: reader, maximumBytes: configuration.policy.maximumValueBytes)
             let stall = configuration.policy.operationTimeout
-            var clock = HTTPTransferClock(
-                deadline: deadline, stall: stall, transferDeadline: .after(configuration.transferTimeout))
+            var clock = HTTPTransferClock(deadline: deadline, stall: stall, transferDeadline: transferDeadline)
             while true {
                 let window = sink.nextWindow(size: configuration.downloadWindow)
                 let outcome = try transport.send(
@@ -215,10 +216,10 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
         _ identity: EntryIdentity, _ makeBody: @escaping @Sendable () throws(RemoteError) -> HTTPRequestBody
     ) async -> RemoteStoreOutcome {
         let (transport, stall) = (transport, configuration.policy.operationTimeout)
-        let transferTimeout = configuration.transferTimeout
+        let transferDeadline = RemoteDeadline.after(configuration.transferTimeout)
         let path = configuration.endpoint.path(for: identity.digest)
         let attempt = await transfer(.write) { (deadline, cancellation) throws(RemoteError) in
-            var clock = HTTPTransferClock(deadline: deadline, stall: stall, transferDeadline: .after(transferTimeout))
+            var clock = HTTPTransferClock(deadline: deadline, stall: stall, transferDeadline: transferDeadline)
             let request = HTTPRequest(method: "PUT", path: path, body: try makeBody())
             let status = try transport.send(request, sink: nil, clock: &clock, cancellation: cancellation).status
             switch status {
@@ -236,9 +237,9 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
         _ interpret: @escaping @Sendable (Int) throws(RemoteError) -> Value
     ) async -> RemoteAttempt<Value> {
         let (transport, stall) = (transport, configuration.policy.operationTimeout)
-        let transferTimeout = configuration.transferTimeout
+        let transferDeadline = RemoteDeadline.after(configuration.transferTimeout)
         return await transfer(access) { (deadline, cancellation) throws(RemoteError) in
-            var clock = HTTPTransferClock(deadline: deadline, stall: stall, transferDeadline: .after(transferTimeout))
+            var clock = HTTPTransferClock(deadline: deadline, stall: stall, transferDeadline: transferDeadline)
             let request = HTTPRequest(method: method, path: path)
             return try interpret(
                 try transport.send(request, sink: nil, clock: &clock, cancellation: cancellation).status)
