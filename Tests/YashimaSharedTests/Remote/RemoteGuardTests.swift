@@ -4,6 +4,7 @@
 // a scripted renew function. No server: these are the pieces shared with the HTTP backend.
 
 import Foundation
+import Glibc
 import Synchronization
 import Testing
 
@@ -287,31 +288,26 @@ struct LeaseRenewalTests {
         #expect(!renewal.isLost)
     }
 
-    @Test("renews while CPU-bound tasks occupy every cooperative thread (the loop has its own thread)")
+    @Test("renews on a thread of its own: no renewal runs in a task (on the cooperative pool), all on one thread")
     func notStarvedByBusyPool() async {
-        let renewals = Counter()
+        // Seen from inside the renewals rather than by filling the pool with spinners: spinners on every
+        // pool thread stalled every other suite of a parallel run for as long as they spun.
+        let seen = Mutex<(inTask: Bool, threads: Set<UInt>)>((false, []))
+        let (renewals, enough) = (Counter(), Gate())
         let renewal = LeaseRenewal(timeToLive: ttl, interval: .milliseconds(5)) {
-            renewals.increment()
+            let inTask = withUnsafeCurrentTask { $0 != nil }
+            seen.withLock {
+                $0.inTask = $0.inTask || inTask
+                $0.threads.insert(UInt(pthread_self()))
+            }
+            if renewals.increment() == 5 { enough.open() }
             return .renewed
         }
-        let stopSpinning = Gate()
-        let spinners = (0..<ProcessInfo.processInfo.activeProcessorCount).map { _ in
-            Task.detached {
-                while !stopSpinning.isOpen {}
-            }
-        }
-        // Watched from a thread of its own: the pool is busy. The spinners stop only after the count.
-        let during = await offPool { () -> Int in
-            let start = renewals.value
-            let limit = RemoteDeadline.after(.seconds(20))
-            while renewals.value < start + 5 && !limit.hasPassed { usleep(1000) }
-            let seen = renewals.value - start
-            stopSpinning.open()
-            return seen
-        }
-        for spinner in spinners { await spinner.value }
-        #expect(during >= 5)
+        #expect(await enough.wait(within: 30))
         await renewal.stop()
+        let (inTask, threads) = seen.withLock { ($0.inTask, $0.threads) }
+        #expect(!inTask, "a renewal ran in a task: on the cooperative pool")
+        #expect(threads.count == 1, "the renewals ran on \(threads.count) threads")
     }
 
     @Test("reports a lost lease once, and stops")

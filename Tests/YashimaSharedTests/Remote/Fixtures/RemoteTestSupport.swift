@@ -40,9 +40,17 @@ func makeStore(
     return try makeStore([server.url], environment: environment, clock: clock, configure)
 }
 
-/// Test payloads: deterministic bytes of any size.
+/// Test payloads: deterministic bytes of any size (byte i is i × 31 + seed, mod 256).
 func payload(_ count: Int, seed: UInt8 = 1) -> Data {
-    Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) })
+    periodicBytes(count) { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) }
+}
+
+/// `count` bytes whose byte i is `byte(i % 256)`: 256 computed, the rest copied. A byte-by-byte `map`
+/// in a debug build held a pool thread for seconds per few MiB (and minutes for the 256 MiB values).
+func periodicBytes(_ count: Int, _ byte: (Int) -> UInt8) -> Data {
+    var data = Data((0..<min(count, 256)).map(byte))
+    while data.count < count { data.append(data.prefix(count - data.count)) }
+    return data
 }
 
 extension RedisServer {
