@@ -195,6 +195,10 @@ public final class ChildProcess: Sendable {
     /// How the child ended; nil while it runs.
     public var exit: ChildExit? { ending.exit }
 
+    /// When the reaper saw the child end (its thread's clock, not the awaiting task's: a busy cooperative
+    /// pool delays the task, not this); nil while it runs.
+    public var exitedAt: ContinuousClock.Instant? { ending.exitedAt }
+
     /// Whether the child still runs.
     public var isRunning: Bool { exit == nil }
 
@@ -385,10 +389,14 @@ private final class Ending: Sendable {
     private let state = Mutex<(exit: ChildExit?, waiters: [CheckedContinuation<ChildExit, Never>])>((nil, []))
     /// Signalled once when the child ends; each blocking waiter that wakes signals it again for the next.
     private let ended = DispatchSemaphore(value: 0)
+    private let endedAt = Mutex<ContinuousClock.Instant?>(nil)
 
     var exit: ChildExit? { state.withLock { $0.exit } }
 
+    var exitedAt: ContinuousClock.Instant? { endedAt.withLock { $0 } }
+
     func record(_ exit: ChildExit) {
+        endedAt.withLock { $0 = .now }
         let waiters = state.withLock { state -> [CheckedContinuation<ChildExit, Never>] in
             state.exit = exit
             defer { state.waiters = [] }

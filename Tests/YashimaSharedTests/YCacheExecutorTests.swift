@@ -9,7 +9,10 @@ import Testing
 
 @testable import YashimaShared
 
-@Suite("YCache executors", .timeLimit(.minutes(1)))
+// A hang guard, never a speed claim: each test takes milliseconds alone, but beside the whole parallel
+// suite on a loaded 2-core machine it waits minutes for its turns on the cooperative pool (a 1-minute
+// limit failed 20 tests there that had all begun at the run's start).
+@Suite("YCache executors", .timeLimit(.minutes(10)))
 struct YCacheExecutorTests {
     /// Bytes as they are, noting whether each decode ran on the main thread.
     struct ThreadNotingCodec: CacheCodec {

@@ -7,7 +7,10 @@ import Testing
 
 @testable import YashimaShared
 
-@Suite("YCache single-flight", .timeLimit(.minutes(1)))
+// A hang guard, never a speed claim: each test takes milliseconds alone, but beside the whole parallel
+// suite on a loaded 2-core machine it waits minutes for its turns on the cooperative pool (a 1-minute
+// limit failed 20 tests there that had all begun at the run's start).
+@Suite("YCache single-flight", .timeLimit(.minutes(10)))
 struct YCacheSingleFlightTests {
     /// A generator held open until `release`, which notes that it started and whether its task was
     /// cancelled, and then returns `value` whatever happened (it ignores cancellation).

@@ -5,7 +5,9 @@
 /// Settings every remote backend shares.
 struct RemotePolicy: Hashable, Sendable {
     /// The most one operation may take, connecting included: the most a caller ever waits for the
-    /// remote tier before it is bypassed.
+    /// remote tier before it is bypassed. Wall-clock from the call, however busy the machine or the
+    /// remote I/O threads: time queued counts, and a call still queued at its deadline ends unmade
+    /// (RemoteIO). The caller's task then runs when its executor has a thread for it.
     var operationTimeout: Duration = .seconds(1)
     /// The most connecting may take (within the operation's timeout).
     var connectTimeout: Duration = .milliseconds(500)
@@ -64,6 +66,8 @@ final class RemoteGuard: Sendable {
     let policy: RemotePolicy
     /// The counters calls update.
     let statistics: RemoteStatistics
+    /// The threads calls run on.
+    private let io: RemoteIO
     private let readBreakers: [RemoteCircuitBreaker]
     private let writeBreakers: [RemoteCircuitBreaker]
 
@@ -72,11 +76,13 @@ final class RemoteGuard: Sendable {
     /// - Parameter labels: What each scope is (a server without credentials, or a cluster's seeds): its
     ///   breakers' names in the machine's shared state and in `yashima stats`. Scopes with the same label
     ///   in two processes (or two caches) share their breakers once a board is attached.
+    /// - Parameter io: The threads asynchronous calls run on (tests pass a pool of their own).
     init(
         policy: RemotePolicy, scopes: Int, labels: [String] = [], statistics: RemoteStatistics,
-        now: @escaping @Sendable () -> Int64 = { Syscall.monotonicNanoseconds }
+        now: @escaping @Sendable () -> Int64 = { Syscall.monotonicNanoseconds }, io: RemoteIO = .shared
     ) {
         self.policy = policy
+        self.io = io
         self.statistics = statistics
         // A probe is one guarded call: its deadline is the operation timeout, set before it is queued.
         let probeWindow = policy.operationTimeout * 2
@@ -108,7 +114,11 @@ final class RemoteGuard: Sendable {
     func admitsValue(ofSize byteCount: Int) -> Bool { byteCount <= policy.maximumValueBytes }
 
     /// Runs `operation` on a remote I/O thread unless bypassed, with a deadline of the operation
-    /// timeout from now (set before the hop, so time queued counts). Never throws.
+    /// timeout from now (set before the hop, so time queued counts). Never throws. The deadline is
+    /// wall-clock from this call: a call no I/O thread takes by then (all busy with other calls) ends at
+    /// the deadline unmade, and one that runs keeps to it (and to its backend's later bounds, such as an
+    /// HTTP transfer's). The caller's task resumes when its executor has a thread for it: a cooperative
+    /// pool kept busy by other work delays that, not the remote tier.
     func perform<Value: Sendable>(
         scope: Int, access: RemoteAccess,
         _ operation: @escaping @Sendable (RemoteDeadline) throws(RemoteError) -> Value
@@ -130,13 +140,18 @@ final class RemoteGuard: Sendable {
             return
         }
         let deadline = RemoteDeadline.after(policy.operationTimeout)
-        RemoteIO.shared.submit {
+        io.submit(deadline: deadline.nanoseconds) {
             completion(
                 self.finish(
                     scope: scope, access: access, admission: admission,
                     Result { () throws(RemoteError) in
                         try operation(deadline)
                     }))
+        } onExpiry: {
+            // Every I/O thread was busy until the deadline: the server was never called, so the breakers
+            // get no verdict (a probe's window lets another caller probe); the caller has its timeout.
+            self.statistics.add(.timeouts)
+            completion(.unavailable)
         }
     }
 

@@ -49,7 +49,9 @@ import Testing
         let runner = try await started(fixture)
         let waiter = try start(fixture)
         let waiterPID = waiter.pid
-        #expect(await eventually { isWaitingForLock(waiterPID) }, "the second run never waited")
+        #expect(
+            await eventually(within: 30) { await offPool { isWaitingForLock(waiterPID) } },
+            "the second run never waited")
         waiter.kill(signal)
         #expect(await waiter.exitStatus(timeout: 20) == 128 + signal)
         // The run it waited for is untouched: it finishes and stores its result.

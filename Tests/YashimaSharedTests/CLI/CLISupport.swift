@@ -16,6 +16,18 @@ struct CLIResult {
     let status: Int32?
     let output: Data
     let error: String
+    /// When the process ended, by its reaper's clock (not by when the awaiting test ran again).
+    var exitedAt: ContinuousClock.Instant? = nil
+    /// Just after it was spawned.
+    var startedAt: ContinuousClock.Instant? = nil
+
+    /// Seconds from its spawn to its end (nil if it was not seen ending): the process's own time, which a
+    /// busy cooperative pool in this process does not stretch.
+    var lifetime: Double? {
+        guard let startedAt, let exitedAt else { return nil }
+        let (seconds, attoseconds) = startedAt.duration(to: exitedAt).components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
 
     var text: String { String(decoding: output, as: UTF8.self) }
 
@@ -25,10 +37,16 @@ struct CLIResult {
     }
 }
 
+/// How long a child (`yashima`, a shell) may run before it is killed and the test fails: a hang guard,
+/// never a speed claim. Generous, because a child's own progress is the machine's to give: beside a
+/// parallel suite and other jobs on two cores, `yashima stats` beside a suite holding 20,000 locks (the
+/// census reads all of /proc/locks: 0.6 s for 10,000 lines in a debug build, idle) gave nothing within 60 s.
+let childTimeout = 600.0
+
 /// Runs `yashima arguments…` to its end, with `input` on its standard input (a pipe, then closed), or
 /// /dev/null when `input` is nil (as a terminal user's or an `xargs` pool's command has: the run is cached).
 func yashima(
-    _ arguments: [String], input: Data? = nil, environment: [String: String] = [:], timeout: Double = 60
+    _ arguments: [String], input: Data? = nil, environment: [String: String] = [:], timeout: Double = childTimeout
 ) async throws -> CLIResult {
     try await runToEnd(
         ChildProcess(
@@ -38,16 +56,16 @@ func yashima(
 }
 
 /// Runs `yashima` with arguments given as exact bytes (words that are not UTF-8), stdin /dev/null.
-func yashima(bytes arguments: [[UInt8]], environment: [String: String] = [:], timeout: Double = 60) async throws
-    -> CLIResult
-{
+func yashima(
+    bytes arguments: [[UInt8]], environment: [String: String] = [:], timeout: Double = childTimeout
+) async throws -> CLIResult {
     try await run(yashimaExecutable.path, bytes: arguments, environment: environment, timeout: timeout)
 }
 
 /// Runs `program` with arguments given as exact bytes to its end, stdin /dev/null.
-func run(_ program: String, bytes arguments: [[UInt8]], environment: [String: String] = [:], timeout: Double = 60)
-    async throws -> CLIResult
-{
+func run(
+    _ program: String, bytes arguments: [[UInt8]], environment: [String: String] = [:], timeout: Double = childTimeout
+) async throws -> CLIResult {
     try await runToEnd(
         ChildProcess(
             program, argumentBytes: arguments, environment: environment.isEmpty ? nil : environment,
@@ -62,7 +80,9 @@ func cPath(_ bytes: [UInt8]) -> [CChar] { bytes.map { CChar(bitPattern: $0) } + 
 func word(_ text: String, _ bytes: UInt8...) -> [UInt8] { Array(text.utf8) + bytes }
 
 /// Runs `script` with /bin/sh to its end, its standard input /dev/null (as in a terminal-less pool).
-func shell(_ script: String, environment: [String: String] = [:], timeout: Double = 120) async throws -> CLIResult {
+func shell(_ script: String, environment: [String: String] = [:], timeout: Double = childTimeout) async throws
+    -> CLIResult
+{
     try await runToEnd(
         ChildProcess(
             executable: URL(fileURLWithPath: "/bin/sh"), ["-c", script], environment: environment,
@@ -71,10 +91,13 @@ func shell(_ script: String, environment: [String: String] = [:], timeout: Doubl
 }
 
 func runToEnd(_ child: ChildProcess, input: Data?, timeout: Double) async throws -> CLIResult {
+    let started = ContinuousClock.now
     if let input { await offPool { child.sendAndClose(input) } } else { child.closeInput() }
     let output = await child.output(timeout: timeout)
     let status = await child.exitStatus(timeout: timeout)
-    return CLIResult(status: status, output: output, error: await child.standardErrorText())
+    return CLIResult(
+        status: status, output: output, error: await child.standardErrorText(), exitedAt: child.exitedAt,
+        startedAt: started)
 }
 
 /// A storage directory, its scratch files, and the `--dir` argument, for one test.

@@ -11,10 +11,11 @@ import Testing
 
 /// A string codec whose next decode (or, with `holdsCost`, next memory-cost estimate, which a writer asks
 /// for after its publish), once armed, announces itself and waits until released. The wait blocks its
-/// thread (both calls are synchronous), bounded so a broken test fails instead of hanging: by 90 s, longer
-/// than the tests' own 30 s waits, because the held thread is one of the pool's two and the rest of a
-/// loaded parallel run may keep the other busy for seconds (a 10 s bound ended the hold too early in CI).
-/// Each test releases it when it ends, however it ends.
+/// thread (both calls are synchronous): the held caller runs on a thread of its own (`holding`), and the
+/// test, which releases it, on another (`driving`), so neither waits for the cooperative pool, which the
+/// rest of a parallel run keeps busy (and a hold that lands on a pool thread is as short as the driving
+/// thread's few steps). Bounded at 90 s so a broken test fails instead of hanging; each test releases it
+/// when it ends, however it ends.
 struct HeldCodec: CacheCodec {
     final class Control: Sendable {
         let armed = Atomic<Bool>(false)
@@ -51,8 +52,15 @@ struct HeldCodec: CacheCodec {
 
 @Suite("Flights and removals (I10)", .serialized)
 struct FlightStalenessTests {
+    /// The thread the held caller runs on, and the one the test's own steps run on (see HeldCodec).
+    static let (holding, driving) = (DedicatedThreadExecutor(), DedicatedThreadExecutor())
+
     @Test("a caller joining a flight after a removal finished is not given the entry the flight read before it")
     func joinerAfterRemovalGetsNoStaleEntry() async throws {
+        try await withTaskExecutorPreference(Self.driving) { try await joinerAfterRemoval() }
+    }
+
+    private func joinerAfterRemoval() async throws {
         let dir = TemporaryDirectory("flight-stale")
         let control = HeldCodec.Control()
         defer { control.release() }
@@ -66,7 +74,7 @@ struct FlightStalenessTests {
         // Another process generates the key and holds its lock until we let it publish.
         let theirGenerator = Gate()
         let theirsGenerating = Gate()
-        let producer = Task {
+        let producer = Task(executorPreference: Self.driving) {
             try await theirs.value(for: key, codec: codec) {
                 theirsGenerating.open()
                 await theirGenerator.wait()
@@ -78,7 +86,9 @@ struct FlightStalenessTests {
         // Our first caller misses and starts a flight; once it has, the other process publishes. The
         // flight reads the published entry from storage, and its decode is held.
         control.armed.store(true, ordering: .releasing)
-        let first = Task { try await mine.resolve(for: key, codec: codec) { "first caller generated" } }
+        let first = Task(executorPreference: Self.holding) {
+            try await mine.resolve(for: key, codec: codec) { "first caller generated" }
+        }
         #expect(await eventually { mine.waiters(key, codec) == 1 })
         theirGenerator.open()
         #expect(try await result(of: producer)?.get() == "old")
@@ -88,7 +98,7 @@ struct FlightStalenessTests {
         try await theirs.remove(for: key, codec: codec)
         #expect(try await theirs.contains(for: key, codec: codec) == false)
 
-        let second = Task { try await mine.resolve(for: key, codec: codec) { "new" } }
+        let second = Task(executorPreference: Self.driving) { try await mine.resolve(for: key, codec: codec) { "new" } }
         // Let the flight finish once the second caller has joined it.
         #expect(await eventually { mine.waiters(key, codec) == 2 })
         control.release()
@@ -102,6 +112,10 @@ struct FlightStalenessTests {
 
     @Test("a caller joining a refresh after a removal finished refreshes for itself: the entry exists afterwards")
     func refreshJoinerAfterRemovalRefreshesItself() async throws {
+        try await withTaskExecutorPreference(Self.driving) { try await refreshJoinerAfterRemoval() }
+    }
+
+    private func refreshJoinerAfterRemoval() async throws {
         let dir = TemporaryDirectory("flight-stale-refresh")
         let control = HeldCodec.Control()
         defer { control.release() }
@@ -114,7 +128,9 @@ struct FlightStalenessTests {
 
         // Our first refresh publishes, then is held (its memory-cost estimate) before its flight ends.
         control.armed.store(true, ordering: .releasing)
-        let first = Task { try await mine.refresh(for: key, codec: codec) { "first" } }
+        let first = Task(executorPreference: Self.holding) {
+            try await mine.refresh(for: key, codec: codec) { "first" }
+        }
         #expect(await eventually { control.hasEntered })
         #expect(try await theirs.valueIfCached(for: key, codec: codec) == "first")
 
@@ -122,7 +138,9 @@ struct FlightStalenessTests {
         try await theirs.remove(for: key, codec: codec)
         #expect(try await theirs.contains(for: key, codec: codec) == false)
 
-        let second = Task { try await mine.refresh(for: key, codec: codec) { "second" } }
+        let second = Task(executorPreference: Self.driving) {
+            try await mine.refresh(for: key, codec: codec) { "second" }
+        }
         #expect(await eventually { mine.waiters(key, codec, refresh: true) == 2 })
         control.release()
 

@@ -107,12 +107,21 @@ struct RemoteBreakerSharingTests {
 
 @Suite("Remote bounds against Redis", .redisServer, .serialized)
 struct RemoteBoundTests {
+    /// The thread the release test's own steps run on: it must lift the pause while the holder's release
+    /// (one operation timeout) still runs, and on the cooperative pool, which the rest of a parallel run
+    /// keeps busy, its next step came too late.
+    static let driving = DedicatedThreadExecutor()
+
     /// The holder's store-and-release times out (writes paused, operation timeout 8 s): its lease is
     /// released by a separate call, which gets through as soon as writes resume (the test resumes them once
     /// the holder is releasing), and the waiter is woken by it — not by the lease's expiry (120 s here),
     /// which is what it waited for before. Ordered by what the holder did, not by the clock.
     @Test("a failed store-and-release still releases the lease: the waiter is woken at once")
     func releaseAfterFailedStore() async throws {
+        try await withTaskExecutorPreference(Self.driving) { try await releaseAfterFailedStoreSteps() }
+    }
+
+    private func releaseAfterFailedStoreSteps() async throws {
         let server = try await RedisServer.start()
         let configure = { (configuration: inout RedisConfiguration) in
             configuration.policy.operationTimeout = .seconds(8)
@@ -125,7 +134,7 @@ struct RemoteBoundTests {
         let lease = try #require(await holder.acquireLease(id).lease)
         let (waiting, _) = await waiter.waiting(for: id, timeout: .seconds(110))
         #expect(try await server.run(["CLIENT", "PAUSE", "100000", "WRITE"]).isOK)
-        let storing = Task {
+        let storing = Task(executorPreference: Self.driving) {
             await holder.storeAndRelease(id, payload: payload(100), createdAt: 1, expiresAt: 0, lease: lease)
         }
         // The store timed out: the holder now releases its lease by a separate call, blocked by the pause.

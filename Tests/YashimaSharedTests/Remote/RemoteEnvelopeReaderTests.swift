@@ -16,7 +16,7 @@ struct RemoteEnvelopeReaderTests {
     let secret = RemoteSecret("k")!
 
     private func bytes(_ count: Int, seed: UInt8 = 3) -> [UInt8] {
-        (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ Int(seed)) }
+        Array(periodicBytes(count) { UInt8(truncatingIfNeeded: $0 &* 131 &+ Int(seed)) })
     }
 
     /// Feeds `value` in chunks of `chunk` bytes and finishes.

@@ -4,6 +4,7 @@
 // a scripted renew function. No server: these are the pieces shared with the HTTP backend.
 
 import Foundation
+import Glibc
 import Synchronization
 import Testing
 
@@ -185,6 +186,58 @@ struct RemoteGuardTests {
         #expect(guarded.breaker(scope: 0, access: .read).state != .closed)
     }
 
+    @Test("a call no I/O thread takes by its deadline ends then, unmade, with no verdict on the breaker")
+    func queuedCallEndsAtItsDeadline() async {
+        // An I/O pool of one thread, held by the test (a pool of its own: the shared one serves the other
+        // suites). The guarded call queued behind it must end at its 300 ms deadline, not when the thread
+        // comes free: before, it waited for the thread (8 long transfers held every caller of a process).
+        let io = RemoteIO(maximumThreads: 1)
+        let (holding, release) = (Gate(), DispatchSemaphore(value: 0))
+        io.submit {
+            holding.open()
+            release.wait()
+        }
+        defer { release.signal() }
+        #expect(await holding.wait(within: 30))
+        var policy = RemotePolicy()
+        policy.operationTimeout = .milliseconds(300)
+        let statistics = RemoteStatistics()
+        let guarded = RemoteGuard(policy: policy, scopes: 1, statistics: statistics, io: io)
+        let ran = Atomic<Bool>(false)
+        let ended = Mutex<(at: Int64, attempt: RemoteAttempt<Int>)?>(nil)
+        let called = Syscall.monotonicNanoseconds
+        guarded.start(
+            scope: 0, access: .read,
+            { (_) throws(RemoteError) -> Int in
+                ran.store(true, ordering: .relaxed)
+                return 1
+            },
+            completion: { attempt in ended.withLock { $0 = (Syscall.monotonicNanoseconds, attempt) } })
+        #expect(await eventually(within: 30) { ended.withLock { $0 != nil } }, "it waited for the busy thread")
+        release.signal()
+        guard let (at, attempt) = ended.withLock({ $0 }) else { return }
+        guard case .unavailable = attempt else {
+            Issue.record("\(attempt)")
+            return
+        }
+        let made = ran.load(ordering: .relaxed)
+        #expect(!made, "the call was made past its deadline")
+        // Ended by the expiry thread (its own, not the cooperative pool): at the deadline, late only by
+        // that thread's scheduling (a generous 10 s for a loaded machine).
+        let seconds = Double(at - called) / 1e9
+        #expect(seconds >= 0.3 && seconds < 0.3 + 10, "ended after \(seconds) s")
+        #expect(statistics.snapshot[.timeouts] == 1)
+        #expect(guarded.breaker(scope: 0, access: .read).state == .closed)  // the server was never asked
+        // Once the thread is free, calls run as before.
+        let later: RemoteAttempt<Int> = await guarded.perform(scope: 0, access: .read) {
+            (_) throws(RemoteError) -> Int in 2
+        }
+        guard case .completed(2) = later else {
+            Issue.record("\(later)")
+            return
+        }
+    }
+
     @Test("configuration validation")
     func configuration() throws {
         var good = try RedisConfiguration(urls: ["redis://h:1"], environment: [:])
@@ -235,31 +288,26 @@ struct LeaseRenewalTests {
         #expect(!renewal.isLost)
     }
 
-    @Test("renews while CPU-bound tasks occupy every cooperative thread (the loop has its own thread)")
+    @Test("renews on a thread of its own: no renewal runs in a task (on the cooperative pool), all on one thread")
     func notStarvedByBusyPool() async {
-        let renewals = Counter()
+        // Seen from inside the renewals rather than by filling the pool with spinners: spinners on every
+        // pool thread stalled every other suite of a parallel run for as long as they spun.
+        let seen = Mutex<(inTask: Bool, threads: Set<UInt>)>((false, []))
+        let (renewals, enough) = (Counter(), Gate())
         let renewal = LeaseRenewal(timeToLive: ttl, interval: .milliseconds(5)) {
-            renewals.increment()
+            let inTask = withUnsafeCurrentTask { $0 != nil }
+            seen.withLock {
+                $0.inTask = $0.inTask || inTask
+                $0.threads.insert(UInt(pthread_self()))
+            }
+            if renewals.increment() == 5 { enough.open() }
             return .renewed
         }
-        let stopSpinning = Gate()
-        let spinners = (0..<ProcessInfo.processInfo.activeProcessorCount).map { _ in
-            Task.detached {
-                while !stopSpinning.isOpen {}
-            }
-        }
-        // Watched from a thread of its own: the pool is busy. The spinners stop only after the count.
-        let during = await offPool { () -> Int in
-            let start = renewals.value
-            let limit = RemoteDeadline.after(.seconds(20))
-            while renewals.value < start + 5 && !limit.hasPassed { usleep(1000) }
-            let seen = renewals.value - start
-            stopSpinning.open()
-            return seen
-        }
-        for spinner in spinners { await spinner.value }
-        #expect(during >= 5)
+        #expect(await enough.wait(within: 30))
         await renewal.stop()
+        let (inTask, threads) = seen.withLock { ($0.inTask, $0.threads) }
+        #expect(!inTask, "a renewal ran in a task: on the cooperative pool")
+        #expect(threads.count == 1, "the renewals ran on \(threads.count) threads")
     }
 
     @Test("reports a lost lease once, and stops")

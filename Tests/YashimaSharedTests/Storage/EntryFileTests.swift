@@ -55,7 +55,7 @@ struct EntryFileTests {
     static let damagePayloads = [200: payload(200), 140_000: payload(140_000)]
 
     static func payload(_ count: Int, seed: UInt8 = 1) -> Data {
-        Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) })
+        periodicBytes(count) { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) }
     }
 
     // MARK: Publish and read

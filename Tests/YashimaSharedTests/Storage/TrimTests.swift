@@ -396,10 +396,13 @@ struct TrimTests {
             // Its thread's own state says so; /proc/locks too, but a loaded parallel run's churn of other
             // locks may hide a line from a reader of that one list (a CI run under ASan missed it for 60 s
             // while the waiter went on to lock the last file).
+            // Probed off the pool: /proc/locks has thousands of lines while other suites hold locks.
             #expect(
                 await eventually(within: 60) {
-                    waiterThread.withLock { $0 }.map { Self.isInFlock($0, inode: inode) } == true
-                        || Self.isBlockedOnFlock(inode: inode)
+                    let thread = waiterThread.withLock { $0 }
+                    return await offPool {
+                        thread.map { Self.isInFlock($0, inode: inode) } == true || Self.isBlockedOnFlock(inode: inode)
+                    }
                 })
             let next = try lockNew()
             flock(held, LOCK_UN)

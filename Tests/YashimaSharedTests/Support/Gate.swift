@@ -1,6 +1,6 @@
 // Deterministic ordering for concurrency tests: gates that hold a generator open until the test lets it
 // go, counters, and a bounded wait that fails a test instead of hanging it. No sleeps order events here;
-// the only clock is the generous "does not hang" bound.
+// the only clock is the "does not hang" bound, HangGuard, which load cannot break.
 
 import Foundation
 import Synchronization
@@ -99,14 +99,46 @@ private final class ResumeOnce<T: Sendable>: Sendable {
     }
 }
 
-/// The result of `task`, or nil (and a recorded issue) when it does not finish within `seconds`.
-/// Returns at the deadline without waiting for the task, so a hung task fails the test, not the run.
+/// The tests' "does not hang" bound, for waits in tests that are not about a timeout: it sleeps in short
+/// steps and counts the time it asked to sleep, not the time that passed. Each step ends only once the
+/// waiting task runs again, so when the rest of a parallel run keeps the cooperative pool busy, or CPU
+/// burners slow the machine, the guard stretches with the load; a wait that hangs on a quiet machine
+/// still ends after about `seconds`. (Beside the whole suite on a loaded 2-core machine, a resumption
+/// measured 84 s late: a wall-clock bound of 30 s failed tests that took milliseconds alone.)
+struct HangGuard {
+    let seconds: Double
+    private var asked = 0.0
+    private var step: Double
+    private let longestStep: Double
+
+    /// A guard of `seconds` of asked-for sleep, in steps from `firstStep` doubling up to `longestStep`.
+    init(seconds: Double, firstStep: Double = 0.001, longestStep: Double = 0.02) {
+        self.seconds = seconds
+        step = firstStep
+        self.longestStep = longestStep
+    }
+
+    /// Sleeps one step; false (without sleeping) once the guard is spent.
+    mutating func sleep() async -> Bool {
+        guard asked < seconds else { return false }
+        try? await Task.sleep(for: .seconds(step))
+        asked += step
+        step = min(longestStep, step * 2)
+        return true
+    }
+}
+
+/// The result of `task`, or nil (and a recorded issue) when it does not finish within `seconds` (a
+/// HangGuard). Returns then without waiting for the task, so a hung task fails the test, not the run.
 func result<T: Sendable>(
     of task: Task<T, any Error>, within seconds: Double = 30, sourceLocation: SourceLocation = #_sourceLocation
 ) async -> Result<T, any Error>? {
     let once = ResumeOnce<Result<T, any Error>?>()
     let timer = Task {
-        try? await Task.sleep(for: .seconds(seconds))
+        var bound = HangGuard(seconds: seconds, firstStep: 0.05, longestStep: 0.1)
+        while await bound.sleep() {
+            if Task.isCancelled { return }
+        }
         once.resume(returning: nil)
     }
     let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>?, Never>) in
@@ -121,18 +153,17 @@ func result<T: Sendable>(
     return outcome
 }
 
-/// Polls `condition` (a state flag, not a clock) until it holds or `seconds` pass. For states the code
-/// under test exposes no continuation for, like "both callers have joined the flight".
+/// Polls `condition` (a state flag, not a clock) until it holds or `seconds` pass (a HangGuard). For states
+/// the code under test exposes no continuation for, like "both callers have joined the flight".
 func eventually(
     within seconds: Double = 30, sourceLocation: SourceLocation = #_sourceLocation, _ condition: () -> Bool
 ) async -> Bool {
-    let deadline = ContinuousClock.now.advanced(by: .seconds(seconds))
+    var bound = HangGuard(seconds: seconds)
     while !condition() {
-        if ContinuousClock.now > deadline {
+        guard await bound.sleep() else {
             Issue.record("condition did not hold within \(seconds) s", sourceLocation: sourceLocation)
             return false
         }
-        try? await Task.sleep(for: .milliseconds(1))
     }
     return true
 }

@@ -29,11 +29,14 @@ struct HTTPTransferClock: Sendable {
     let transferDeadline: RemoteDeadline
     private var lastProgress = Syscall.monotonicNanoseconds
 
-    /// A clock whose first response byte is due by `deadline`.
+    /// A clock whose first response byte is due by `deadline`. A clock made after its deadline's
+    /// stall window began (a call that waited for an I/O thread) counts that wait as the first stall, so
+    /// no wait runs past `deadline` before the first byte moves.
     init(deadline: RemoteDeadline, stall: Duration, transferDeadline: RemoteDeadline) {
         headDeadline = deadline
         stallNanoseconds = max(1, stall.remoteNanoseconds)
         self.transferDeadline = transferDeadline
+        lastProgress = min(Syscall.monotonicNanoseconds, deadline.nanoseconds &- stallNanoseconds)
     }
 
     /// The deadline of the next wait: the later of the head deadline and the stall bound from the last

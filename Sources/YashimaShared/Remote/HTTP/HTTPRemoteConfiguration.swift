@@ -12,7 +12,7 @@ struct HTTPRemoteConfiguration: Sendable, Equatable, CustomStringConvertible, Cu
     /// operation timeout bounds the wait for the first response byte (connecting included) and any
     /// stall between bytes of a body; ``transferTimeout`` bounds a whole transfer.
     var policy = RemotePolicy()
-    /// The most a whole transfer may take (a server trickling bytes is stopped by it).
+    /// The most a whole transfer may take, from the call (a server trickling bytes is stopped by it).
     var transferTimeout: Duration = .seconds(300)
     /// Payloads of this many bytes or more stream through files (a caller's staging file on lookups,
     /// the local entry on stores); smaller ones go through memory. Measured in

@@ -39,7 +39,8 @@ import Foundation
 ///
 /// ## Failures
 /// The first response byte must come within `operationTimeout` (connecting included), no transfer may
-/// stall longer than that, and none may take longer than `transferTimeout`. A timeout, a refused, reset
+/// stall longer than that, and none may take longer than `transferTimeout`, each measured from the
+/// call (a wait for an I/O thread counts). A timeout, a refused, reset
 /// or closed connection, or a 5xx or 429 answer to a lookup opens the read and write breakers: calls are
 /// bypassed for `breakerCooldown` (a throttle — 429, or 503 with `Retry-After` — to any request holds
 /// both open for its `Retry-After`), then one probe decides. A store or removal refused with any status
@@ -101,6 +102,7 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
     private func lookup(_ identity: EntryIdentity, into staging: RemoteStagingSlot?) async -> RemoteLookup {
         let (configuration, transport) = (configuration, transport)
         let path = configuration.endpoint.path(for: identity.digest)
+        let transferDeadline = RemoteDeadline.after(configuration.transferTimeout)  // from the call, time queued too
         let attempt = await transfer(.read) { (deadline, cancellation) throws(RemoteError) -> RemoteLookup in
             let reader = RemoteEnvelopeReader(
                 identity: identity.digest, secret: configuration.secret,
@@ -108,8 +110,7 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
                 streamingThreshold: configuration.streamingThreshold)
             let sink = HTTPValueSink(reader: reader, maximumBytes: configuration.policy.maximumValueBytes)
             let stall = configuration.policy.operationTimeout
-            var clock = HTTPTransferClock(
-                deadline: deadline, stall: stall, transferDeadline: .after(configuration.transferTimeout))
+            var clock = HTTPTransferClock(deadline: deadline, stall: stall, transferDeadline: transferDeadline)
             while true {
                 let window = sink.nextWindow(size: configuration.downloadWindow)
                 let outcome = try transport.send(
@@ -216,10 +217,10 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
         _ identity: EntryIdentity, _ makeBody: @escaping @Sendable () throws(RemoteError) -> HTTPRequestBody
     ) async -> RemoteStoreOutcome {
         let (transport, stall) = (transport, configuration.policy.operationTimeout)
-        let transferTimeout = configuration.transferTimeout
+        let transferDeadline = RemoteDeadline.after(configuration.transferTimeout)
         let path = configuration.endpoint.path(for: identity.digest)
         let attempt = await transfer(.write) { (deadline, cancellation) throws(RemoteError) in
-            var clock = HTTPTransferClock(deadline: deadline, stall: stall, transferDeadline: .after(transferTimeout))
+            var clock = HTTPTransferClock(deadline: deadline, stall: stall, transferDeadline: transferDeadline)
             let request = HTTPRequest(method: "PUT", path: path, body: try makeBody())
             let sink = HTTPStatusSink()
             let status = try transport.send(request, sink: sink, clock: &clock, cancellation: cancellation).status
@@ -238,9 +239,9 @@ final class HTTPRemoteStore: RemoteValueStore, CustomReflectable {
         _ interpret: @escaping @Sendable (Int) throws(RemoteError) -> Value
     ) async -> RemoteAttempt<Value> {
         let (transport, stall) = (transport, configuration.policy.operationTimeout)
-        let transferTimeout = configuration.transferTimeout
+        let transferDeadline = RemoteDeadline.after(configuration.transferTimeout)
         return await transfer(access) { (deadline, cancellation) throws(RemoteError) in
-            var clock = HTTPTransferClock(deadline: deadline, stall: stall, transferDeadline: .after(transferTimeout))
+            var clock = HTTPTransferClock(deadline: deadline, stall: stall, transferDeadline: transferDeadline)
             let request = HTTPRequest(method: method, path: path)
             let sink = HTTPStatusSink()
             let status = try transport.send(request, sink: sink, clock: &clock, cancellation: cancellation).status

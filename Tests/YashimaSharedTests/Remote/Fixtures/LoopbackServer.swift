@@ -74,16 +74,26 @@ final class LoopbackServer: Sendable {
         }
     }
 
-    /// Stops accepting, shuts every held connection down, gives the serving threads (which poll every
-    /// 50 ms) time to see it, then closes the connections and the listener. Idempotent.
+    /// Stops listening (a connection to the port is refused from now on: a listening socket shut down
+    /// stops listening) and shuts every held connection down at once (a client blocked on one wakes);
+    /// a thread of its own then waits for the acceptor to end, gives the serving threads (which poll
+    /// every 50 ms) time to see `stopped`, and closes the descriptors. Idempotent, and never blocks its
+    /// caller (a test's task on the cooperative pool).
     func stop() {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
-        while !acceptorDone.withLock({ $0 }) { usleep(1000) }
-        let clients = held.withLock { $0 }
-        for fd in clients { shutdown(fd, Int32(SHUT_RDWR)) }
-        usleep(100_000)  // the serving threads poll every 50 ms and see `stopped`
-        for fd in clients { close(fd) }
-        close(listener)
+        shutdown(listener, Int32(SHUT_RDWR))
+        held.withLock { fds in for fd in fds { shutdown(fd, Int32(SHUT_RDWR)) } }
+        Thread { [self] in
+            while !acceptorDone.withLock({ $0 }) { usleep(1000) }
+            usleep(100_000)  // the serving threads poll every 50 ms and see `stopped`
+            // Only what is still held: a serving thread's closeNow may have closed (and the kernel reused)
+            // a descriptor meanwhile.
+            held.withLock { fds in
+                for fd in fds { close(fd) }
+                fds.removeAll()
+            }
+            close(listener)
+        }.start()
     }
 }
 

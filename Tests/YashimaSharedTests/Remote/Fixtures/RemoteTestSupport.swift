@@ -40,9 +40,17 @@ func makeStore(
     return try makeStore([server.url], environment: environment, clock: clock, configure)
 }
 
-/// Test payloads: deterministic bytes of any size.
+/// Test payloads: deterministic bytes of any size (byte i is i × 31 + seed, mod 256).
 func payload(_ count: Int, seed: UInt8 = 1) -> Data {
-    Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) })
+    periodicBytes(count) { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) }
+}
+
+/// `count` bytes whose byte i is `byte(i % 256)`: 256 computed, the rest copied. A byte-by-byte `map`
+/// in a debug build held a pool thread for seconds per few MiB (and minutes for the 256 MiB values).
+func periodicBytes(_ count: Int, _ byte: (Int) -> UInt8) -> Data {
+    var data = Data((0..<min(count, 256)).map(byte))
+    while data.count < count { data.append(data.prefix(count - data.count)) }
+    return data
 }
 
 extension RedisServer {
@@ -79,15 +87,14 @@ extension RedisServer {
     }
 }
 
-/// Polls `condition` every 20 ms until it holds or `seconds` pass (for conditions bound to real time,
-/// such as a breaker cooldown or a TTL). True when it held.
+/// Polls `condition` every 20 ms until it holds or `seconds` pass (a HangGuard: the sleeps asked for, so
+/// a loaded machine stretches it). True when it held.
 func eventually(within seconds: Double = 10, _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let limit = RemoteDeadline.after(.milliseconds(Int64(seconds * 1000)))
-    while !limit.hasPassed {
+    var bound = HangGuard(seconds: seconds, firstStep: 0.02, longestStep: 0.02)
+    while true {
         if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
+        guard await bound.sleep() else { return false }
     }
-    return try await condition()
 }
 
 /// Counts calls and opens gates when the count reaches given values.
