@@ -178,7 +178,7 @@ public final class RedisProcess: Sendable {
     }
 
     /// A close-on-exec Unix stream socket connected to `path`, or nil.
-    private static func unixSocket(connectedTo path: String) -> Int32? {
+    static func unixSocket(connectedTo path: String) -> Int32? {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)

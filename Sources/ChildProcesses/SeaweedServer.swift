@@ -29,14 +29,18 @@ public final class SeaweedServer: Sendable {
     private let ports: [Int]
     private let process = ServerProcess()
 
-    private init(directory: String, ports: [Int]) {
+    /// The address it listens on (127.0.0.1, or a namespace's address).
+    public let address: String
+
+    private init(directory: String, ports: [Int], address: String = "127.0.0.1") {
         self.directory = directory
+        self.address = address
         self.ports = ports
         port = ports[3]
     }
 
-    /// The endpoint URL (`http://127.0.0.1:PORT`).
-    public var endpoint: String { "http://127.0.0.1:\(port)" }
+    /// The endpoint URL (`http://ADDRESS:PORT`).
+    public var endpoint: String { "http://\(address):\(port)" }
 
     /// The server's log (for failure messages).
     public var log: String { (try? String(contentsOfFile: "\(directory)/weed.log", encoding: .utf8)) ?? "" }
@@ -46,10 +50,6 @@ public final class SeaweedServer: Sendable {
         guard let executable = executablePath else { throw ServerError("weed not found") }
         let directory = try makeServerFolder("/tmp/ysw-XXXXXX")
         try FileManager.default.createDirectory(atPath: "\(directory)/data", withIntermediateDirectories: true)
-        let identities = """
-            {"identities":[{"name":"tester","credentials":[{"accessKey":"\(accessKeyID)","secretKey":"\(secretAccessKey)"}],
-            "actions":["Admin","Read","Write","List","Tagging"]}]}
-            """
         try identities.write(toFile: "\(directory)/s3.json", atomically: true, encoding: .utf8)
         return try await startRetryingTakenPorts {
             var ports: [Int] = []
@@ -60,22 +60,64 @@ public final class SeaweedServer: Sendable {
             let server = SeaweedServer(directory: directory, ports: ports)
             let s3Port = ports[3]
             try await server.process.launch(
-                executable,
-                [
-                    "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-dir=\(directory)/data",
-                    "-master.port=\(ports[0])", "-volume.port=\(ports[1])", "-filer.port=\(ports[2])", "-s3",
-                    "-s3.port=\(s3Port)", "-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.config=\(directory)/s3.json",
-                    "-filer.localSocket=\(directory)/filer.sock", "-s3.localSocket=\(directory)/s3.sock",
-                    "-volume.max=8", "-master.volumeSizeLimitMB=256",
-                ], errorFile: "\(directory)/weed.log", every: 50_000, until: { Self.answers(s3Port) },
-                log: { server.log })
+                executable, arguments(directory, address: "127.0.0.1", ports: ports),
+                errorFile: "\(directory)/weed.log", every: 50_000, until: { Self.answers(s3Port) }, log: { server.log })
             return server
         }
     }
 
+    /// Starts SeaweedFS inside a network namespace (a ``NetworkLab``'s `server`), listening on `address`
+    /// with its namespace's own fixed ports (S3 on `port`; master 9333, volume 8080, filer 8888, and each
+    /// + 10000), and waits until its S3 gateway answers on its Unix socket (reachable from any namespace).
+    public static func start(inNamespace namespace: String, address: String, port: Int = 8333) async throws
+        -> SeaweedServer
+    {
+        guard let executable = executablePath else { throw ServerError("weed not found") }
+        guard let ip = NetworkLab.ipPath else { throw ServerError("ip (iproute2) not found") }
+        let directory = try makeServerFolder("/tmp/ysw-XXXXXX")
+        try FileManager.default.createDirectory(atPath: "\(directory)/data", withIntermediateDirectories: true)
+        try identities.write(toFile: "\(directory)/s3.json", atomically: true, encoding: .utf8)
+        let server = SeaweedServer(directory: directory, ports: [9333, 8080, 8888, port], address: address)
+        let socket = "\(directory)/s3.sock"
+        try await server.process.launch(
+            ip,
+            ["netns", "exec", namespace, executable] + arguments(directory, address: address, ports: server.ports),
+            errorFile: "\(directory)/weed.log", every: 50_000, until: { Self.answers(unixSocket: socket) },
+            log: { server.log })
+        return server
+    }
+
+    /// `weed server` with S3 on `ports[3]`, the others on `ports[0...2]`, bound to `address`.
+    private static func arguments(_ directory: String, address: String, ports: [Int]) -> [String] {
+        [
+            "server", "-ip=\(address)", "-ip.bind=\(address)", "-dir=\(directory)/data",
+            "-master.port=\(ports[0])", "-volume.port=\(ports[1])", "-filer.port=\(ports[2])", "-s3",
+            "-s3.port=\(ports[3])", "-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.config=\(directory)/s3.json",
+            "-filer.localSocket=\(directory)/filer.sock", "-s3.localSocket=\(directory)/s3.sock",
+            "-volume.max=8", "-master.volumeSizeLimitMB=256",
+        ]
+    }
+
+    /// The one identity, an admin (so the bucket is made by the first write).
+    private static let identities = """
+        {"identities":[{"name":"tester","credentials":[{"accessKey":"\(accessKeyID)","secretKey":"\(secretAccessKey)"}],
+        "actions":["Admin","Read","Write","List","Tagging"]}]}
+        """
+
     /// True when the S3 gateway answers an unsigned request with an HTTP status (403: it checks signatures).
     private static func answers(_ port: Int) -> Bool {
         guard let fd = Loopback.connected(port) else { return false }
+        return answers(fd)
+    }
+
+    /// As `answers(_:)`, on the gateway's Unix socket.
+    private static func answers(unixSocket path: String) -> Bool {
+        guard let fd = RedisProcess.unixSocket(connectedTo: path) else { return false }
+        return answers(fd)
+    }
+
+    /// Sends an unsigned GET on `fd` (closed here) and looks for an HTTP status line.
+    private static func answers(_ fd: Int32) -> Bool {
         defer { close(fd) }
         let request = Array("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
         guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count

@@ -58,11 +58,12 @@ struct WorkerSetup {
         return try makeRemote(url, leases: leases, options: options)
     }
 
-    /// A remote tier from a URL (`http…`: HTTP, with `leases` on Redis if given; else Redis).
+    /// A remote tier from a URL (`s3://…`: S3; `http…`: HTTP, with `leases` on Redis if given; else Redis).
     static func makeRemote(_ url: String, leases: String? = nil, options: YCache.Remote.Options) throws
         -> YCache.Remote
     {
         do {
+            if url.hasPrefix("s3://") { return try .s3(url, options: options) }  // credentials: AWS_* variables
             guard url.hasPrefix("http") else { return try .redis(url, options: options) }
             guard let leases else { return try .http(url, options: options) }
             return try .http(url, leases: .redis(leases, options: options), options: options)

@@ -1,8 +1,10 @@
-// Scenario "netns" (opt-in, root): three hosts in network namespaces of their own, Redis in another, reached
-// over veth links through a delay-injecting proxy (NetworkLab, DelayProxy) at each one-way delay of the
-// profile (smoke 0 and 10 ms, standard also 50 ms). Measures a remote hit, a miss with generation and an
-// 8-process, 3-host stampede, in round trips (a raw GET over the same path, same run); judges each key
-// generated exactly once across hosts (I16) and every value right.
+// Scenario "netns" (opt-in, root): three hosts in network namespaces of their own, Redis and SeaweedFS's S3
+// gateway in another, reached over veth links through delay-injecting proxies (NetworkLab, DelayProxy) at
+// each one-way delay of the profile (smoke 0 and 10 ms, standard also 50 ms), first with Redis as the remote
+// tier, then with S3 alone (its leases conditional writes). Measures a remote hit, a miss with generation and
+// an 8-process, 3-host stampede, in round trips (a raw GET over the same path, same run: `redis`'s from the
+// worker, S3's by `curl --aws-sigv4`); judges each key generated exactly once across hosts (I16) and every
+// value right.
 
 import ChildProcesses
 import Foundation
@@ -18,8 +20,14 @@ enum NetnsScenario: Scenario {
     static let stampedeProcesses = 8
     private static let spec = PayloadSpec(kind: .data, size: 4096)
 
-    static func stampedeKey(delay: Int, round: Int) -> CacheKey {
-        StressKey.make("netns-d\(delay)", "stampede-r\(round)", spec)
+    /// The S3 gateway's port in the server's namespace (and the proxy's on the wire).
+    static let s3Port = 8333
+
+    /// The keys' namespace for one backend (`s3`: 1 in the plan) and delay.
+    static func namespace(s3: Bool, delay: Int) -> String { s3 ? "netns-s3-d\(delay)" : "netns-d\(delay)" }
+
+    static func stampedeKey(s3: Bool, delay: Int, round: Int) -> CacheKey {
+        StressKey.make(namespace(s3: s3, delay: delay), "stampede-r\(round)", spec)
     }
 
     // MARK: Worker
@@ -35,31 +43,37 @@ enum NetnsScenario: Scenario {
     /// One process on host 0: raw GETs through the proxy and direct (the floors), then remote hits (the
     /// local copy removed before each), then misses that generate at once.
     private static func measure(_ worker: WorkerContext) async throws {
-        let (delay, samples) = (worker.plan["delayMs"], worker.plan["samples"])
-        guard let url = worker.plan.remote, let raw = RawRedis(url: url),
-            let direct = RawRedis(url: "redis://\(NetworkLab.serverAddress):6379")
-        else { throw ArgumentError(description: "cannot reach Redis through the proxy and directly") }
-        let rawKey = "netns-raw-\(getpid())"
-        guard raw.set(rawKey, Data(count: spec.size)) else { throw ArgumentError(description: "raw SET failed") }
-        await worker.awaitGo()
-        for (name, client) in [("rawGet", raw), ("directGet", direct)] {
-            for round in 0..<(samples + 2) {
-                let start = monotonicNanoseconds()
-                let count = client.get(rawKey)
-                let elapsed = monotonicNanoseconds() - start
-                guard count == spec.size else { throw ArgumentError(description: "raw GET returned \(count) bytes") }
-                if round >= 2 { worker.tally.list(name, "\(elapsed)") }
+        let (delay, samples, s3) = (worker.plan["delayMs"], worker.plan["samples"], worker.plan["s3"] == 1)
+        if s3 {
+            try await measureS3Floors(worker, samples: samples)
+        } else {
+            guard let url = worker.plan.remote, let raw = RawRedis(url: url),
+                let direct = RawRedis(url: "redis://\(NetworkLab.serverAddress):6379")
+            else { throw ArgumentError(description: "cannot reach Redis through the proxy and directly") }
+            let rawKey = "netns-raw-\(getpid())"
+            guard raw.set(rawKey, Data(count: spec.size)) else { throw ArgumentError(description: "raw SET failed") }
+            await worker.awaitGo()
+            for (name, client) in [("rawGet", raw), ("directGet", direct)] {
+                for round in 0..<(samples + 2) {
+                    let start = monotonicNanoseconds()
+                    let count = client.get(rawKey)
+                    let elapsed = monotonicNanoseconds() - start
+                    guard count == spec.size else {
+                        throw ArgumentError(description: "raw GET returned \(count) bytes")
+                    }
+                    if round >= 2 { worker.tally.list(name, "\(elapsed)") }
+                }
             }
         }
         // A value another host stored; this host's reader has no memory layer and loses its local copy
         // before each lookup. The process's connection is open already (the writer's).
-        let namespace = "netns-d\(delay)"
+        let namespace = namespace(s3: s3, delay: delay)
         let hit = StressKey.make(namespace, "hit", spec)
-        let writer = worker.makeCache(directory: worker.plan.cacheDirectory + "-d\(delay)-writer")
+        let writer = worker.makeCache(directory: worker.plan.cacheDirectory + "-\(namespace)-writer")
         guard await worker.fetch(writer, hit)?.source == .generated else {
             throw ArgumentError(description: "the writer did not generate \(StressKey.label(hit))")
         }
-        let reader = worker.makeCache(memoryBudget: 0, directory: worker.plan.cacheDirectory + "-d\(delay)-reader")
+        let reader = worker.makeCache(memoryBudget: 0, directory: worker.plan.cacheDirectory + "-\(namespace)-reader")
         try reader.openStorage()
         for round in 0...samples {
             try await reader.removeAll(in: namespace)
@@ -87,11 +101,13 @@ enum NetnsScenario: Scenario {
     /// generator takes `generateMs` (timed, and recorded in the ledger).
     private static func stampede(_ worker: WorkerContext) async throws {
         let (delay, rounds, generate) = (worker.plan["delayMs"], worker.plan["rounds"], worker.plan["generateMs"])
+        let s3 = worker.plan["s3"] == 1
         let host = worker.index % hosts
-        let cache = worker.makeCache(directory: worker.plan.cacheDirectory + "-d\(delay)-host\(host)")
+        let cache = worker.makeCache(
+            directory: worker.plan.cacheDirectory + "-\(namespace(s3: s3, delay: delay))-host\(host)")
         try cache.openStorage()
         for round in 0..<rounds {
-            let key = stampedeKey(delay: delay, round: round)
+            let key = stampedeKey(s3: s3, delay: delay, round: round)
             let (ledger, line) = (worker.ledger, "gen \(StressKey.label(key)) \(worker.pid) \(worker.phase)")
             let tally = worker.tally
             let hooks = GeneratorHooks(willGenerate: {
@@ -127,7 +143,7 @@ enum NetnsScenario: Scenario {
             run.note("skipped: no redis-server installed")
             return
         }
-        if run.plan.remote != nil { run.note("--remote ignored: this scenario starts its own Redis in a namespace") }
+        if run.plan.remote != nil { run.note("--remote ignored: this scenario starts its own servers in a namespace") }
         let lab = try NetworkLab.create(hosts: hosts)
         defer { lab.remove() }
         let server = try await RedisProcess.start(inNamespace: lab.server, address: NetworkLab.serverAddress)
@@ -136,45 +152,126 @@ enum NetnsScenario: Scenario {
             listeningOn: NetworkLab.serviceAddress, port: 6379, upstream: NetworkLab.serverAddress, upstreamPort: 6379,
             delay: .zero, namespace: lab.wire)
         defer { proxy.stop() }
-        run.useRemote("redis://\(NetworkLab.serviceAddress):6379")
         run.launchPrefix = { lab.execPrefix(in: lab.hosts[$0 % hosts]) }
         run.setting("remoteTimeoutMs", 5000)  // a loaded machine must not make a call time out (and bypass)
         let delays = run.profile.isSmoke ? [0, 10] : [0, 10, 50]
-        let rounds = 1 + run.setting("measuredRounds", smoke: 3, standard: 5)
         var table: [Figures] = []
-        for delay in delays {
-            proxy.delay = .milliseconds(delay)
-            run.setting("delayMs", delay)
-            run.setting("samples", delay == 0 ? 100 : (run.profile.isSmoke ? 20 : 30))
-            let measured = try run.runPhase("measure-\(delay)ms", workers: 1)
-            let fresh = try freshProcessHits(run, lab, delay: delay, count: run.profile.isSmoke ? 3 : 5)
-            run.setting("rounds", rounds)
-            let generate = run.setting("generateMs", 200 + 16 * delay)  // longer than the waiters' setup
-            let fleet = try run.startPhase("stampede-\(delay)ms", workers: stampedeProcesses)
-            for _ in 1..<rounds { fleet.release(deadline: run.deadline) }
-            run.finishPhase(fleet)
-            run.expectRightDigests(of: fleet, rounds: rounds, keys: 1) { round, _ in
-                stampedeKey(delay: delay, round: round)
+        run.useRemote("redis://\(NetworkLab.serviceAddress):6379")
+        for delay in delays { table.append(try await phases(run, lab, proxy, delay: delay, s3: false)) }
+        var s3Proxy: DelayProxy?
+        if let weed = await startSeaweed(run, lab) {
+            let s3 = try DelayProxy(
+                listeningOn: NetworkLab.serviceAddress, port: s3Port, upstream: NetworkLab.serverAddress,
+                upstreamPort: s3Port, delay: .zero, namespace: lab.wire)
+            s3Proxy = s3
+            // The workers (and `worker get`) take the credentials from the standard variables.
+            setenv("AWS_ACCESS_KEY_ID", SeaweedServer.accessKeyID, 1)
+            setenv("AWS_SECRET_ACCESS_KEY", SeaweedServer.secretAccessKey, 1)
+            run.useRemote(
+                "s3://\(SeaweedServer.bucket)/netns-\(getpid())?endpoint=http://\(NetworkLab.serviceAddress):\(s3Port)"
+                    + "&region=us-east-1")
+            for delay in delays {
+                do {
+                    table.append(try await phases(run, lab, s3, delay: delay, s3: true))
+                } catch {
+                    run.fail("S3 at \(delay) ms: \(error); weed's log ends: \(weed.log.suffix(600))")
+                }
             }
-            var figures = Figures(delay: delay, generate: generate)
-            figures.add(measured)
-            figures.freshHit = fresh
-            figures.add(stampede: fleet.workers.compactMap(\.result), rounds: rounds)
-            table.append(figures)
+            s3.stop()
+            await weed.stop()
         }
         let counts = run.generationCounts()
         let extra = counts.filter { $0.value != 1 }.map { "\($0.key) ×\($0.value)" }.sorted()
         run.expect(
             extra.isEmpty, "keys not generated exactly once across hosts: " + extra.prefix(8).joined(separator: ", "))
         run.generations(expected: counts.count, seen: counts.values.reduce(0, +))
-        let statistics = proxy.statistics
-        run.note(
-            "3 hosts and Redis in network namespaces (veth links; \(lab.hosts.count) host namespaces, a wire, a "
-                + "server), Redis at \(NetworkLab.serverAddress) behind the wire's delay proxy; the proxy forwarded "
-                + "\(statistics.connections) connections, its own lateness mean "
-                + formatNanoseconds(Double(statistics.latenessTotalNanoseconds) / Double(max(1, statistics.chunks)))
-                + ", max " + formatNanoseconds(Double(statistics.latenessMaximumNanoseconds)))
+        for (name, forwarder) in [("Redis", proxy), ("S3", s3Proxy)] {
+            guard let statistics = forwarder?.statistics else { continue }
+            run.note(
+                "3 hosts, Redis and S3 in network namespaces (veth links; \(lab.hosts.count) host namespaces, a wire, "
+                    + "a server at \(NetworkLab.serverAddress)), each server behind a delay proxy on the wire; \(name)'s "
+                    + "proxy forwarded \(statistics.connections) connections, its own lateness mean "
+                    + formatNanoseconds(Double(statistics.latenessTotalNanoseconds) / Double(max(1, statistics.chunks)))
+                    + ", max " + formatNanoseconds(Double(statistics.latenessMaximumNanoseconds)))
+        }
         for line in Figures.table(table) { run.note(line) }
+    }
+
+    /// One backend at one delay: the measuring process, the fresh processes' first hits, the stampede.
+    @MainActor
+    private static func phases(_ run: ScenarioRun, _ lab: NetworkLab, _ proxy: DelayProxy, delay: Int, s3: Bool)
+        async throws -> Figures
+    {
+        let backend = s3 ? "s3" : "redis"
+        proxy.delay = .milliseconds(delay)
+        run.setting("delayMs", delay)
+        run.setting("s3", s3 ? 1 : 0)
+        run.setting("samples", delay == 0 ? (s3 ? 50 : 100) : (run.profile.isSmoke ? 20 : 30))
+        let phase = s3 ? "s3-\(delay)ms" : "\(delay)ms"
+        let measured = try run.runPhase("measure-\(phase)", workers: 1)
+        let fresh = try freshProcessHits(run, lab, key: "\(backend)-d\(delay)", count: run.profile.isSmoke ? 3 : 5)
+        let rounds = run.setting("rounds", 1 + (run.profile.isSmoke ? 3 : 5))
+        let generate = run.setting("generateMs", 200 + 16 * delay)  // longer than the waiters' setup
+        let fleet = try run.startPhase("stampede-\(phase)", workers: stampedeProcesses)
+        for _ in 1..<rounds { fleet.release(deadline: run.deadline) }
+        run.finishPhase(fleet)
+        run.expectRightDigests(of: fleet, rounds: rounds, keys: 1) { round, _ in
+            stampedeKey(s3: s3, delay: delay, round: round)
+        }
+        var figures = Figures(backend: backend, delay: delay, generate: generate)
+        figures.add(measured)
+        figures.freshHit = fresh
+        figures.add(stampede: fleet.workers.compactMap(\.result), rounds: rounds)
+        return figures
+    }
+
+    /// SeaweedFS in the server's namespace, or nil (noted; a failure when CI requires it) without `weed`.
+    @MainActor
+    private static func startSeaweed(_ run: ScenarioRun, _ lab: NetworkLab) async -> SeaweedServer? {
+        guard SeaweedServer.executablePath != nil, curlPath != nil else {
+            let reason = "weed or curl not found: the S3 rows skipped"
+            if SeaweedServer.isRequired {
+                run.fail(reason + " (YASHIMA_REQUIRE_SEAWEEDFS=1)")
+            } else {
+                run.note(reason)
+            }
+            return nil
+        }
+        do {
+            let address = NetworkLab.serverAddress
+            return try await SeaweedServer.start(inNamespace: lab.server, address: address, port: s3Port)
+        } catch {
+            run.fail("SeaweedFS did not start in the server's namespace: \(error)")
+            return nil
+        }
+    }
+
+    static let curlPath = ["/usr/bin/curl", "/usr/local/bin/curl"].first(where: FileManager.default.isExecutableFile)
+
+    /// The S3 floors, by `curl --aws-sigv4` (one process, one kept-alive connection, curl's own transfer
+    /// times): a 4 KiB object PUT, then `samples` GETs through the proxy and as many directly.
+    private static func measureS3Floors(_ worker: WorkerContext, samples: Int) async throws {
+        guard let curl = curlPath else { throw ArgumentError(description: "curl not found") }
+        let signing = [
+            "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+            "\(SeaweedServer.accessKeyID):\(SeaweedServer.secretAccessKey)",
+        ]
+        let object = "\(SeaweedServer.bucket)/netns-raw-\(getpid())"
+        let file = worker.plan.cacheDirectory + "-raw-\(getpid())"
+        try Data(count: spec.size).write(to: URL(fileURLWithPath: file))
+        defer { unlink(file) }
+        let proxied = "http://\(NetworkLab.serviceAddress):\(s3Port)/\(object)"
+        let direct = "http://\(NetworkLab.serverAddress):\(s3Port)/\(object)"
+        guard HTTPRemoteBench.fetch(curl, proxied, times: 1, options: signing + ["-T", file]) != nil else {
+            throw ArgumentError(description: "curl --aws-sigv4 could not PUT \(proxied)")
+        }
+        await worker.awaitGo()
+        for (name, url) in [("rawGet", proxied), ("directGet", direct)] {
+            guard let times = HTTPRemoteBench.fetch(curl, url, times: samples + 2, options: signing) else {
+                throw ArgumentError(description: "curl --aws-sigv4 could not GET \(url)")
+            }
+            for time in times.dropFirst(2) { worker.tally.list(name, "\(Int(time))") }
+        }
     }
 }
 
@@ -183,7 +280,7 @@ extension NetnsScenario {
     /// connection opened by that lookup), `count` times on host 1, each with an empty directory, after a
     /// process on host 2 generated the value. The lookups' own times (not the processes' start).
     @MainActor
-    fileprivate static func freshProcessHits(_ run: ScenarioRun, _ lab: NetworkLab, delay: Int, count: Int) throws
+    fileprivate static func freshProcessHits(_ run: ScenarioRun, _ lab: NetworkLab, key: String, count: Int) throws
         -> Samples
     {
         guard let url = run.plan.remote else { return Samples() }
@@ -191,8 +288,8 @@ extension NetnsScenario {
         for index in 0...count {
             let host = index == 0 ? 2 : 1
             let arguments = [
-                "worker", "get", "--directory", run.directory + "/fresh-d\(delay)-\(index)", "--namespace",
-                "netns-fresh", "--key", "d\(delay)", "--open-first", "--remote", url, "--remote-timeout-ms", "5000",
+                "worker", "get", "--directory", run.directory + "/fresh-\(key)-\(index)", "--namespace",
+                "netns-fresh", "--key", key, "--open-first", "--remote", url, "--remote-timeout-ms", "5000",
             ]
             let child = try lab.spawn(inHost: host, Fleet.executable, arguments, standardError: .capture)
             let line = child.readJSON(timeout: .seconds(60))
@@ -217,6 +314,7 @@ extension NetnsScenario {
 
 /// One delay's figures, from the workers' lists (nanoseconds).
 private struct Figures {
+    let backend: String
     let delay: Int
     let generate: Int
     var rawGet = Samples()
@@ -232,7 +330,8 @@ private struct Figures {
     /// Per measured round: the median of the other hosts' processes after the generating process.
     var otherHostsAfterHolder = Samples()
 
-    init(delay: Int, generate: Int) {
+    init(backend: String, delay: Int, generate: Int) {
+        self.backend = backend
         self.delay = delay
         self.generate = generate
     }
@@ -293,13 +392,13 @@ private struct Figures {
             return text + String(format: " = %.2f RTT", value / rtt)
         }
         var lines = [
-            "one-way delay | raw GET (direct) | remote hit (a new process's first) | miss + generate "
+            "remote | one-way delay | raw GET (direct) | remote hit (a new process's first) | miss + generate "
                 + "| stampede: slowest − generator | last after holder | other hosts after holder (median)"
         ]
         for row in rows {
             let rtt = row.rawGet.median
             lines.append(
-                "\(row.delay) ms | "
+                "\(row.backend) | \(row.delay) ms | "
                     + String(format: "%.2f ms (%.2f ms)", rtt / 1e6, row.directGet.median / 1e6) + " | "
                     + cell(row.hit.median, rtt, row.delay) + " (" + cell(row.freshHit.median, rtt, row.delay) + ") | "
                     + cell(row.miss.median, rtt, row.delay) + " | "
