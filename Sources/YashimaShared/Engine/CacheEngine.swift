@@ -75,13 +75,20 @@ final class CacheEngine: Sendable {
     /// open root (I13), which a write checks now and a read at most once per `Policy.rootCheckInterval`.
     /// The one way every part of the engine gets at storage.
     func storage(for purpose: StoragePurpose = .read) -> Result<StorageContext, YCache.Error> {
+        let (result, opened) = openedStorage(for: purpose)
+        if opened, !firstLookupRehearsed.exchange(true, ordering: .relaxed) { rehearseFirstLookup(in: result) }
+        return result
+    }
+
+    /// `storage(for:)`'s work under the `opening` lock; `opened`: this call opened the directory.
+    private func openedStorage(for purpose: StoragePurpose) -> (Result<StorageContext, YCache.Error>, opened: Bool) {
         opening.withLock { opening in
             let now = Syscall.monotonicNanoseconds
             switch opening {
             case .open(let context) where context.directory.isUsable(verifyingRoot: purpose == .write, now: now):
-                return .success(context)
+                return (.success(context), false)
             case .failed(let error, let at) where now - at < storageReopenInterval:
-                return .failure(error)
+                return (.failure(error), false)
             default:
                 do throws(YCache.Error) {
                     let directory = try Directory(
@@ -92,10 +99,10 @@ final class CacheEngine: Sendable {
                         onRepair: { [weak self] in self?.statistics.withLock { $0.auxiliaryFileRepairs += 1 } })
                     let context = StorageContext(directory: directory)
                     opening = .open(context)
-                    return .success(context)
+                    return (.success(context), true)
                 } catch {
                     opening = .failed(error, at: now)
-                    return .failure(error)
+                    return (.failure(error), false)
                 }
             }
         }
@@ -162,5 +169,45 @@ extension Result where Success == StorageContext, Failure == YCache.Error {
             if policy == .throwError { throw error }
             return nil
         }
+    }
+}
+
+/// Whether this process rehearsed its first lookup (`CacheEngine.rehearseFirstLookup`).
+private let firstLookupRehearsed = Atomic<Bool>(false)
+
+/// What `CacheEngine.rehearseFirstLookup` made (kept only so that its work is not elided).
+private let firstLookupRehearsal = Atomic<Int>(0)
+
+extension CacheEngine {
+    /// Once per process, when it first opens a storage directory (`openStorage()`, or a first lookup):
+    /// makes what a process's first lookup otherwise makes on its way, the type metadata of the lookup
+    /// path's generic types, each instantiation checking a conformance (`MemoryKey: Hashable`,
+    /// `DataCodec: CacheCodec`, `EntryReadFailure: Error`) by the runtime's scan of every conformance
+    /// record, and the CRC32C routine's setup: about 0.6 M instructions of a fresh process's first hit
+    /// and 1.1 M of its first miss (Benchmarks/results/2026-12-02-floors.md). A process that opens its
+    /// storage before its work (a `make -j` worker, the fresh stampede) then looks up at about a warm
+    /// process's cost; one that opens it by its first lookup pays the same work a little earlier. Made
+    /// for `DataCodec` (the CLI's and `data(for:)`'s codec); another codec's own types are made at its
+    /// first use. Nothing is stored, read or written (scratch tables, a key's expectation computed).
+    @inline(never)
+    func rehearseFirstLookup(in opened: Result<StorageContext, YCache.Error>) {
+        guard case .success = opened else { return }
+        let codec = DataCodec()
+        let key = MemoryKey(key: CacheKey(namespace: "", identity: ""), codecIdentifier: codec.identifier)
+        let metadata = key.key.metadata(
+            codecIdentifier: key.codecIdentifier, createdAt: 0, expiresAt: nil, byteCount: 0, cost: nil)
+        var made = MemoryStore.rehearseInsert(for: key, metadata: metadata) + VerifiedInodes.rehearseInsert()
+        var expectations = FixedTable<MemoryKey, EntryExpectation>(capacity: 2)
+        expectations.insert(EntryExpectation(key: key.key, codecIdentifier: key.codecIdentifier), for: key)
+        made += expectations.value(for: key) == nil ? 0 : 1
+        made &+= Int(CRC32C.checksum([0]))
+        Self.rehearseCodecTypes(DataCodec.self)
+        let types: [Any.Type] = [
+            Result<StoredEntry, EntryReadFailure>.self, Result<StorageContext, YCache.Error>?.self,
+            TierLookup<DataCodec>.self, YCache.Resolved<Data>?.self, (MemoryKey?, MemoryKey?).self,
+            Result<[UInt8]?, SystemCallError>.self, MemoryItem?.self, EntryExpectation?.self,
+        ]
+        made = types.reduce(made) { $0 &+ ObjectIdentifier($1).hashValue }
+        firstLookupRehearsal.store(made, ordering: .relaxed)
     }
 }

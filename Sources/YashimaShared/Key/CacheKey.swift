@@ -95,15 +95,20 @@ public struct CacheKeyComponent: Hashable, Sendable, Comparable, Codable {
 /// ```
 public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
     /// The namespace the key belongs to, such as `thumbnail`.
-    public var namespace: String
+    public var namespace: String {
+        didSet { canonicalHash = Self.canonicalHash(of: self) }
+    }
     /// The identity of the cached thing within its namespace, such as `video-42`.
-    public var identity: String
+    public var identity: String {
+        didSet { canonicalHash = Self.canonicalHash(of: self) }
+    }
     /// The key's variant components, in the order they were added; duplicates are kept.
     public var variants: [CacheKeyComponent] {
         get { addedVariants }
         set {
             addedVariants = newValue
             sortedVariants = newValue.sorted()
+            canonicalHash = Self.canonicalHash(of: self)
         }
     }
     /// The key's version components, in the order they were added; duplicates are kept.
@@ -112,6 +117,7 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
         set {
             addedVersions = newValue
             sortedVersions = newValue.sorted()
+            canonicalHash = Self.canonicalHash(of: self)
         }
     }
 
@@ -121,6 +127,11 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
     private var addedVersions: [CacheKeyComponent] = []
     private(set) var sortedVariants: [CacheKeyComponent] = []
     private(set) var sortedVersions: [CacheKeyComponent] = []
+    /// The canonical content's hash (this process's seeded `Hasher`, never stored or sent), kept up to date
+    /// by every mutation: the memory, expectation and verified-inode tables hash a key once per lookup
+    /// each, and this makes each of those one combine of a word instead of a pass over every field's bytes.
+    /// Equal keys have equal hashes (both come from the same canonical bytes), so `==` rejects on it first.
+    private var canonicalHash = 0
 
     /// Creates a key.
     ///
@@ -134,8 +145,11 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
     ) {
         self.namespace = namespace
         self.identity = identity
-        self.variants = variants
-        self.versions = versions
+        addedVariants = variants
+        sortedVariants = variants.sorted()
+        addedVersions = versions
+        sortedVersions = versions.sorted()
+        canonicalHash = Self.canonicalHash(of: self)
     }
 
     /// Creates a key with no variants or versions, in the `default` namespace unless told otherwise.
@@ -157,6 +171,7 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
         self.sortedVariants = sortedVariants
         addedVersions = sortedVersions
         self.sortedVersions = sortedVersions
+        canonicalHash = Self.canonicalHash(of: self)
     }
 
     private enum CodingKeys: String, CodingKey {
@@ -201,6 +216,7 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
         let component = CacheKeyComponent(name: name, value: String(describing: value))
         copy.addedVariants.append(component)
         Self.insertSorted(component, into: &copy.sortedVariants)
+        copy.canonicalHash = Self.canonicalHash(of: copy)
         return copy
     }
 
@@ -218,6 +234,7 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
         let component = CacheKeyComponent(name: name, value: String(describing: value))
         copy.addedVersions.append(component)
         Self.insertSorted(component, into: &copy.sortedVersions)
+        copy.canonicalHash = Self.canonicalHash(of: copy)
         return copy
     }
 
@@ -245,7 +262,8 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
     /// - Returns: `true` when namespace, identity and every component (in sorted order) are byte-for-byte
     ///   equal.
     public static func == (lhs: CacheKey, rhs: CacheKey) -> Bool {
-        compareUTF8(lhs.namespace, rhs.namespace) == 0
+        lhs.canonicalHash == rhs.canonicalHash
+            && compareUTF8(lhs.namespace, rhs.namespace) == 0
             && compareUTF8(lhs.identity, rhs.identity) == 0
             && lhs.sortedVariants == rhs.sortedVariants
             && lhs.sortedVersions == rhs.sortedVersions
@@ -255,12 +273,20 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
     ///
     /// - Parameter hasher: The hasher to feed.
     public func hash(into hasher: inout Hasher) {
-        hashUTF8(namespace, into: &hasher)
-        hashUTF8(identity, into: &hasher)
-        hasher.combine(sortedVariants.count)
-        for component in sortedVariants { component.hash(into: &hasher) }
-        hasher.combine(sortedVersions.count)
-        for component in sortedVersions { component.hash(into: &hasher) }
+        hasher.combine(canonicalHash)
+    }
+
+    /// The hash of `key`'s canonical content: its namespace's and identity's UTF-8 bytes, then each sorted
+    /// component list with its count.
+    private static func canonicalHash(of key: CacheKey) -> Int {
+        var hasher = Hasher()
+        hashUTF8(key.namespace, into: &hasher)
+        hashUTF8(key.identity, into: &hasher)
+        hasher.combine(key.sortedVariants.count)
+        for component in key.sortedVariants { component.hash(into: &hasher) }
+        hasher.combine(key.sortedVersions.count)
+        for component in key.sortedVersions { component.hash(into: &hasher) }
+        return hasher.finalize()
     }
 
     /// Inserts `component` after any equal ones, keeping `components` sorted.

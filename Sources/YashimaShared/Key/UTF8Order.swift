@@ -13,6 +13,13 @@
 ///
 /// - Returns: A negative number, zero or a positive number as `lhs` sorts before, equal to or after `rhs`.
 func compareUTF8(_ lhs: String, _ rhs: String) -> Int {
+    // Two strings of the same representation (the same small-string bytes, or the same storage and count:
+    // a key compared with its own copy, as a table's hit does) hold the same bytes.
+    if MemoryLayout<String>.size == 16,
+        unsafeBitCast(lhs, to: (UInt64, UInt64).self) == unsafeBitCast(rhs, to: (UInt64, UInt64).self)
+    {
+        return 0
+    }
     var lhs = lhs
     var rhs = rhs
     return lhs.withUTF8 { left in
