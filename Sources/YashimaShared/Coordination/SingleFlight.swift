@@ -69,6 +69,8 @@ final class Flight: Sendable {
     /// when its last waiter left and cancelled it (a new caller then starts anew). No closure per waiter.
     let entry: MemoryKey
     private weak let table: FlightTable?
+    /// Listed in no table: a direct call's production, with its one caller (`alone`).
+    let isAlone: Bool
 
     private struct State {
         var waiters = FlightWaiters()
@@ -106,6 +108,29 @@ final class Flight: Sendable {
         self.cancelsWhenNoWaiters = cancelsWhenNoWaiters
         self.entry = entry
         self.table = table
+        isAlone = table == nil
+    }
+
+    /// A production no other caller may join (a direct call: single-flight disabled, a lookup's
+    /// fallback, a refresh's own retry) as a flight of one caller, so that it takes the key's lock the one
+    /// way every production does: `start` as `FlightTable.join`'s, then this caller waits for the result,
+    /// taking the steps handed to it.
+    /// - Throws: `CancellationError` when the task is cancelled (under `.cancelWhenNoWaiters` the
+    ///   production is cancelled with it; under `.share` it keeps going, as any flight's).
+    static func alone(
+        kind: FlightKind, cancelsWhenNoWaiters: Bool, entry: MemoryKey, start: (Flight) -> Void
+    ) async throws -> FlightResult {
+        try Task.checkCancellation()
+        let flight = Flight(kind: kind, cancelsWhenNoWaiters: cancelsWhenNoWaiters, entry: entry, table: nil)
+        let id = flight.newWaiterID()
+        flight.starting(start)
+        while true {
+            switch try await flight.next(id) {
+            case .result(let result): return result
+            case .lead(let step): flight.advance(step)
+            case .gone, .expired: throw CancellationError()  // its one caller left: cancelled
+            }
+        }
     }
 
     var isCancelled: Bool { state.withLock { $0.cancelled } }
@@ -507,18 +532,6 @@ final class FlightTable: Sendable {
             case .lead(let step): ticket.flight.advance(step)
             case .gone, .expired: ticket = try join(key, cancelsWhenNoWaiters: cancelsWhenNoWaiters, start: start)
             }
-        }
-    }
-
-    /// `run(_:cancelsWhenNoWaiters:start:)` for a production that is a task from the start: `produce`
-    /// runs on a new task (inheriting the caller's task-locals and priority; started on the caller's
-    /// thread, `Task.startingOnThisPoolThread`) and its result is the flight's.
-    func run(
-        _ key: FlightKey, cancelsWhenNoWaiters: Bool,
-        produce: @escaping @Sendable (Flight) async -> FlightResult
-    ) async throws -> (result: FlightResult, joined: Bool, kind: FlightKind) {
-        try await run(key, cancelsWhenNoWaiters: cancelsWhenNoWaiters) { flight in
-            flight.setProducer(Task.startingOnThisPoolThread { flight.complete(await produce(flight)) })
         }
     }
 }

@@ -333,7 +333,8 @@ extension CacheEngine {
             FlightKey(entry: request.memoryKey, kind: .refresh),
             cancelsWhenNoWaiters: request.options.singleFlightPolicy == .cancelWhenNoWaiters
         ) { flight in
-            await Production(engine: self, request: request, flight: flight, kind: .refresh).run()
+            Production(engine: self, request: request, flight: flight, kind: .refresh)
+                .start(flight, FlightRequest(request, optional: false))
         }
         switch result {
         case .value(let value, let metadata, let source, _, let epochs):

@@ -289,3 +289,17 @@ struct SingleFlightTests {
         #expect(table.waiterCount(key) == 0)
     }
 }
+
+extension FlightTable {
+    /// `run(_:cancelsWhenNoWaiters:start:)` for a production that is a task from the start: `produce`
+    /// runs on a new task and its result is the flight's (these tests' productions; the library's start
+    /// with a coordination step, `Production.start`).
+    func run(
+        _ key: FlightKey, cancelsWhenNoWaiters: Bool,
+        produce: @escaping @Sendable (Flight) async -> FlightResult
+    ) async throws -> (result: FlightResult, joined: Bool, kind: FlightKind) {
+        try await run(key, cancelsWhenNoWaiters: cancelsWhenNoWaiters) { flight in
+            flight.setProducer(Task.startingOnThisPoolThread { flight.complete(await produce(flight)) })
+        }
+    }
+}
