@@ -4,23 +4,6 @@
 
 import Synchronization
 
-/// What identifies a value in memory: the key and the codec that decoded it, both compared by their UTF-8
-/// bytes (as the entry identity hashes them): two codec identifiers that differ only in Unicode
-/// normalisation name two entries, never one memory item.
-struct MemoryKey: Hashable, Sendable {
-    let key: CacheKey
-    let codecIdentifier: String
-
-    static func == (lhs: MemoryKey, rhs: MemoryKey) -> Bool {
-        lhs.key == rhs.key && compareUTF8(lhs.codecIdentifier, rhs.codecIdentifier) == 0
-    }
-
-    func hash(into hasher: inout Hasher) {
-        key.hash(into: &hasher)
-        hashUTF8(codecIdentifier, into: &hasher)
-    }
-}
-
 /// One value in memory, with what a hit needs to know about it.
 struct MemoryItem: Sendable {
     let value: any Sendable
