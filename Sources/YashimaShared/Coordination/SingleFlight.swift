@@ -51,7 +51,7 @@ enum FlightKind: Hashable, Sendable {
 }
 
 struct FlightKey: Hashable, Sendable {
-    let entry: MemoryKey
+    let entry: EntryKey
     let kind: FlightKind
 }
 
@@ -67,7 +67,7 @@ final class Flight: Sendable {
     let cancelsWhenNoWaiters: Bool
     /// The entry it produces, and the table it is listed in: it takes itself out when it completes, and
     /// when its last waiter left and cancelled it (a new caller then starts anew). No closure per waiter.
-    let entry: MemoryKey
+    let entry: EntryKey
     private weak let table: FlightTable?
     /// Listed in no table: a direct call's production, with its one caller (`alone`).
     let isAlone: Bool
@@ -103,7 +103,7 @@ final class Flight: Sendable {
 
     private let state = Mutex(State())
 
-    init(kind: FlightKind, cancelsWhenNoWaiters: Bool, entry: MemoryKey, table: FlightTable?) {
+    init(kind: FlightKind, cancelsWhenNoWaiters: Bool, entry: EntryKey, table: FlightTable?) {
         self.kind = kind
         self.cancelsWhenNoWaiters = cancelsWhenNoWaiters
         self.entry = entry
@@ -118,7 +118,7 @@ final class Flight: Sendable {
     /// - Throws: `CancellationError` when the task is cancelled (under `.cancelWhenNoWaiters` the
     ///   production is cancelled with it; under `.share` it keeps going, as any flight's).
     static func alone(
-        kind: FlightKind, cancelsWhenNoWaiters: Bool, entry: MemoryKey, start: (Flight) -> Void
+        kind: FlightKind, cancelsWhenNoWaiters: Bool, entry: EntryKey, start: (Flight) -> Void
     ) async throws -> FlightResult {
         try Task.checkCancellation()
         let flight = Flight(kind: kind, cancelsWhenNoWaiters: cancelsWhenNoWaiters, entry: entry, table: nil)

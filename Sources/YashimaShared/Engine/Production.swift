@@ -135,7 +135,7 @@ struct Production<Codec: CacheCodec>: Sendable {
         let result = try await Flight.alone(
             kind: kind == .refresh ? .refresh : .lookup,
             cancelsWhenNoWaiters: request.options.singleFlightPolicy == .cancelWhenNoWaiters,
-            entry: request.memoryKey
+            entry: request.entryKey
         ) { flight in
             Production(engine: production.engine, request: production.request, flight: flight, kind: production.kind)
                 .start(flight, boxed)
@@ -261,7 +261,7 @@ struct Production<Codec: CacheCodec>: Sendable {
         else {
             return
         }
-        engine.memory.remove(request.memoryKey)
+        engine.memory.remove(request.entryKey)
         let expectation = request.expectation
         _ = try? engine.unlinkStoredEntry(
             at: storage.directory.entryPath(for: expectation.identity), headerSize: expectation.headerSize,
@@ -472,7 +472,7 @@ extension CacheEngine {
         guard memory.mightKeep(cost: 0), !firstInsertsRehearsed.exchange(true, ordering: .relaxed) else { return }
         let metadata = request.key.metadata(
             codecIdentifier: request.codec.identifier, createdAt: 0, expiresAt: nil, byteCount: 0, cost: nil)
-        let key = request.memoryKey
+        let key = request.entryKey
         Task {
             _ = MemoryStore.rehearseInsert(for: key, metadata: metadata) + VerifiedInodes.rehearseInsert()
             Self.rehearseCodecTypes(Codec.self)

@@ -8,7 +8,7 @@ import Testing
 
 @Suite("SingleFlight", .timeLimit(.minutes(1)))
 struct SingleFlightTests {
-    static let entry = MemoryKey(key: CacheKey("flight"), codecIdentifier: "data-v1")
+    static let entry = EntryKey(key: CacheKey("flight"), codecIdentifier: "data-v1")
 
     /// A producer task that runs until `release` opens.
     static func producer(_ release: Gate) -> Task<Void, Never> {

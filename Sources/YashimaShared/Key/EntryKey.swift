@@ -5,11 +5,11 @@
 /// What identifies a value in memory: the key and the codec that decoded it, both compared by their UTF-8
 /// bytes (as the entry identity hashes them): two codec identifiers that differ only in Unicode
 /// normalisation name two entries, never one memory item.
-struct MemoryKey: Hashable, Sendable {
+struct EntryKey: Hashable, Sendable {
     let key: CacheKey
     let codecIdentifier: String
 
-    static func == (lhs: MemoryKey, rhs: MemoryKey) -> Bool {
+    static func == (lhs: EntryKey, rhs: EntryKey) -> Bool {
         lhs.key == rhs.key && compareUTF8(lhs.codecIdentifier, rhs.codecIdentifier) == 0
     }
 
