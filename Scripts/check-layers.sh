@@ -17,9 +17,9 @@ literals left out; string interpolations kept):
    tier only through Remote/'s protocols.
 4. No cycle between top-level folders (a folder and its subfolders count as one; the facade is above all).
 5. No stray edge (FORBIDDEN below): Coordination/ names nothing of Observation/ (the inotify layer both use
-   is System/'s); Remote/ names nothing of Storage/ or Engine/ (the machine's board is its only way
-   across); System/ and Support/ name no other folder. (Coordination/ → Memory/ comes from `MemoryKey`
-   alone; its rule waits for that type's move to Key/.)
+   is System/'s) or of Memory/ (the entry key flights share with the tiers is Key/'s); Remote/ names
+   nothing of Storage/ or Engine/ (the machine's board is its only way across); System/ and Support/ name
+   no other folder.
 6. The folder map in CONTRIBUTING.md (between its `folder-map` markers) is the one these references draw.
 7. The command line (Sources/yashima): each file of Commands/ names no type declared in another file of
    Commands/ (what two commands share lives outside it), and no file outside Commands/ names a type of
@@ -40,6 +40,7 @@ MAX_FILES = 15
 # (folder, folder it must not name, why); a folder stands for its subfolders too, "*" for every other one.
 FORBIDDEN = [
     ("Coordination", "Observation", "the inotify wrappers Coordination uses are System/'s"),
+    ("Coordination", "Memory", "the entry key flights use is Key/'s; the memory store is the engine's"),
     ("Remote", "Storage", "Remote/ reaches the machine only through RemoteMachineBoard"),
     ("Remote", "Engine", "the engine sees Remote/, never the reverse"),
     ("System", "*", "System/ is the bottom layer"),

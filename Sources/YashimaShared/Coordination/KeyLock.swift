@@ -1,6 +1,6 @@
-// The per-key lock across processes (I5–I8): acquire (wait off the pool, look in storage after every wake
-// and once locked, check the path still names the locked inode), then exactly one of `publish` (the lock
-// file is the staging file) or `abandon`. Noncopyable: the compiler sees each lock end once.
+// The per-key lock across processes (I5–I8): `step` (look in storage after every wake and once locked,
+// check the path still names the locked inode; the waits between steps are a flight's, FlightCoordination),
+// then exactly one of `publish` (the lock file is the staging file) or `abandon`. Noncopyable.
 
 /// The exclusive lock of one key's lock file: this process is the key's one generator (I5).
 ///
@@ -9,9 +9,9 @@
 /// deinit; its lock file then stays, unlocked, for the next generator to reuse or a sweep to remove.
 ///
 /// Small on purpose (a descriptor and a reference): the async frames of every caller up to the public
-/// API hold several copies of it and of `Acquisition` while a lookup waits, so its size is paid per key
-/// waited on (measured: 12.5 KB of frame in `Production.coordinate` when it held its fields inline and
-/// `Acquisition` held the found value inline).
+/// API hold several copies of it and of `Step` while a lookup waits, so its size is paid per key
+/// waited on (measured: 12.5 KB of frame in the production's coordination when it held its fields inline and
+/// the acquisition's outcome held the found value inline).
 struct KeyLock: ~Copyable {
     private let lock: FileLock
     private let file: LockedFile
@@ -39,24 +39,11 @@ struct KeyLock: ~Copyable {
         file = LockedFile(path: path, directory: directory, sizeWhenLocked: sizeWhenLocked)
     }
 
-    /// A value storage had, boxed so that an `Acquisition` stays small (see `KeyLock`).
+    /// A value storage had, boxed so that a `Step` stays small (see `KeyLock`).
     final class Found<Value: Sendable>: Sendable {
         let value: Value
 
         init(_ value: Value) { self.value = value }
-    }
-
-    /// How an acquisition ended.
-    enum Acquisition<Found: Sendable>: ~Copyable {
-        /// Another process published while we waited (or just before we locked).
-        case found(KeyLock.Found<Found>)
-        /// We hold the key's lock, and storage had no entry once we held it: generate, then publish.
-        case acquired(KeyLock)
-        /// The wait passed the caller's timeout: generate without the lock (I8).
-        case timedOut
-        /// The lock file could not be used (an I/O error, a filesystem that cannot lock): generate
-        /// without the lock. A duplicate generation at worst, never a wrong value.
-        case unavailable(SystemCallError)
     }
 
     /// What one step of an acquisition found (`step`).
@@ -67,7 +54,8 @@ struct KeyLock: ~Copyable {
         case acquired(KeyLock)
         /// Another process holds it: wait for it (LockWait, or a flight's wait), then step again.
         case busy
-        /// The lock file could not be used: generate without the lock (see `Acquisition.unavailable`).
+        /// The lock file could not be used (an I/O error, a filesystem that cannot lock): generate
+        /// without the lock. A duplicate generation at worst, never a wrong value.
         case unavailable(SystemCallError)
     }
 
@@ -103,36 +91,6 @@ struct KeyLock: ~Copyable {
             case .stale:
                 // The lock file was renamed or unlinked under us (I6): look in storage before trying again.
                 if let found = try lookAgain?() { return .found(KeyLock.Found(found)) }
-            }
-        }
-    }
-
-    /// Takes the key's lock (I5), waiting for another holder off the cooperative pool (at most `timeout`,
-    /// I8): `step` until it is not busy, with a `LockWait` between steps.
-    /// - Parameter lookAgain: The storage lookup of the entry; nil for a refresh, which must not be
-    ///   answered from storage.
-    /// - Throws: `CancellationError` promptly when the task is cancelled; whatever `lookAgain` throws.
-    static func acquire<Found: Sendable>(
-        _ path: LockPath, in directory: Directory, timeout: Duration?, lookAgain: (() throws -> Found?)?
-    ) async throws -> Acquisition<Found> {
-        let deadline = timeout.map { ContinuousClock.now.advanced(by: $0) }
-        var afterWait = false
-        while true {
-            try Task.checkCancellation()
-            switch try step(path, in: directory, afterWait: afterWait, lookAgain: lookAgain) {
-            case .found(let found): return .found(found)
-            case .acquired(let lock): return .acquired(lock)
-            case .unavailable(let error): return .unavailable(error)
-            case .busy:
-                var remaining: Duration?
-                if let deadline {
-                    remaining = ContinuousClock.now.duration(to: deadline)
-                    if remaining! <= .zero { return .timedOut }
-                }
-                switch try await LockWait.wait(for: path, in: directory, timeout: remaining) {
-                case .timedOut: return .timedOut
-                case .released: afterWait = true  // the holder finished, most likely after publishing
-                }
             }
         }
     }

@@ -28,7 +28,9 @@ enum LockWait {
     @TaskLocal static var recheckInterval: Duration?
 
     /// Waits until `path`'s holder releases it; returns `.timedOut` after `timeout`; throws
-    /// `CancellationError` at once when the task is cancelled, or the error of a probe that failed.
+    /// `CancellationError` at once when the task is cancelled, or the error of a probe that failed. (A
+    /// production's waits are not a task's: they are its flight's, FlightCoordination.wait; this one
+    /// serves a task that waits in place: the tests of the lock-wait thread.)
     static func wait(for path: LockPath, in directory: Directory, timeout: Duration?) async throws -> Outcome {
         let watch: LockWatch
         switch LockWatch.current() {

@@ -51,7 +51,7 @@ enum FlightKind: Hashable, Sendable {
 }
 
 struct FlightKey: Hashable, Sendable {
-    let entry: MemoryKey
+    let entry: EntryKey
     let kind: FlightKind
 }
 
@@ -67,8 +67,10 @@ final class Flight: Sendable {
     let cancelsWhenNoWaiters: Bool
     /// The entry it produces, and the table it is listed in: it takes itself out when it completes, and
     /// when its last waiter left and cancelled it (a new caller then starts anew). No closure per waiter.
-    let entry: MemoryKey
+    let entry: EntryKey
     private weak let table: FlightTable?
+    /// Listed in no table: a direct call's production, with its one caller (`alone`).
+    let isAlone: Bool
 
     private struct State {
         var waiters = FlightWaiters()
@@ -101,11 +103,34 @@ final class Flight: Sendable {
 
     private let state = Mutex(State())
 
-    init(kind: FlightKind, cancelsWhenNoWaiters: Bool, entry: MemoryKey, table: FlightTable?) {
+    init(kind: FlightKind, cancelsWhenNoWaiters: Bool, entry: EntryKey, table: FlightTable?) {
         self.kind = kind
         self.cancelsWhenNoWaiters = cancelsWhenNoWaiters
         self.entry = entry
         self.table = table
+        isAlone = table == nil
+    }
+
+    /// A production no other caller may join (a direct call: single-flight disabled, a lookup's
+    /// fallback, a refresh's own retry) as a flight of one caller, so that it takes the key's lock the one
+    /// way every production does: `start` as `FlightTable.join`'s, then this caller waits for the result,
+    /// taking the steps handed to it.
+    /// - Throws: `CancellationError` when the task is cancelled (under `.cancelWhenNoWaiters` the
+    ///   production is cancelled with it; under `.share` it keeps going, as any flight's).
+    static func alone(
+        kind: FlightKind, cancelsWhenNoWaiters: Bool, entry: EntryKey, start: (Flight) -> Void
+    ) async throws -> FlightResult {
+        try Task.checkCancellation()
+        let flight = Flight(kind: kind, cancelsWhenNoWaiters: cancelsWhenNoWaiters, entry: entry, table: nil)
+        let id = flight.newWaiterID()
+        flight.starting(start)
+        while true {
+            switch try await flight.next(id) {
+            case .result(let result): return result
+            case .lead(let step): flight.advance(step)
+            case .gone, .expired: throw CancellationError()  // its one caller left: cancelled
+            }
+        }
     }
 
     var isCancelled: Bool { state.withLock { $0.cancelled } }
@@ -507,18 +532,6 @@ final class FlightTable: Sendable {
             case .lead(let step): ticket.flight.advance(step)
             case .gone, .expired: ticket = try join(key, cancelsWhenNoWaiters: cancelsWhenNoWaiters, start: start)
             }
-        }
-    }
-
-    /// `run(_:cancelsWhenNoWaiters:start:)` for a production that is a task from the start: `produce`
-    /// runs on a new task (inheriting the caller's task-locals and priority; started on the caller's
-    /// thread, `Task.startingOnThisPoolThread`) and its result is the flight's.
-    func run(
-        _ key: FlightKey, cancelsWhenNoWaiters: Bool,
-        produce: @escaping @Sendable (Flight) async -> FlightResult
-    ) async throws -> (result: FlightResult, joined: Bool, kind: FlightKind) {
-        try await run(key, cancelsWhenNoWaiters: cancelsWhenNoWaiters) { flight in
-            flight.setProducer(Task.startingOnThisPoolThread { flight.complete(await produce(flight)) })
         }
     }
 }

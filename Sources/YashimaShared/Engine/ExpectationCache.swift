@@ -7,9 +7,9 @@ import Synchronization
 
 /// Recently used keys' entry expectations (see the file's header).
 final class ExpectationCache: Sendable {
-    private let table = Mutex(FixedTable<MemoryKey, EntryExpectation>(capacity: Policy.expectationCacheCapacity))
+    private let table = Mutex(FixedTable<EntryKey, EntryExpectation>(capacity: Policy.expectationCacheCapacity))
 
-    func expectation(for key: MemoryKey) -> EntryExpectation {
+    func expectation(for key: EntryKey) -> EntryExpectation {
         if let cached = table.withLock({ $0.value(for: key) }) { return cached }
         let expectation = EntryExpectation(key: key.key, codecIdentifier: key.codecIdentifier)
         table.withLock { $0.insert(expectation, for: key) }

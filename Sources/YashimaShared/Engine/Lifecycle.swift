@@ -7,13 +7,13 @@ import Foundation
 
 extension CacheEngine {
     func metadata<Codec: CacheCodec>(for key: CacheKey, codec: Codec) throws(YCache.Error) -> YCache.Metadata? {
-        let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
+        let entryKey = EntryKey(key: key, codecIdentifier: codec.identifier)
         let context: StorageContext
         switch storage(for: .read) {
         case .success(let value): context = value
         case .failure:
             let now = Syscall.realtimeNanoseconds
-            return memory.item(for: memoryKey, state: nil, now: now)?.metadata
+            return memory.item(for: entryKey, state: nil, now: now)?.metadata
         }
         let expectation = EntryExpectation(key: key, codecIdentifier: codec.identifier)
         let path = expectation.path
@@ -31,7 +31,7 @@ extension CacheEngine {
                 header: header, codecIdentifier: codec.identifier, cost: nil,
                 lastAccessedAt: status.modifiedNanoseconds)
         case .failure(.missing), .failure(.corrupt), .failure(.expired), .failure(.overLimit):
-            return liveMemoryItem(memoryKey, now: Syscall.realtimeNanoseconds, storage: context)?.metadata
+            return liveMemoryItem(entryKey, now: Syscall.realtimeNanoseconds, storage: context)?.metadata
         case .failure(.system(let error)):
             throw .system(error, path: storagePath, operation: "reading an entry header")
         }
@@ -227,6 +227,6 @@ extension CacheEngine {
         }
         memory.insert(
             MemoryItem(value: value, cost: charged, metadata: metadata, slots: slots, stamp: stamp, entryPath: nil),
-            for: MemoryKey(key: key, codecIdentifier: codec.identifier))
+            for: EntryKey(key: key, codecIdentifier: codec.identifier))
     }
 }

@@ -6,7 +6,7 @@
 struct ProductionRequest<Codec: CacheCodec>: Sendable {
     let codec: Codec
     let options: YCache.Options
-    let memoryKey: MemoryKey
+    let entryKey: EntryKey
     /// The entry's identity and the exact bytes it must hold (two SHA-256s, cached: ExpectationCache).
     let expectation: EntryExpectation
     /// The caller's generator (GeneratorTier).
@@ -18,7 +18,7 @@ struct ProductionRequest<Codec: CacheCodec>: Sendable {
     var remoteLookup: EarlyRemoteLookup?
 
     /// The caller's key (the memory key's: one copy, which a waiting lookup holds on the heap).
-    var key: CacheKey { memoryKey.key }
+    var key: CacheKey { entryKey.key }
 }
 
 extension CacheEngine {
@@ -26,12 +26,12 @@ extension CacheEngine {
     /// expectation cache) only now, so a memory hit never hashes the key.
     @inline(never)
     func request<Codec: CacheCodec>(
-        _ memoryKey: MemoryKey, codec: Codec, options: YCache.Options,
+        _ entryKey: EntryKey, codec: Codec, options: YCache.Options,
         generate: @escaping @Sendable () async throws -> Codec.Value?
     ) -> ProductionRequest<Codec> {
         ProductionRequest(
-            codec: codec, options: options, memoryKey: memoryKey,
-            expectation: expectations.expectation(for: memoryKey), generate: generate)
+            codec: codec, options: options, entryKey: entryKey,
+            expectation: expectations.expectation(for: entryKey), generate: generate)
     }
 
     /// Get-or-generate (`value`, `resolve`, `optionalValue`, `refresh`) on the caller's executor: the
@@ -115,15 +115,15 @@ extension CacheEngine {
         -> PoolLookup<Codec>
     {
         let options = arguments.options
-        let memoryKey = MemoryKey(key: arguments.key, codecIdentifier: arguments.codec.identifier)
+        let entryKey = EntryKey(key: arguments.key, codecIdentifier: arguments.codec.identifier)
         if !arguments.looked && options.lookupPolicy != .refresh {
-            switch try lookupOnPool(memoryKey, codec: arguments.codec, options: options) {
+            switch try lookupOnPool(entryKey, codec: arguments.codec, options: options) {
             case .hit(let hit): return PoolLookup(.done(hit))
             case .missed, .leaves: if options.lookupPolicy == .cacheOnly { return PoolLookup(.done(nil)) }
             }
         }
         let boxed = FlightRequest(
-            request(memoryKey, codec: arguments.codec, options: options, generate: arguments.generate),
+            request(entryKey, codec: arguments.codec, options: options, generate: arguments.generate),
             optional: arguments.optional)
         if options.lookupPolicy == .refresh { return PoolLookup(.alone(boxed, kind: .refresh)) }
         if options.singleFlightPolicy == .disabled { return PoolLookup(.alone(boxed, kind: .lookup)) }
@@ -184,7 +184,7 @@ extension CacheEngine {
             let waited = boxed.request
             var options = waited.options
             options.crossProcessWaitTimeout = .zero
-            let request = request(waited.memoryKey, codec: waited.codec, options: options, generate: waited.generate)
+            let request = request(waited.entryKey, codec: waited.codec, options: options, generate: waited.generate)
             return try await Production(engine: self, request: request, flight: nil, kind: .lookup).resolve()
                 .map(LookupResolution.init)
         }
@@ -192,11 +192,11 @@ extension CacheEngine {
 
     /// The `.beforeFlight` tiers on the pool (any read size); a hit boxed (see `resolve`).
     @inline(never)
-    private func lookupOnPool<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec, options: YCache.Options) throws
+    private func lookupOnPool<Codec: CacheCodec>(_ entryKey: EntryKey, codec: Codec, options: YCache.Options) throws
         -> CallerExecutorLookup<LookupResolution<Codec.Value>>
     {
         // The memory key lives in the lookup only: a hit copies it nowhere else.
-        var lookup = TierLookup(memoryKey, codec: codec, options: options, in: self)
+        var lookup = TierLookup(entryKey, codec: codec, options: options, in: self)
         if let hit = try walk(&lookup) { return .hit(LookupResolution(hit)) }
         return .missed
     }
@@ -217,7 +217,7 @@ extension CacheEngine {
         async throws -> YCache.Resolved<Codec.Value>?
     {
         var lookup = TierLookup(
-            MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options, in: self)
+            EntryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options, in: self)
         return try walk(&lookup)
     }
 
@@ -240,7 +240,7 @@ extension CacheEngine {
     ) throws -> CallerExecutorLookup<Hit> {
         guard let opened = storageIfOpen(for: .read) else { return .leaves }
         var lookup = TierLookup(
-            MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options, opened: opened,
+            EntryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options, opened: opened,
             readLimit: Policy.callerExecutorReadLimit)
         do {
             if let found = try walk(&lookup) { return .hit(hit(found)) }
@@ -254,7 +254,7 @@ extension CacheEngine {
     private func lookAgain<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) throws
         -> YCache.Resolved<Codec.Value>?
     {
-        var lookup = TierLookup(request.memoryKey, codec: request.codec, options: request.options, in: self)
+        var lookup = TierLookup(request.entryKey, codec: request.codec, options: request.options, in: self)
         return try walk(&lookup)
     }
 
@@ -279,7 +279,7 @@ extension CacheEngine {
     private func joinFlight<Codec: CacheCodec>(_ boxed: FlightRequest<Codec>) throws -> FlightTicket {
         let request = boxed.request
         let ticket = try flights.join(
-            FlightKey(entry: request.memoryKey, kind: .lookup),
+            FlightKey(entry: request.entryKey, kind: .lookup),
             cancelsWhenNoWaiters: request.options.singleFlightPolicy == .cancelWhenNoWaiters
         ) { flight in
             Production(engine: self, request: boxed.request, flight: flight, kind: .lookup).start(flight, boxed)
@@ -330,10 +330,11 @@ extension CacheEngine {
             return try await Production(engine: self, request: request, flight: nil, kind: .refresh).resolve()
         }
         let (result, joined, _) = try await flights.run(
-            FlightKey(entry: request.memoryKey, kind: .refresh),
+            FlightKey(entry: request.entryKey, kind: .refresh),
             cancelsWhenNoWaiters: request.options.singleFlightPolicy == .cancelWhenNoWaiters
         ) { flight in
-            await Production(engine: self, request: request, flight: flight, kind: .refresh).run()
+            Production(engine: self, request: request, flight: flight, kind: .refresh)
+                .start(flight, FlightRequest(request, optional: false))
         }
         switch result {
         case .value(let value, let metadata, let source, _, let epochs):

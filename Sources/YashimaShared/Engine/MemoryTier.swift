@@ -20,11 +20,11 @@ struct MemoryTier: CacheTier {
         -> YCache.Resolved<Codec.Value>?
     {
         try engine.memoryHit(
-            lookup.memoryKey, codec: lookup.codec, storage: try? lookup.opened.get(), now: lookup.now)
+            lookup.entryKey, codec: lookup.codec, storage: try? lookup.opened.get(), now: lookup.now)
     }
 
     func remove(_ key: TierKey, engine: CacheEngine) async throws(YCache.Error) -> Bool {
-        engine.memory.remove(key.memoryKey)
+        engine.memory.remove(key.entryKey)
     }
 }
 
@@ -32,10 +32,10 @@ extension CacheEngine {
     /// A hit in memory, or nil, with the storage (nil when it cannot be opened) and the realtime clock the
     /// lookup already has. Throws `valueTypeMismatch` when memory holds the key and codec identifier with
     /// a value of another type (two codecs sharing one identifier), as Yashima does.
-    func memoryHit<Codec: CacheCodec>(_ memoryKey: MemoryKey, codec: Codec, storage: StorageContext?, now: Int64)
+    func memoryHit<Codec: CacheCodec>(_ entryKey: EntryKey, codec: Codec, storage: StorageContext?, now: Int64)
         throws(YCache.Error) -> YCache.Resolved<Codec.Value>?
     {
-        guard let item = liveMemoryItem(memoryKey, now: now, storage: storage) else { return nil }
+        guard let item = liveMemoryItem(entryKey, now: now, storage: storage) else { return nil }
         guard let value = item.value as? Codec.Value else { throw .valueTypeMismatch }
         count(state: storage?.directory.state) { $0.memoryHits += 1 }
         if let path = item.entryPath, let storage {
@@ -43,7 +43,7 @@ extension CacheEngine {
             // touch rule of I11 (nothing is written unless something was published since its last use, or
             // that use is a minute old).
             if let touched = storage.files.touchIfStale(path, lastUse: item.lastUse ?? 0, now: now) {
-                memory.noteUse(memoryKey, at: touched)
+                memory.noteUse(entryKey, at: touched)
             }
         }
         return YCache.Resolved(value: value, source: .memory, metadata: item.metadata, wasSharedGeneration: false)
@@ -52,11 +52,11 @@ extension CacheEngine {
     /// `peek`: a hit in memory only.
     func peek<Codec: CacheCodec>(_ key: CacheKey, codec: Codec) throws(YCache.Error) -> Codec.Value? {
         try memoryHit(
-            MemoryKey(key: key, codecIdentifier: codec.identifier), codec: codec,
+            EntryKey(key: key, codecIdentifier: codec.identifier), codec: codec,
             storage: try? storage(for: .read).get(), now: Syscall.realtimeNanoseconds)?.value
     }
 
-    /// The memory item of `memoryKey` if it is live (I10). An item whose epochs moved, or that was stamped
+    /// The memory item of `entryKey` if it is live (I10). An item whose epochs moved, or that was stamped
     /// or is looked up while a write window is open on its slot, but that names a stored entry, is served
     /// when storage still holds the same publish of that entry: one open and a 128-byte read instead of
     /// dropping it and reading the whole entry again. Confirmed only under a quiet stamp.
@@ -69,8 +69,8 @@ extension CacheEngine {
     /// memory hit returns what a read of storage at that instant would (or a value no write has replaced
     /// since it was read), and once any process reads a new value, or finds a removed one gone, no process
     /// serves the old one from memory.
-    func liveMemoryItem(_ memoryKey: MemoryKey, now: Int64, storage: StorageContext?) -> MemoryItem? {
-        switch memory.lookup(memoryKey, state: storage?.directory.state, now: now) {
+    func liveMemoryItem(_ entryKey: EntryKey, now: Int64, storage: StorageContext?) -> MemoryItem? {
+        switch memory.lookup(entryKey, state: storage?.directory.state, now: now) {
         case .miss:
             return nil
         case .hit(let item):
@@ -79,17 +79,17 @@ extension CacheEngine {
             guard let storage, let path = item.entryPath, let version = item.entryVersion,
                 storage.files.publishedVersion(path) == version
             else {
-                memory.drop(memoryKey, serial: item.serial)
+                memory.drop(entryKey, serial: item.serial)
                 return nil
             }
-            memory.confirm(memoryKey, serial: item.serial, stamp: current)
+            memory.confirm(entryKey, serial: item.serial, stamp: current)
             return item
         }
     }
 
     /// Puts a value in memory with the epochs it was read or made under (I10), and records when its entry
     /// file was last used, when it has one (I11).
-    func remember(_ item: MemoryItem, for memoryKey: MemoryKey, lastUse: Int64?) {
-        memory.insert(item, for: memoryKey, lastUse: lastUse)
+    func remember(_ item: MemoryItem, for entryKey: EntryKey, lastUse: Int64?) {
+        memory.insert(item, for: entryKey, lastUse: lastUse)
     }
 }

@@ -1,6 +1,6 @@
-// One production of a missed entry (a flight's body, or a direct call): storage (I13), the coordination
-// decision and the key lock (I5), epochs (I10), the `.underKeyLock` tiers, the commit gate, publish, the
-// tiers' after-publish work (I16). Whatever ends it early abandons the key lock. Steps: `run()`.
+// One production of a missed entry, always a flight's body (a direct call's flight has one caller):
+// storage (I13), the coordination decision and the key lock (I5, one path: FlightCoordination), epochs
+// (I10), the `.underKeyLock` tiers, the commit gate, publish, the tiers' after-publish work (I16).
 
 import Synchronization
 
@@ -55,27 +55,10 @@ enum WritePermit: ~Copyable {
 struct Production<Codec: CacheCodec>: Sendable {
     let engine: CacheEngine
     let request: ProductionRequest<Codec>
-    /// The in-process flight this production is the body of; nil for a direct call.
+    /// The in-process flight this production is the body of (a direct call's has one caller,
+    /// `Flight.alone`); nil only for an explicit store, which publishes and coordinates nothing.
     let flight: Flight?
     let kind: ProductionKind
-
-    /// Runs the steps (storage, coordination, epochs, tiers, commit gate, publish, after-publish; told one
-    /// by one in Docs/Internals.md) and hands the result to the flight's callers.
-    func run() async -> FlightResult {
-        let storage: StorageContext?
-        do { storage = try openStorage() } catch { return .failure(error) }
-        if kind == .lookup { storage?.directory.state.add(.misses) }  // shared counters, in the verified root
-        let permit: WritePermit
-        do {
-            switch try await coordinate(storage) {
-            case .found(let result): return result
-            case .granted(let granted): permit = granted
-            }
-        } catch {
-            return .failure(error)
-        }
-        return await produce(storage, permit: permit, epochs: engine.epochs(of: request, in: storage))
-    }
 
     /// Steps 3 to 7, with the permit the coordination step granted.
     /// - Parameter epochs: The key's epochs (I10), taken once the permit was granted and before any tier
@@ -144,10 +127,20 @@ struct Production<Codec: CacheCodec>: Sendable {
         }
     }
 
-    /// `run()` for a direct call: its value as the caller's result.
+    /// A direct call (no flight of the table: single-flight disabled, a lookup's fallback, a refresh's
+    /// own retry): the production as a flight with this one caller, its value as the caller's result.
     @inline(never)
     func resolve() async throws -> YCache.Resolved<Codec.Value>? {
-        switch await run() {
+        let (production, boxed) = (self, FlightRequest(request, optional: false))
+        let result = try await Flight.alone(
+            kind: kind == .refresh ? .refresh : .lookup,
+            cancelsWhenNoWaiters: request.options.singleFlightPolicy == .cancelWhenNoWaiters,
+            entry: request.entryKey
+        ) { flight in
+            Production(engine: production.engine, request: production.request, flight: flight, kind: production.kind)
+                .start(flight, boxed)
+        }
+        switch result {
         case .value(let value, let metadata, let source, let shared, _):
             guard let value = value as? Codec.Value else { throw YCache.Error.valueTypeMismatch }
             return YCache.Resolved(value: value, origin: source, metadata: metadata, wasSharedGeneration: shared)
@@ -169,14 +162,6 @@ struct Production<Codec: CacheCodec>: Sendable {
 
     // MARK: 2. Coordination
 
-    /// How the coordination step ended.
-    private enum Permission: ~Copyable {
-        /// Storage had the entry (another process published it): the production's result.
-        case found(FlightResult)
-        /// Produce, then publish with this permit.
-        case granted(WritePermit)
-    }
-
     /// The one decision whether this production coordinates with other processes (I5): only when the
     /// caller asked for it; when single-flight is not disabled (disabled, every call generates); when the
     /// value goes to storage (otherwise waiters would find nothing there); on a local filesystem (flock
@@ -186,38 +171,21 @@ struct Production<Codec: CacheCodec>: Sendable {
         let options = request.options
         return options.crossProcess == .coordinate && options.singleFlightPolicy != .disabled
             && options.writePolicy == .memoryAndStorage && storage.isLocalFilesystem
-            && !(kind == .refresh && flight == nil)
+            && !(kind == .refresh && flight?.isAlone != false)
     }
 
-    /// Takes the key's lock when the production coordinates (I5), or looks in storage once more when it
-    /// does not: the caller missed storage just before the production began, and another process may have
-    /// published since. A refresh is never answered from storage.
-    private func coordinate(_ storage: StorageContext?) async throws -> Permission {
-        guard let storage, coordinatesAcrossProcesses(storage) else {
+    /// A production that does not coordinate (`coordinatesAcrossProcesses`): a lookup looks in storage
+    /// once more (the caller missed it just before the production began, and another process may have
+    /// published since; a refresh is never answered from storage), then produces without the key's lock.
+    fileprivate func withoutKeyLock(_ storage: StorageContext?) async -> FlightResult {
+        do {
             if kind == .lookup, let hit = try engine.storageHit(request, in: storage, shared: false) {
-                return .found(Self.result(of: hit, sharedAcrossProcesses: false))
+                return Self.result(of: hit, sharedAcrossProcesses: false)
             }
-            return .granted(.uncoordinated)
+        } catch {
+            return .failure(error)
         }
-        let (engine, request) = (engine, request)
-        let lookAgain: (() throws -> StorageHit<Codec.Value>?)? =
-            kind == .lookup ? { try engine.storageHit(request, in: storage, shared: true) } : nil
-        let lockPath = storage.directory.lockPath(forKeyDigest: request.expectation.keyDigest)
-        switch try await KeyLock.acquire(
-            lockPath, in: storage.directory, timeout: request.options.crossProcessWaitTimeout, lookAgain: lookAgain)
-        {
-        case .found(let hit):
-            engine.count { $0.sharedGenerations += 1 }
-            return .found(Self.result(of: hit.value, sharedAcrossProcesses: true))
-        case .acquired(let lock):
-            return .granted(.keyLock(lock))
-        case .timedOut:
-            engine.count { $0.crossProcessTimeouts += 1 }
-            return .granted(.uncoordinated)
-        case .unavailable:
-            engine.count { $0.crossProcessLockFailures += 1 }
-            return .granted(.uncoordinated)
-        }
+        return await produce(storage, permit: .uncoordinated, epochs: engine.epochs(of: request, in: storage))
     }
 
     fileprivate static func result(of hit: StorageHit<Codec.Value>, sharedAcrossProcesses: Bool) -> FlightResult {
@@ -293,7 +261,7 @@ struct Production<Codec: CacheCodec>: Sendable {
         else {
             return
         }
-        engine.memory.remove(request.memoryKey)
+        engine.memory.remove(request.entryKey)
         let expectation = request.expectation
         _ = try? engine.unlinkStoredEntry(
             at: storage.directory.entryPath(for: expectation.identity), headerSize: expectation.headerSize,
@@ -303,21 +271,20 @@ struct Production<Codec: CacheCodec>: Sendable {
     // MARK: 5. The commit gate
 
     /// Whether the value may be stored: false once every caller of the flight left under
-    /// `.cancelWhenNoWaiters` (and, without a flight, when the caller's task was cancelled); true from then
-    /// on the flight can no longer be cancelled.
+    /// `.cancelWhenNoWaiters`; true from then on the flight can no longer be cancelled.
     private func commitGate() -> Bool {
-        if let flight { return flight.commit() }
-        return !(request.options.singleFlightPolicy == .cancelWhenNoWaiters && Task.isCancelled)
+        flight?.commit() ?? true
     }
 }
 
 // MARK: A lookup flight's production
 
 extension Production {
-    /// Starts a lookup flight's production on its first caller's task (FlightTable.run's `start`): opens
-    /// storage (I13) and, when the production coordinates across processes, takes the first step of the
-    /// key's lock (FlightCoordination). Otherwise, and once the lock is held or given up, the production is
-    /// a task of its own (inheriting the caller's task-locals and priority) running the remaining steps.
+    /// Starts a flight's production on its first caller's task (FlightTable.join's `start`, or
+    /// `Flight.alone`'s): opens storage (I13) and counts a lookup's miss, once; when the production
+    /// coordinates across processes, takes the first step of the key's lock (FlightCoordination, the one
+    /// way a production takes it). Otherwise, and once the lock is held or given up, the production is a
+    /// task of its own (inheriting the caller's task-locals and priority) running the remaining steps.
     /// - Parameter boxed: This production's request on the heap, which the coordination keeps (not a copy).
     @inline(never)
     func start(_ flight: Flight, _ boxed: FlightRequest<Codec>) {
@@ -327,32 +294,20 @@ extension Production {
             return
         }
         if kind == .lookup { storage?.directory.state.add(.misses) }  // shared counters, in the verified root
-        guard kind == .lookup, let storage, coordinatesAcrossProcesses(storage) else {
+        guard let storage, coordinatesAcrossProcesses(storage) else {
             let production = self
             flight.setProducer(
-                Task.startingOnThisPoolThread {
-                    let result: FlightResult
-                    do {
-                        switch try await production.coordinate(storage) {
-                        case .found(let found): result = found
-                        case .granted(let permit):
-                            let epochs = production.engine.epochs(of: production.request, in: storage)
-                            result = await production.produce(storage, permit: permit, epochs: epochs)
-                        }
-                    } catch {
-                        result = .failure(error)
-                    }
-                    flight.complete(result)
-                })
+                Task.startingOnThisPoolThread { flight.complete(await production.withoutKeyLock(storage)) })
             return
         }
-        let coordination = FlightCoordination(engine: engine, boxed: boxed, storage: storage, flight: flight)
+        let coordination = FlightCoordination(
+            engine: engine, boxed: boxed, storage: storage, flight: flight, kind: kind)
         flight.setStepper { coordination.step($0) }
         coordination.step(nil)
     }
 }
 
-/// The coordination step of a lookup flight's production while it is not a task (I5, I8): the key's
+/// The coordination step of a flight's production while it is not a task (I5, I8): the key's
 /// lock tried without waiting (`KeyLock.step`); while another process holds it, a wait of the process's
 /// lock-wait thread whose end makes one of the flight's callers take the next step (Flight.lead), or,
 /// for a small entry published meanwhile, completes the flight there (`released`). What a step needs is
@@ -363,6 +318,8 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
     let boxed: FlightRequest<Codec>
     let storage: StorageContext
     let flight: Flight
+    /// A lookup's (storage may answer it) or a refresh's (never answered from storage).
+    let kind: ProductionKind
     let lockPath: LockPath
     /// Monotonic nanoseconds (I8); nil: wait as long as the holder holds the lock.
     let deadline: Int64?
@@ -370,8 +327,11 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
     let observer: (@Sendable (LockPath) -> Void)?
     let recheck: Int64?
 
-    init(engine: CacheEngine, boxed: FlightRequest<Codec>, storage: StorageContext, flight: Flight) {
+    init(
+        engine: CacheEngine, boxed: FlightRequest<Codec>, storage: StorageContext, flight: Flight, kind: ProductionKind
+    ) {
         self.engine = engine
+        self.kind = kind
         self.boxed = boxed
         self.storage = storage
         self.flight = flight
@@ -398,16 +358,15 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
             break
         }
         let (request, storage) = (boxed.request, storage)
+        let lookAgain: (() throws -> StorageHit<Codec.Value>?)? =
+            kind == .lookup ? { try engine.storageHit(request, in: storage, shared: true) } : nil
         do {
-            switch try KeyLock.step(
-                lockPath, in: storage.directory, afterWait: reason != nil,
-                lookAgain: { try engine.storageHit(request, in: storage, shared: true) })
-            {
+            switch try KeyLock.step(lockPath, in: storage.directory, afterWait: reason != nil, lookAgain: lookAgain) {
             case .found(let hit):
                 engine.count { $0.sharedGenerations += 1 }
                 flight.complete(Production<Codec>.result(of: hit.value, sharedAcrossProcesses: true))
             case .acquired(let lock):
-                spawn(.keyLock(lock), startingRemoteLookup: true)
+                spawn(.keyLock(lock), startingRemoteLookup: kind == .lookup)
             case .unavailable:
                 engine.count { $0.crossProcessLockFailures += 1 }
                 spawn(.uncoordinated)
@@ -427,7 +386,7 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
         var request = boxed.request
         let epochs = engine.epochs(of: request, in: storage)
         if startingRemoteLookup { request.remoteLookup = engine.remoteTier?.startLookup(request) }
-        let production = Production(engine: engine, request: request, flight: flight, kind: .lookup)
+        let production = Production(engine: engine, request: request, flight: flight, kind: kind)
         let (storage, flight) = (storage, flight)
         flight.setProducer(
             Task.startingOnThisPoolThread {
@@ -442,9 +401,10 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
     /// (`CacheEngine.storageHit`: I3's validation, epochs taken before the read, I10), bounded so that it
     /// never holds the thread long: only entry files up to `Policy.LockWaiting.wakeReadLimit` bytes, and
     /// only `DataCodec` and `StringCodec`, whose decode is a copy (no caller's code runs on this thread).
-    /// Anything else (no entry, a larger one, another codec) leads the flight's next step as before.
+    /// Anything else (no entry, a larger one, another codec, a refresh) leads the flight's next step.
     private func released() {
-        guard !flight.isCancelled, Codec.self == DataCodec.self || Codec.self == StringCodec.self else {
+        guard kind == .lookup, !flight.isCancelled, Codec.self == DataCodec.self || Codec.self == StringCodec.self
+        else {
             flight.lead(.released)
             return
         }
@@ -512,7 +472,7 @@ extension CacheEngine {
         guard memory.mightKeep(cost: 0), !firstInsertsRehearsed.exchange(true, ordering: .relaxed) else { return }
         let metadata = request.key.metadata(
             codecIdentifier: request.codec.identifier, createdAt: 0, expiresAt: nil, byteCount: 0, cost: nil)
-        let key = request.memoryKey
+        let key = request.entryKey
         Task {
             _ = MemoryStore.rehearseInsert(for: key, metadata: metadata) + VerifiedInodes.rehearseInsert()
             Self.rehearseCodecTypes(Codec.self)

@@ -23,7 +23,7 @@ struct StorageTier: CacheTier {
     {
         // A decompressing codec may turn a small payload into a large value: decoded on the pool.
         if lookup.readLimit != nil, Codec.self == CompressedDataCodec.self { throw LeavesCallerExecutor() }
-        let request = engine.request(lookup.memoryKey, codec: lookup.codec, options: lookup.options) { nil }
+        let request = engine.request(lookup.entryKey, codec: lookup.codec, options: lookup.options) { nil }
         let storage = try lookup.opened.orMiss(under: request.options.readFailurePolicy)
         return try engine.storageHit(request, in: storage, shared: false, now: lookup.now, limit: lookup.readLimit)?
             .resolution
@@ -94,7 +94,7 @@ extension CacheEngine {
                     MemoryItem(
                         value: value, cost: cost, metadata: metadata, slots: epochs?.slots, stamp: epochs?.stamp,
                         entryPath: path, entryVersion: EntryVersion(entry.header)),
-                    for: request.memoryKey, lastUse: lastUse)
+                    for: request.entryKey, lastUse: lastUse)
             }
             count(state: storage.directory.state) { $0.storageHits += 1 }
             return StorageHit(

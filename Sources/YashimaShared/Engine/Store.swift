@@ -25,8 +25,8 @@ extension CacheEngine {
     func store<Codec: CacheCodec>(_ value: Codec.Value, for key: CacheKey, codec: Codec, options: YCache.Options)
         async throws
     {
-        let memoryKey = MemoryKey(key: key, codecIdentifier: codec.identifier)
-        let request = request(memoryKey, codec: codec, options: options) { value }
+        let entryKey = EntryKey(key: key, codecIdentifier: codec.identifier)
+        let request = request(entryKey, codec: codec, options: options) { value }
         let storage = options.writePolicy == .memoryAndStorage ? try? storage(for: .write).get() : nil
         let production = Production(engine: self, request: request, flight: nil, kind: .store)
         // Published and stored remotely inside one write window (I10, I16: RemoteWriteWindow).
@@ -90,7 +90,7 @@ extension Production {
             if let failure {
                 engine.count { $0.writeFailures += 1 }
                 if options.writeFailurePolicy == .throwError {
-                    engine.memory.remove(request.memoryKey)
+                    engine.memory.remove(request.entryKey)
                     throw failure
                 }
             }
@@ -116,7 +116,7 @@ extension Production {
             MemoryItem(
                 value: produced.value, cost: cost, metadata: metadata, slots: write.epochs?.slots,
                 stamp: write.epochs?.stamp, entryPath: write.entryPath, entryVersion: write.entryVersion),
-            for: request.memoryKey, lastUse: write.publishedAt)
+            for: request.entryKey, lastUse: write.publishedAt)
         return Stored(
             metadata: metadata, epochs: write.epochs,
             published: PublishedValue(

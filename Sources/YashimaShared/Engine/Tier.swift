@@ -74,7 +74,7 @@ extension CacheTier {
 /// once for all of them. It holds no reference to the engine or the generator (a memory hit retains
 /// neither), and no production request (a memory hit never hashes the key: ExpectationCache).
 struct TierLookup<Codec: CacheCodec> {
-    let memoryKey: MemoryKey
+    let entryKey: EntryKey
     let codec: Codec
     let options: YCache.Options
     /// The realtime clock, read once per lookup.
@@ -85,15 +85,15 @@ struct TierLookup<Codec: CacheCodec> {
     /// may take long, throws `LeavesCallerExecutor`); nil on the pool.
     let readLimit: Int?
 
-    init(_ memoryKey: MemoryKey, codec: Codec, options: YCache.Options, in engine: CacheEngine) {
-        self.init(memoryKey, codec: codec, options: options, opened: engine.storage(for: .read), readLimit: nil)
+    init(_ entryKey: EntryKey, codec: Codec, options: YCache.Options, in engine: CacheEngine) {
+        self.init(entryKey, codec: codec, options: options, opened: engine.storage(for: .read), readLimit: nil)
     }
 
     init(
-        _ memoryKey: MemoryKey, codec: Codec, options: YCache.Options, opened: Result<StorageContext, YCache.Error>,
+        _ entryKey: EntryKey, codec: Codec, options: YCache.Options, opened: Result<StorageContext, YCache.Error>,
         readLimit: Int?
     ) {
-        self.memoryKey = memoryKey
+        self.entryKey = entryKey
         self.codec = codec
         self.options = options
         now = Syscall.realtimeNanoseconds
@@ -115,7 +115,7 @@ struct TierKey: Sendable {
         identity = EntryIdentity(key: key, codecIdentifier: codecIdentifier)
     }
 
-    var memoryKey: MemoryKey { MemoryKey(key: key, codecIdentifier: codecIdentifier) }
+    var entryKey: EntryKey { EntryKey(key: key, codecIdentifier: codecIdentifier) }
 }
 
 /// The last tier: the caller's generator.

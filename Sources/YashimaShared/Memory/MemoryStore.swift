@@ -4,23 +4,6 @@
 
 import Synchronization
 
-/// What identifies a value in memory: the key and the codec that decoded it, both compared by their UTF-8
-/// bytes (as the entry identity hashes them): two codec identifiers that differ only in Unicode
-/// normalisation name two entries, never one memory item.
-struct MemoryKey: Hashable, Sendable {
-    let key: CacheKey
-    let codecIdentifier: String
-
-    static func == (lhs: MemoryKey, rhs: MemoryKey) -> Bool {
-        lhs.key == rhs.key && compareUTF8(lhs.codecIdentifier, rhs.codecIdentifier) == 0
-    }
-
-    func hash(into hasher: inout Hasher) {
-        key.hash(into: &hasher)
-        hashUTF8(codecIdentifier, into: &hasher)
-    }
-}
-
 /// One value in memory, with what a hit needs to know about it.
 struct MemoryItem: Sendable {
     let value: any Sendable
@@ -68,7 +51,7 @@ enum MemoryLookup {
 
 /// The L1 of one `YCache`.
 final class MemoryStore: Sendable {
-    private let lru: Mutex<CostLRU<MemoryKey, MemoryItem>>
+    private let lru: Mutex<CostLRU<EntryKey, MemoryItem>>
     /// The next item's serial.
     private let nextSerial = Atomic<UInt64>(1)
     /// The LRU's limits (fixed at creation), readable without its lock.
@@ -90,7 +73,7 @@ final class MemoryStore: Sendable {
     /// The item for `key`: a hit when it is not expired and was stored under the current epochs (I10);
     /// unconfirmed when its epochs moved but it names a stored entry (the caller checks storage); a miss
     /// otherwise (an expired item, or one kept only in memory whose epochs moved, is dropped).
-    func lookup(_ key: MemoryKey, state: SharedState?, now: Int64) -> MemoryLookup {
+    func lookup(_ key: EntryKey, state: SharedState?, now: Int64) -> MemoryLookup {
         lru.withLock { lru -> MemoryLookup in
             guard let item = lru.value(for: key) else { return .miss }
             if let expiresAt = item.metadata.expiresAtNanoseconds, now >= expiresAt {
@@ -114,7 +97,7 @@ final class MemoryStore: Sendable {
     }
 
     /// A live item, or nil: `lookup` with an unconfirmed item treated as a miss and dropped.
-    func item(for key: MemoryKey, state: SharedState?, now: Int64) -> MemoryItem? {
+    func item(for key: EntryKey, state: SharedState?, now: Int64) -> MemoryItem? {
         switch lookup(key, state: state, now: now) {
         case .miss: return nil
         case .hit(let item): return item
@@ -127,7 +110,7 @@ final class MemoryStore: Sendable {
     /// Keeps an unconfirmed item, valid from now on under `stamp`, if `key` still holds that item. A stamp
     /// read while a write window was open (not quiet) vouches for nothing: the item keeps its old one, and
     /// its next lookup looks at storage again (I10).
-    func confirm(_ key: MemoryKey, serial: UInt64, stamp: SharedState.Stamp) {
+    func confirm(_ key: EntryKey, serial: UInt64, stamp: SharedState.Stamp) {
         guard stamp.isQuiet else { return }
         lru.withLock { lru in
             _ = lru.update(key) { item in
@@ -137,7 +120,7 @@ final class MemoryStore: Sendable {
     }
 
     /// Drops the item of `key` if it is still the one with `serial` (a newer one may have replaced it).
-    func drop(_ key: MemoryKey, serial: UInt64) {
+    func drop(_ key: EntryKey, serial: UInt64) {
         lru.withLock { lru in
             if lru.peekValue(for: key)?.serial == serial { lru.removeValue(for: key) }
         }
@@ -146,7 +129,7 @@ final class MemoryStore: Sendable {
     /// Inserts `item`, its entry file last used at `lastUse` (I11); returns false when it was not kept (its
     /// cost alone exceeds the budget).
     @discardableResult
-    func insert(_ item: MemoryItem, for key: MemoryKey, lastUse: Int64? = nil) -> Bool {
+    func insert(_ item: MemoryItem, for key: EntryKey, lastUse: Int64? = nil) -> Bool {
         var item = item
         item.lastUse = lastUse
         item.serial = nextSerial.wrappingAdd(1, ordering: .relaxed).oldValue
@@ -159,7 +142,7 @@ final class MemoryStore: Sendable {
 
     /// Removes the value of `key`; true when there was one.
     @discardableResult
-    func remove(_ key: MemoryKey) -> Bool {
+    func remove(_ key: EntryKey) -> Bool {
         lru.withLock { $0.removeValue(for: key) } != nil
     }
 
@@ -177,8 +160,8 @@ final class MemoryStore: Sendable {
     /// Inserts an item for `key` into a scratch LRU, not this one: the type metadata a process makes on its
     /// first insert (the runtime looks the key's `Hashable` up, a scan of every conformance record) made
     /// ahead of time (`CacheEngine.rehearseWake`). Returns the scratch LRU's count (1).
-    static func rehearseInsert(for key: MemoryKey, metadata: YCache.Metadata) -> Int {
-        var scratch = CostLRU<MemoryKey, MemoryItem>(maximumCost: nil, maximumCount: nil)
+    static func rehearseInsert(for key: EntryKey, metadata: YCache.Metadata) -> Int {
+        var scratch = CostLRU<EntryKey, MemoryItem>(maximumCost: nil, maximumCount: nil)
         scratch.insert(
             MemoryItem(value: 0, cost: 0, metadata: metadata, slots: nil, stamp: nil, entryPath: nil), for: key, cost: 0
         )
@@ -186,7 +169,7 @@ final class MemoryStore: Sendable {
     }
 
     /// Records that the entry file of `key` was marked used at `nanoseconds` (I11), in its item.
-    func noteUse(_ key: MemoryKey, at nanoseconds: Int64) {
+    func noteUse(_ key: EntryKey, at nanoseconds: Int64) {
         lru.withLock { lru in _ = lru.update(key) { $0.lastUse = nanoseconds } }
     }
 }

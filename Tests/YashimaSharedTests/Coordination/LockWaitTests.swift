@@ -25,8 +25,8 @@ import Testing
     private func hold(_ key: String, in directory: Directory) async throws -> KeyLock {
         let path = directory.lockPath(forKeyDigest: CacheKey(key).stableDigest)
         guard
-            case .acquired(let lock) = try await KeyLock.acquire(path, in: directory, timeout: .zero, lookAgain: nil)
-                as KeyLock.Acquisition<Never>
+            case .acquired(let lock) = try KeyLock.step(path, in: directory, afterWait: false, lookAgain: nil)
+                as KeyLock.Step<Never>
         else { throw CancellationError() }
         return lock
     }

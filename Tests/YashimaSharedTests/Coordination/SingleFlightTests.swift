@@ -11,7 +11,7 @@ import Testing
 // limit failed 20 tests there that had all begun at the run's start).
 @Suite("SingleFlight", .timeLimit(.minutes(10)))
 struct SingleFlightTests {
-    static let entry = MemoryKey(key: CacheKey("flight"), codecIdentifier: "data-v1")
+    static let entry = EntryKey(key: CacheKey("flight"), codecIdentifier: "data-v1")
 
     /// A producer task that runs until `release` opens.
     static func producer(_ release: Gate) -> Task<Void, Never> {
@@ -290,5 +290,19 @@ struct SingleFlightTests {
         }
         #expect(produced.value == 3)
         #expect(table.waiterCount(key) == 0)
+    }
+}
+
+extension FlightTable {
+    /// `run(_:cancelsWhenNoWaiters:start:)` for a production that is a task from the start: `produce`
+    /// runs on a new task and its result is the flight's (these tests' productions; the library's start
+    /// with a coordination step, `Production.start`).
+    func run(
+        _ key: FlightKey, cancelsWhenNoWaiters: Bool,
+        produce: @escaping @Sendable (Flight) async -> FlightResult
+    ) async throws -> (result: FlightResult, joined: Bool, kind: FlightKind) {
+        try await run(key, cancelsWhenNoWaiters: cancelsWhenNoWaiters) { flight in
+            flight.setProducer(Task.startingOnThisPoolThread { flight.complete(await produce(flight)) })
+        }
     }
 }

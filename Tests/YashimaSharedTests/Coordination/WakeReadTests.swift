@@ -33,8 +33,8 @@ struct WakeReadTests {
         func hold() async throws -> KeyLock {
             let path = other.lockPath(forKeyDigest: key.stableDigest)
             guard
-                case .acquired(let lock) = try await KeyLock.acquire(path, in: other, timeout: .zero, lookAgain: nil)
-                    as KeyLock.Acquisition<Never>
+                case .acquired(let lock) = try KeyLock.step(path, in: other, afterWait: false, lookAgain: nil)
+                    as KeyLock.Step<Never>
             else { throw CancellationError() }
             return lock
         }

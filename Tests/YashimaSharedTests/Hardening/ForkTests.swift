@@ -31,9 +31,8 @@ extension Hardening {
         func acquire(_ directory: Directory) async throws -> KeyLock {
             let path = directory.lockPath(forKeyDigest: Self.key.stableDigest)
             guard
-                case .acquired(let held) = try await KeyLock.acquire(
-                    path, in: directory, timeout: .zero, lookAgain: nil)
-                    as KeyLock.Acquisition<Never>
+                case .acquired(let held) = try KeyLock.step(path, in: directory, afterWait: false, lookAgain: nil)
+                    as KeyLock.Step<Never>
             else {
                 throw YCache.Error.ioFailure(operation: "lock", detail: "not acquired")
             }

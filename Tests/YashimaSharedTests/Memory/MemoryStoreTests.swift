@@ -146,8 +146,8 @@ struct MemoryStoreTests {
             slots: slots, stamp: stamp, entryPath: nil)
     }
 
-    static func key(_ identity: String, namespace: String = "default", codec: String = "c") -> MemoryKey {
-        MemoryKey(key: CacheKey(identity, namespace: namespace), codecIdentifier: codec)
+    static func key(_ identity: String, namespace: String = "default", codec: String = "c") -> EntryKey {
+        EntryKey(key: CacheKey(identity, namespace: namespace), codecIdentifier: codec)
     }
 
     @Test("an item is live until its expiry instant, then dropped")
@@ -167,22 +167,22 @@ struct MemoryStoreTests {
         let key = CacheKey("epoch", namespace: "ns")
         let slots = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
         let store = MemoryStore(maximumCost: nil, maximumCount: nil)
-        let memoryKey = MemoryKey(key: key, codecIdentifier: "c")
+        let entryKey = EntryKey(key: key, codecIdentifier: "c")
         let bumps: [() throws -> Void] = [
             { try state.bumpKey(slots) }, { try state.bumpNamespace(slot: slots.namespace) },
             { try state.bumpGlobal() },
         ]
         for bump in bumps {
-            store.insert(Self.item("v", slots: slots, stamp: state.stamp(slots)), for: memoryKey)
-            #expect(store.item(for: memoryKey, state: state, now: 0) != nil)
+            store.insert(Self.item("v", slots: slots, stamp: state.stamp(slots)), for: entryKey)
+            #expect(store.item(for: entryKey, state: state, now: 0) != nil)
             try bump()
-            #expect(store.item(for: memoryKey, state: state, now: 0) == nil)
+            #expect(store.item(for: entryKey, state: state, now: 0) == nil)
             #expect(store.count == 0)
         }
         // Without storage (no slots) an item is never invalidated by epochs.
-        store.insert(Self.item("v"), for: memoryKey)
+        store.insert(Self.item("v"), for: entryKey)
         try state.bumpGlobal()
-        #expect(store.item(for: memoryKey, state: state, now: 0) != nil)
+        #expect(store.item(for: entryKey, state: state, now: 0) != nil)
     }
 
     @Test("removal by entry, by namespace and of everything")
@@ -210,7 +210,7 @@ struct MemoryStoreTests {
     func lastUse() {
         let store = MemoryStore(maximumCost: nil, maximumCount: nil)
         let (key, other) = (Self.key("t"), Self.key("other"))
-        func lastUse(_ key: MemoryKey) -> Int64? {
+        func lastUse(_ key: EntryKey) -> Int64? {
             if case .hit(let item) = store.lookup(key, state: nil, now: 0) { return item.lastUse }
             return nil
         }

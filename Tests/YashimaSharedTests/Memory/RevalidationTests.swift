@@ -84,7 +84,7 @@ struct RevalidationTests {
         let directory = try Directory(path: dir.path, sharing: .privateToUser, allowNetworkFilesystem: false)
         let state = directory.state
         let store = MemoryStore(maximumCost: nil, maximumCount: nil)
-        let key = MemoryKey(key: CacheKey("k"), codecIdentifier: "c")
+        let key = EntryKey(key: CacheKey("k"), codecIdentifier: "c")
         let slots = SharedState.slots(namespace: "default", keyDigest: key.key.stableDigest)
         let header = EntryFormat.Header(
             keyByteCount: 0, codecByteCount: 0, payloadByteCount: 1, createdAtNanoseconds: 1, expiresAtNanoseconds: 0,

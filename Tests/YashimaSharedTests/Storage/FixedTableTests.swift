@@ -34,8 +34,8 @@ import Testing
     func slotSizes() {
         // VerifiedInodes: identity (device, inode) and (ctime, size), optional: 49 bytes with the set's byte.
         #expect(MemoryLayout<(UInt64, UInt64)?>.stride + MemoryLayout<(Int64, Int64)?>.stride <= 50)
-        // ExpectationCache: a MemoryKey and a reference, optional.
-        let slot = MemoryLayout<MemoryKey?>.stride + MemoryLayout<EntryExpectation?>.stride
+        // ExpectationCache: a EntryKey and a reference, optional.
+        let slot = MemoryLayout<EntryKey?>.stride + MemoryLayout<EntryExpectation?>.stride
         #expect(slot <= 96, "\(slot) bytes a slot")
     }
 }

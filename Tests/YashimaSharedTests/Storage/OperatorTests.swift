@@ -95,8 +95,8 @@ import Testing
         #expect(await offPool { storage.census() }.lockFiles == 0)
         let path = directory.lockPath(forKeyDigest: CacheKey("in flight").stableDigest)
         guard
-            case .acquired(let held) = try await KeyLock.acquire(path, in: directory, timeout: .zero, lookAgain: nil)
-                as KeyLock.Acquisition<Never>
+            case .acquired(let held) = try KeyLock.step(path, in: directory, afterWait: false, lookAgain: nil)
+                as KeyLock.Step<Never>
         else {
             Issue.record("could not take the lock")
             return

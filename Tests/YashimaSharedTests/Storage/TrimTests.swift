@@ -306,8 +306,8 @@ struct TrimTests {
     }
 
     /// Takes a key's lock without waiting and without looking in storage.
-    static func lock(_ path: LockPath, in directory: Directory) async throws -> KeyLock.Acquisition<Never> {
-        try await KeyLock.acquire(path, in: directory, timeout: .zero, lookAgain: nil)
+    static func lock(_ path: LockPath, in directory: Directory) async throws -> KeyLock.Step<Never> {
+        try KeyLock.step(path, in: directory, afterWait: false, lookAgain: nil)
     }
 
     // MARK: Sampled passes, failures, a replaced trim.lock (issue 24)

@@ -172,7 +172,7 @@ extension YCache {
     /// Callers waiting on this cache's in-flight production of `key` for `codec` (test seam).
     func waiters<Codec: CacheCodec>(_ key: CacheKey, _ codec: Codec, refresh: Bool = false) -> Int {
         engine.flights.waiterCount(
-            FlightKey(entry: MemoryKey(key: key, codecIdentifier: codec.identifier), kind: refresh ? .refresh : .lookup)
+            FlightKey(entry: EntryKey(key: key, codecIdentifier: codec.identifier), kind: refresh ? .refresh : .lookup)
         )
     }
 }
