@@ -181,7 +181,7 @@ private let firstLookupRehearsal = Atomic<Int>(0)
 extension CacheEngine {
     /// Once per process, when it first opens a storage directory (`openStorage()`, or a first lookup):
     /// makes what a process's first lookup otherwise makes on its way, the type metadata of the lookup
-    /// path's generic types, each instantiation checking a conformance (`MemoryKey: Hashable`,
+    /// path's generic types, each instantiation checking a conformance (`EntryKey: Hashable`,
     /// `DataCodec: CacheCodec`, `EntryReadFailure: Error`) by the runtime's scan of every conformance
     /// record, and the CRC32C routine's setup: about 0.6 M instructions of a fresh process's first hit
     /// and 1.1 M of its first miss (Benchmarks/results/2026-12-02-floors.md). A process that opens its
@@ -193,18 +193,18 @@ extension CacheEngine {
     func rehearseFirstLookup(in opened: Result<StorageContext, YCache.Error>) {
         guard case .success = opened else { return }
         let codec = DataCodec()
-        let key = MemoryKey(key: CacheKey(namespace: "", identity: ""), codecIdentifier: codec.identifier)
+        let key = EntryKey(key: CacheKey(namespace: "", identity: ""), codecIdentifier: codec.identifier)
         let metadata = key.key.metadata(
             codecIdentifier: key.codecIdentifier, createdAt: 0, expiresAt: nil, byteCount: 0, cost: nil)
         var made = MemoryStore.rehearseInsert(for: key, metadata: metadata) + VerifiedInodes.rehearseInsert()
-        var expectations = FixedTable<MemoryKey, EntryExpectation>(capacity: 2)
+        var expectations = FixedTable<EntryKey, EntryExpectation>(capacity: 2)
         expectations.insert(EntryExpectation(key: key.key, codecIdentifier: key.codecIdentifier), for: key)
         made += expectations.value(for: key) == nil ? 0 : 1
         made &+= Int(CRC32C.checksum([0]))
         Self.rehearseCodecTypes(DataCodec.self)
         let types: [Any.Type] = [
             Result<StoredEntry, EntryReadFailure>.self, Result<StorageContext, YCache.Error>?.self,
-            TierLookup<DataCodec>.self, YCache.Resolved<Data>?.self, (MemoryKey?, MemoryKey?).self,
+            TierLookup<DataCodec>.self, YCache.Resolved<Data>?.self, (EntryKey?, EntryKey?).self,
             Result<[UInt8]?, SystemCallError>.self, MemoryItem?.self, EntryExpectation?.self,
         ]
         made = types.reduce(made) { $0 &+ ObjectIdentifier($1).hashValue }
