@@ -1,30 +1,31 @@
 // The waits of a child process for async callers (the tests): each blocking wait runs on a thread of its
 // own, never on a thread of Swift's cooperative pool, which has one thread per core (two on CI): a test
 // that blocked one would starve every other test's continuations. The exit is awaited without any thread
-// waiting (the child's reaper resumes the caller).
+// waiting (the child's reaper resumes the caller). The default timeouts (600 s) are hang guards, not
+// bounds: a child's progress is the machine's to give, and a loaded parallel run stretched 60 s ones.
 
 import Foundation
 import Glibc
 
 extension ChildProcess {
     /// The next line of output, or nil when the child closed its output or `timeout` seconds passed.
-    public func line(timeout: Double = 60) async -> String? {
+    public func line(timeout: Double = 600) async -> String? {
         await offPool { self.readLine(timeout: .seconds(timeout)) }
     }
 
     /// Reads lines until one satisfies `predicate`; nil when the output closes or `timeout` passes first.
-    public func line(timeout: Double = 60, where predicate: @escaping @Sendable (String) -> Bool) async -> String? {
+    public func line(timeout: Double = 600, where predicate: @escaping @Sendable (String) -> Bool) async -> String? {
         await offPool { self.readLine(timeout: .seconds(timeout), where: predicate) }
     }
 
     /// The next line that starts with `{`, parsed as a JSON object.
-    public func json(timeout: Double = 60) async -> [String: Any]? {
+    public func json(timeout: Double = 600) async -> [String: Any]? {
         guard let line = await line(timeout: timeout, where: { $0.hasPrefix("{") }) else { return nil }
         return (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
     }
 
     /// All remaining output, as raw bytes, up to the moment the child closes it or `timeout` passes.
-    public func output(timeout: Double = 60) async -> Data {
+    public func output(timeout: Double = 600) async -> Data {
         await offPool { self.readToEnd(timeout: .seconds(timeout)) }
     }
 
@@ -42,7 +43,7 @@ extension ChildProcess {
     /// Waits for the exit, up to `timeout` seconds, then SIGKILL: the exit status (or the signal number
     /// that ended it), or nil when it had to be killed.
     @discardableResult
-    public func exitStatus(timeout: Double = 60) async -> Int32? {
+    public func exitStatus(timeout: Double = 600) async -> Int32? {
         let exit: ChildExit? = await withTaskGroup(of: ChildExit?.self) { group in
             group.addTask { await self.exitAwaited() }
             group.addTask {

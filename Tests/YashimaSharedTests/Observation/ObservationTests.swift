@@ -32,8 +32,14 @@ struct ObservationTests {
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
         let child = try ChildProcess(["worker", command, "--directory", root] + arguments, environment: environment)
-        _ = await child.output()
-        #expect(await child.exitStatus() == 0, "worker \(command) failed", sourceLocation: sourceLocation)
+        // Hang guards, not bounds: 1,500 lookups of a debug build beside a loaded parallel run took over the
+        // 60 s these were (the child was killed at 120 s, still working).
+        let output = await child.output(timeout: 600)
+        let status = await child.exitStatus(timeout: 600)
+        #expect(
+            status == 0,
+            "worker \(command) failed (exit \(status.map(String.init) ?? "none: killed after 600 s")): "
+                + String(decoding: output.suffix(600), as: UTF8.self), sourceLocation: sourceLocation)
     }
 
     /// The observer's change lines up to and including the first that `last` accepts.
