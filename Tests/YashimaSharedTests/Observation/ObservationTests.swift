@@ -36,10 +36,9 @@ struct ObservationTests {
         // 60 s these were (the child was killed at 120 s, still working).
         let output = await child.output(timeout: 600)
         let status = await child.exitStatus(timeout: 600)
-        #expect(
-            status == 0,
-            "worker \(command) failed (exit \(status.map(String.init) ?? "none: killed after 600 s")): "
-                + String(decoding: output.suffix(600), as: UTF8.self), sourceLocation: sourceLocation)
+        let exit = status.map(String.init) ?? "none: killed after 600 s"
+        let end = String(decoding: output.suffix(600), as: UTF8.self)
+        #expect(status == 0, "worker \(command) failed (exit \(exit)): \(end)", sourceLocation: sourceLocation)
     }
 
     /// The observer's change lines up to and including the first that `last` accepts.
