@@ -57,8 +57,9 @@ let package = Package(
             linkerSettings: staticCLI
                 ? [.unsafeFlags(["-static-stdlib", "-use-ld=lld", "-Xclang-linker", "-no-pie"])] : []
         ),
-        // The README's quick start, verbatim, and its guides as one program: every README sample is
-        // compiled from here, and ExamplesTests runs them (ReadmeSamplesTests keeps the text in step).
+        // The README's quick start, verbatim, and the guides (the DocC catalog's articles) as one program:
+        // every sample is compiled from here, and ExamplesTests runs them (ReadmeSamplesTests keeps the
+        // text of the README and of the guides in step).
         .executableTarget(
             name: "yashima-quickstart",
             dependencies: ["YashimaShared"],

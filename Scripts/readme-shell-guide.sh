@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the README's shell guide word for word (its `xargs -P 8` pool and its Makefile under `make -j8`)
+# Runs the shell guide word for word (the `xargs -P 8` pool and the Makefile under `make -j8` of the article
+# Sources/YashimaShared/YashimaShared.docc/MemoizingCommands.md)
 # with the `yashima` on PATH (or the one given as $1), over five photos, in a scratch folder. `convert`
 # is a stand-in script (ImageMagick is not needed): it records each run in a ledger. Checks that every
 # photo is converted exactly once per recipe, that every thumbnail holds the right bytes, and that a rerun
@@ -7,7 +8,7 @@
 # the installed Debian package with the Swift toolchain's libraries hidden from the dynamic loader.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-readme="$root/README.md"
+guide="$root/Sources/YashimaShared/YashimaShared.docc/MemoizingCommands.md"
 yashima="${1:-$(command -v yashima)}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -18,7 +19,7 @@ block() {
         found == 2 { print }
         found == 1 && /^```/ { found = 2 }
         $0 == marker { found = 1 }
-    ' "$readme"
+    ' "$guide"
 }
 
 mkdir -p "$work/bin" "$work/photos"

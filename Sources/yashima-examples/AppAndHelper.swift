@@ -1,5 +1,5 @@
-// The README's app-and-helper guide: two programs, run as two users of one group, share previews; the
-// app waits for each preview by observing it.
+// The app-and-helper guide (SharingAcrossProcesses.md): two programs, run as two users of one group, share
+// previews; the app waits for each preview by observing it.
 
 import Foundation
 import YashimaShared

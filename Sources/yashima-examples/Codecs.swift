@@ -1,4 +1,4 @@
-// The README's codec guide: the built-in codecs and one of your own.
+// The codec guide (KeysAndCodecs.md): the built-in codecs and one of your own.
 
 import Foundation
 import YashimaShared

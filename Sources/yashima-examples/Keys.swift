@@ -1,4 +1,4 @@
-// The README's key-design guide.
+// The key-design guide (KeysAndCodecs.md).
 
 import Foundation
 import YashimaShared

@@ -1,4 +1,4 @@
-// The README's guide to expiry, removal and the byte budget.
+// The guide to expiry, removal and the byte budget (GettingStarted.md).
 
 import Foundation
 import YashimaShared

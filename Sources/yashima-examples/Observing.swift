@@ -1,4 +1,4 @@
-// The README's guide to observing what the cache does.
+// The guide to observing what the cache does (SharingAcrossProcesses.md).
 
 import Foundation
 import YashimaShared

@@ -1,4 +1,4 @@
-// The README's options guide: per-call policies.
+// The options guide (GettingStarted.md): per-call policies.
 
 import Foundation
 import YashimaShared

@@ -1,6 +1,6 @@
-// The README's guide "Sharing across machines": a remote tier behind each host's storage directory.
-// Built with the package so the samples keep compiling; not run by ExamplesTests (the remote tier's own
-// tests start their servers).
+// The guide "Sharing across machines" (SharingAcrossMachines.md): a remote tier behind each host's storage directory.
+// Built with the package so the samples keep compiling; ExamplesTests runs `remote`, which configures each
+// cache without contacting a server (the remote tier's own tests start their servers).
 
 import Foundation
 import YashimaShared

@@ -1,4 +1,4 @@
-// The README's guide for parallel test runners: an expensive fixture built once for all of them.
+// The guide for parallel test runners (SharingAcrossProcesses.md): an expensive fixture built once for all of them.
 
 import Foundation
 import YashimaShared

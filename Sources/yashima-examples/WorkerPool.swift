@@ -1,4 +1,5 @@
-// The README's worker-pool guide: a launcher starts N copies of this program on one storage directory.
+// The worker-pool guide (SharingAcrossProcesses.md): a launcher starts N copies of this program on one
+// storage directory.
 
 import Foundation
 import YashimaShared

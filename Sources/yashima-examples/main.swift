@@ -1,6 +1,7 @@
-// yashima-examples: the README's guides as one program, built with the package so the samples keep
-// compiling; ExamplesTests runs each mode and checks what the README says it prints. Every sample sits
-// between `// sample: NAME` and `// end sample`, and the README block of that name must match it.
+// yashima-examples: the guides (the articles of Sources/YashimaShared/YashimaShared.docc) as one program,
+// built with the package so the samples keep compiling; ExamplesTests runs each mode and checks what the
+// guides say it prints. Every sample sits between `// sample: NAME` and `// end sample`, and every block of
+// that name in the README and the guides must match it (ReadmeSamplesTests).
 
 import Foundation
 import YashimaShared
@@ -17,6 +18,8 @@ let usage = """
       options DIRECTORY             options and the other lookups
       lifecycle DIRECTORY           expiry, removal, usage and trimming
       observe DIRECTORY             sources, stored entries and counters
+      remote DIRECTORY              configure the remote tiers of "Sharing across machines" (no server is
+                                    contacted: the URLs, options and chains are checked)
 
     """
 
@@ -45,6 +48,14 @@ case "lifecycle": try await manageReports(directory: directory)
 case "observe":
     try await observe(cache: cache)
     try await observe(cache: cache)
+case "remote":
+    let url = URL(fileURLWithPath: directory)
+    let http = try artifactCaches(directory: url)
+    let s3 = try bucketCaches(directory: url)
+    let caches =
+        [try renderCache(), http.valuesOnly, http.withLeases, s3.aws, s3.selfHosted]
+        + [try chainedCache(directory: url, developerMachine: true)]
+    print("configured \(caches.count) caches with a remote tier")
 default:
     FileHandle.standardError.write(Data(usage.utf8))
     exit(2)

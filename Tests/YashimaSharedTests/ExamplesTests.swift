@@ -1,6 +1,7 @@
-// The README's samples, run as the README says: the quick start in two processes at once, the worker
-// pool from its launcher, test runners sharing a fixture, the app waiting for its helper's previews as
-// two users of one group, and every other guide, each checked against what the README says it prints.
+// The samples of the README and of the guides (the DocC catalog's articles), run as they say: the quick
+// start in two processes at once, the worker pool from its launcher, test runners sharing a fixture, the
+// app waiting for its helper's previews as two users of one group, and every other guide, each checked
+// against what its guide says it prints.
 
 import Foundation
 import Glibc
@@ -69,7 +70,7 @@ import Testing
         #expect(try await run("yashima-examples", "fixture", dir.path) == [fixtures[0]])
     }
 
-    /// As root (CI), the helper and the app run as two different users of one group, as the README
+    /// As root (CI), the helper and the app run as two different users of one group, as the guide
     /// describes; otherwise both run as this user, which still checks the group-shared modes.
     @Test func appAndHelperShareAGroupDirectory() async throws {
         let asTwoUsers = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
@@ -82,7 +83,7 @@ import Testing
         let base = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         defer { try? FileManager.default.removeItem(atPath: base) }
         chmod(base, 0o755)
-        // The administrator's step from the README: a setgid folder of the shared group.
+        // The administrator's step from the guide: a setgid folder of the shared group.
         let cache = base + "/cache"
         #expect(mkdir(cache, 0o700) == 0)
         #expect(chown(cache, appUser, group) == 0)
@@ -121,7 +122,7 @@ import Testing
         #expect(owners == [helperUser])  // the app only read what the helper made
     }
 
-    @Test func guidesPrintWhatTheReadmeSays() async throws {
+    @Test func guidesPrintWhatTheGuidesSay() async throws {
         let dir = TemporaryDirectory("guides")
         let keys = try await run("yashima-examples", "keys", dir.path + "/keys")
         #expect(keys.dropFirst() == ["same key in any order: true", "other data, other key: true"])
@@ -136,5 +137,16 @@ import Testing
         #expect(observed[1].hasPrefix("video-7 4 bytes, "))
         #expect(observed[3] == "from this process's memory")
         #expect(observed[5].hasPrefix("hits: 1 memory, 0 storage; generations: 1, shared: 0;"))
+    }
+
+    /// The remote samples of "Sharing across machines" configure their caches (URLs, options, chains)
+    /// without a server: AWS's credentials and region come from the environment, as the guide says.
+    @Test func remoteSamplesConfigureTheirCaches() async throws {
+        let dir = TemporaryDirectory("remote-samples")
+        let environment = [
+            "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "example-secret", "AWS_REGION": "us-east-1",
+        ]
+        let child = try start("yashima-examples", ["remote", dir.path], environment: environment)
+        #expect(await lines(of: child) == ["configured 6 caches with a remote tier"])
     }
 }

@@ -1,8 +1,10 @@
-// Keeps the README's code samples and the compiled example programs the same text. Each sample sits in
-// Sources/yashima-examples or Sources/yashima-quickstart between `// sample: NAME` and `// end sample`;
-// the README shows it in a ```swift block right after `<!-- sample: NAME -->`. The only other Swift block
-// allowed is the walkthrough's Package.swift, which Scripts/readme-walkthrough.sh builds.
-// After editing a sample, `YASHIMA_UPDATE_README=1 swift test --filter ReadmeSamplesTests` copies it in.
+// Keeps the code samples of the README and of the guides (the articles of the DocC catalog,
+// Sources/YashimaShared/YashimaShared.docc) and the compiled example programs the same text. Each sample
+// sits in Sources/yashima-examples or Sources/yashima-quickstart between `// sample: NAME` and
+// `// end sample`; a document shows it in a ```swift block right after `<!-- sample: NAME -->`, at most once
+// per document, and every sample is shown somewhere. The only other Swift block allowed is the README
+// walkthrough's Package.swift, which Scripts/readme-walkthrough.sh builds. After editing a sample,
+// `YASHIMA_UPDATE_README=1 swift test --filter ReadmeSamplesTests` copies it into every document.
 
 import Foundation
 import Testing
@@ -19,9 +21,19 @@ import Testing
         let lines: Range<Int>
     }
 
-    /// The README's lines and its marked blocks; a Swift block without a marker is reported as marker "".
-    static func readme() throws -> (lines: [String], blocks: [MarkedBlock]) {
-        let text = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+    /// The guides: every Markdown file of the documentation catalog, as paths from the package root.
+    static func guides() throws -> [String] {
+        let catalog = "Sources/YashimaShared/YashimaShared.docc"
+        let files = try FileManager.default.subpathsOfDirectory(atPath: root.appendingPathComponent(catalog).path)
+        return files.filter { $0.hasSuffix(".md") }.sorted().map { catalog + "/" + $0 }
+    }
+
+    /// The README and the guides, as paths from the package root.
+    static func documents() throws -> [String] { try ["README.md"] + guides() }
+
+    /// A document's lines and its marked blocks; a Swift block without a marker is reported as marker "".
+    static func document(_ path: String) throws -> (lines: [String], blocks: [MarkedBlock]) {
+        let text = try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
         let lines = text.components(separatedBy: "\n")
         var blocks: [MarkedBlock] = []
         var index = 0
@@ -71,40 +83,70 @@ import Testing
     }
 
     @Test func everySwiftBlockIsACompiledSampleOrTheWalkthroughManifest() throws {
-        for block in try Self.readme().blocks where block.language == "swift" {
-            #expect(
-                block.marker.hasPrefix("sample: ") || block.marker == "walkthrough: Package.swift",
-                "README line \(block.lines.lowerBound): a Swift block with no sample marker")
-        }
-    }
-
-    @Test func everySampleIsInTheReadmeOnce() throws {
-        let markers = try Self.readme().blocks.map(\.marker).filter { $0.hasPrefix("sample: ") }
-        #expect(Set(markers).count == markers.count, "a sample shown twice")
-        let samples = try Self.samples()
-        #expect(Set(markers.map { String($0.dropFirst("sample: ".count)) }) == Set(samples.keys))
-    }
-
-    @Test func readmeSamplesAreTheCompiledText() throws {
-        var (lines, blocks) = try Self.readme()
-        blocks.reverse()  // from the end, so that replacing one block does not move the ones still to do
-        let samples = try Self.samples()
-        let update = ProcessInfo.processInfo.environment["YASHIMA_UPDATE_README"] == "1"
-        for block in blocks where block.marker.hasPrefix("sample: ") {
-            let name = String(block.marker.dropFirst("sample: ".count))
-            guard let sample = samples[name] else { continue }  // reported by everySampleIsInTheReadmeOnce
-            if update {
-                lines.replaceSubrange(block.lines, with: sample)
-            } else {
+        for path in try Self.documents() {
+            for block in try Self.document(path).blocks where block.language == "swift" {
+                let manifest = path == "README.md" && block.marker == "walkthrough: Package.swift"
                 #expect(
-                    Array(lines[block.lines]) == sample,
-                    "README sample \(name) differs from its source; run YASHIMA_UPDATE_README=1 swift test --filter ReadmeSamplesTests"
-                )
+                    block.marker.hasPrefix("sample: ") || manifest,
+                    "\(path) line \(block.lines.lowerBound): a Swift block with no sample marker")
             }
         }
-        if update {
-            try lines.joined(separator: "\n").write(
-                to: Self.root.appendingPathComponent("README.md"), atomically: true, encoding: .utf8)
+    }
+
+    @Test func everySampleIsShownAndNoneTwiceInOneDocument() throws {
+        let samples = try Self.samples()
+        var shown: Set<String> = []
+        for path in try Self.documents() {
+            let names = try Self.document(path).blocks.map(\.marker).filter { $0.hasPrefix("sample: ") }
+                .map { String($0.dropFirst("sample: ".count)) }
+            #expect(Set(names).count == names.count, "\(path): a sample shown twice")
+            for name in names { #expect(samples[name] != nil, "\(path): no sample named \(name)") }
+            shown.formUnion(names)
+        }
+        #expect(shown == Set(samples.keys), "samples shown in no document: \(Set(samples.keys).subtracting(shown))")
+    }
+
+    @Test func theGuidesShowTheGuidesSamples() throws {
+        // Each guide's samples, by the article that explains them (the README shows the quick start).
+        let expected: [String: Set<String>] = [
+            "GettingStarted.md": ["quick-start", "options", "lifecycle"],
+            "KeysAndCodecs.md": ["keys", "codecs"],
+            "SharingAcrossProcesses.md": ["worker-pool", "app-and-helper", "test-fixtures", "observing"],
+            "SharingAcrossMachines.md": ["remote-redis", "remote-http", "remote-s3", "remote-chain"],
+        ]
+        for path in try Self.guides() {
+            guard let names = expected[URL(fileURLWithPath: path).lastPathComponent] else { continue }
+            let shown = try Self.document(path).blocks.map(\.marker).filter { $0.hasPrefix("sample: ") }
+                .map { String($0.dropFirst("sample: ".count)) }
+            #expect(Set(shown) == names, "\(path)")
+        }
+        #expect(try Set(Self.guides().map { URL(fileURLWithPath: $0).lastPathComponent }).isSuperset(of: expected.keys))
+    }
+
+    @Test func samplesAreTheCompiledText() throws {
+        let samples = try Self.samples()
+        let update = ProcessInfo.processInfo.environment["YASHIMA_UPDATE_README"] == "1"
+        for path in try Self.documents() {
+            var (lines, blocks) = try Self.document(path)
+            blocks.reverse()  // from the end, so that replacing one block does not move the ones still to do
+            var changed = false
+            for block in blocks where block.marker.hasPrefix("sample: ") {
+                let name = String(block.marker.dropFirst("sample: ".count))
+                guard let sample = samples[name] else { continue }  // reported by everySampleIsShown…
+                if Array(lines[block.lines]) == sample { continue }
+                if update {
+                    lines.replaceSubrange(block.lines, with: sample)
+                    changed = true
+                } else {
+                    Issue.record(
+                        "\(path): sample \(name) differs from its source; run YASHIMA_UPDATE_README=1 swift test --filter ReadmeSamplesTests"
+                    )
+                }
+            }
+            if changed {
+                try lines.joined(separator: "\n").write(
+                    to: Self.root.appendingPathComponent(path), atomically: true, encoding: .utf8)
+            }
         }
     }
 }

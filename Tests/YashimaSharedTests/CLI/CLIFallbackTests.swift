@@ -1,5 +1,5 @@
 // A cache problem never breaks a build: `yashima run` over a directory it cannot use runs the command
-// uncached with one warning that says what to do (the README's Makefile under `make -j8` included), and
+// uncached with one warning that says what to do (the shell guide's Makefile under `make -j8` included), and
 // `--strict` refuses. Also what a ccache user reaches for: YASHIMA_DISABLE, --recache, rm, config and the
 // variables, folder outputs, global options before the subcommand, and no password ever printed.
 
@@ -36,15 +36,18 @@ import Testing
         #expect(failing.status == 7)
     }
 
-    /// The README's Makefile, verbatim, with a `convert` that records each run.
+    /// The shell guide's Makefile (MemoizingCommands.md in the documentation catalog), verbatim, with a
+    /// `convert` that records each run.
     @Test(
         .enabled(
             if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/make"), "needs root and make"))
-    func theReadmeMakefileBuildsOverSomeoneElsesDirectory() async throws {
+    func theShellGuidesMakefileBuildsOverSomeoneElsesDirectory() async throws {
         let fixture = try CLIFixture()
-        let readme = try String(contentsOf: packageRoot().appendingPathComponent("README.md"), encoding: .utf8)
+        let guide = try String(
+            contentsOf: packageRoot().appendingPathComponent(
+                "Sources/YashimaShared/YashimaShared.docc/MemoizingCommands.md"), encoding: .utf8)
         let block = try #require(
-            readme.components(separatedBy: "```make\n").dropFirst().first?.components(separatedBy: "```").first)
+            guide.components(separatedBy: "```make\n").dropFirst().first?.components(separatedBy: "```").first)
         try fixture.file("Makefile", block)
         try fixture.file(
             "bin/convert",

@@ -295,11 +295,14 @@ struct RemoteTierTests {
         #expect(hit.origin == .remote && hit.value == payload(9))
     }
 
-    @Test("the README's ACL user has every right the tier uses: a miss, a wait woken by the holder, a hit")
-    func readmeACL() async throws {
-        // The README's `user yashima on …` line, word for word, as the server's only user.
-        let readme = try String(contentsOf: packageRoot().appendingPathComponent("README.md"), encoding: .utf8)
-        let line = try #require(readme.split(separator: "\n").first { $0.hasPrefix("user yashima on ") })
+    @Test("the guide's ACL user has every right the tier uses: a miss, a wait woken by the holder, a hit")
+    func guideACL() async throws {
+        // The `user yashima on …` line of the guide (SharingAcrossMachines.md in the documentation catalog),
+        // word for word, as the server's only user.
+        let guide = try String(
+            contentsOf: packageRoot().appendingPathComponent(
+                "Sources/YashimaShared/YashimaShared.docc/SharingAcrossMachines.md"), encoding: .utf8)
+        let line = try #require(guide.split(separator: "\n").first { $0.hasPrefix("user yashima on ") })
         let rules = line.split(separator: " ").map(String.init)
         let password = try #require(rules.first { $0.hasPrefix(">") }).dropFirst()
         let server = try await RedisServer.start(tcp: true, extraArguments: ["--user"] + rules.dropFirst())
