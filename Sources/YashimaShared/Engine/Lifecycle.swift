@@ -96,49 +96,43 @@ extension CacheEngine {
     }
 
     /// The unlinks of `removeAll`: each entry inside a write window on its key's epochs (I10), as a removal
-    /// of that key; then the namespace's or the global epoch bumped, so that memory items whose entry was
-    /// gone already (trimmed) or that were never stored go too.
+    /// of that key, all inside a window on the namespace's or the global word, opened before the scan and
+    /// closed after it. While that one is open no stamp of the namespace is quiet, so memory items whose
+    /// entry was gone already (trimmed) or that were never stored go too, and a remover that took an entry
+    /// aside while the scan passed its path does not put it back (`JudgedFile`, `KeyWindow.isUndisturbed`).
     private func unlinkAll(inNamespace namespace: String?, in context: StorageContext) throws(YCache.Error) -> Int {
         let state = context.directory.state
-        var removed = 0
-        // Bumped before the scan too: a remover that took an entry aside and puts it back (`JudgedFile`)
-        // sees that this removal began while the path was empty, and does not leave it behind (I10).
-        if !Injection.removalNoBump {
-            if let namespace {
-                try state.bumpNamespace(slot: SharedState.namespaceSlot(namespace))
-            } else {
-                try state.bumpGlobal()
-            }
-        }
-        for entry in context.files.scanEntries() {
-            guard case .success(let (header, bytes, _)) = context.files.readHeader(entry.relative),
-                let key = CacheKey(canonicalBytes: bytes[header.keyOffset..<header.codecOffset])
-            else {
-                // Not a sound entry: nobody can have it in memory. Removed unless a namespace is asked for.
-                if namespace == nil, case .success(_?) = context.files.remove(entry.relative, payload: .readHeader) {
-                    removed += 1
+        let slot = namespace.map(SharedState.namespaceSlot)
+        let window = Injection.removalNoBump ? nil : try state.openRemovalWindow(namespaceSlot: slot)
+        let scanned = Result { () throws(YCache.Error) -> Int in
+            var removed = 0
+            for entry in context.files.scanEntries() {
+                guard case .success(let (header, bytes, _)) = context.files.readHeader(entry.relative),
+                    let key = CacheKey(canonicalBytes: bytes[header.keyOffset..<header.codecOffset])
+                else {
+                    // Not a sound entry: nobody can have it in memory. Removed unless a namespace is asked for.
+                    if namespace == nil, case .success(_?) = context.files.remove(entry.relative, payload: .readHeader)
+                    {
+                        removed += 1
+                    }
+                    continue
                 }
-                continue
-            }
-            if let namespace, key.namespace != namespace { continue }
-            if Injection.removalNoBump {  // a defect for the history checker's proofs only
+                if let namespace, key.namespace != namespace { continue }
+                if Injection.removalNoBump {  // a defect for the history checker's proofs only
+                    let outcome = context.files.remove(entry.relative, payload: .headerSize(header.payloadOffset))
+                    if case .success(_?) = outcome { removed += 1 }
+                    continue
+                }
+                let keyWindow = try state.openKeyWindow(
+                    SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest))
                 let outcome = context.files.remove(entry.relative, payload: .headerSize(header.payloadOffset))
+                _ = keyWindow.close()
                 if case .success(_?) = outcome { removed += 1 }
-                continue
             }
-            let window = try state.openKeyWindow(
-                SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest))
-            let outcome = context.files.remove(entry.relative, payload: .headerSize(header.payloadOffset))
-            _ = window.close()
-            if case .success(_?) = outcome { removed += 1 }
+            return removed
         }
-        if Injection.removalNoBump { return removed }
-        if let namespace {
-            try state.bumpNamespace(slot: SharedState.namespaceSlot(namespace))
-        } else {
-            try state.bumpGlobal()
-        }
-        return removed
+        try window?.close()  // also after a failed scan: the namespace must not stay unquiet
+        return try scanned.get()
     }
 
     /// Removes expired entries: each the file judged expired, never one published at its path since

@@ -82,7 +82,7 @@ extension EntryFile {
     /// after the move (I10): a write or removal of the key that came meanwhile saw the path empty and may
     /// have finished (a removal found nothing to unlink; a store's entry was removed again), so the file
     /// put back could be older than it, or removed. When any other window opened or closed in that span
-    /// (or the namespace or global epoch moved: a `removeAll` bumps them before its scan), the file goes
+    /// (or the namespace or global word moved or is open: a `removeAll` holds it open for its scan), the file goes
     /// again and the window closes with a bump; otherwise nothing visible changed and it is cancelled.
     func takeAside(_ relative: String, judged: JudgedFile?) -> Result<(String, FileStatus?)?, SystemCallError> {
         let state = directory.state

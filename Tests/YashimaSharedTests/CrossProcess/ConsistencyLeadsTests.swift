@@ -83,6 +83,47 @@ struct ConsistencyLeadsTests {
         #expect(try await fresh.valueIfCached(for: key, codec: data) == nil, "a fresh cache finds nothing")
     }
 
+    /// The 16-process trim history's last anomaly (seeds 903 and 1024: "removed value seen again" after a
+    /// `removeAll(in:)`): the removal's scan began before a trimmer's window opened, and passed the entry's
+    /// path while the trimmer held the file aside; the move back found the namespace word as it was when its
+    /// window opened. The removal's window on the namespace word, open for its whole scan, refuses it.
+    @Test("a removeAll whose scan began before a judged remover's take-aside is not undone by its move back")
+    func removeAllScanningDuringTheTakeAside() async throws {
+        let dir = TemporaryDirectory("judged-scan")
+        let cache = YCache(storageDirectory: dir.url)
+        let key = CacheKey(namespace: "stress", identity: "judged-scan")
+        let data = DataCodec()
+        try await cache.store(Data("old".utf8), for: key, codec: data)
+        let context = try cache.storageContext()
+        let path = context.directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: data.identifier))
+        let slots = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
+        let judged = try Syscall.status(of: path.relative, in: context.directory.descriptor).get()
+        let writer = try ChildProcess(["worker", "get", "--directory", dir.path, "--key", "judged-scan", "--refresh"])
+        #expect(await writer.exitStatus() == 0)
+        // A removal of the namespace begins (its window opens) before the remover's window does; its scan
+        // passes the path while the remover holds the newer entry aside (nothing there to unlink).
+        let state = context.directory.state
+        let removal = try state.openRemovalWindow(namespaceSlot: slots.namespace)
+        let passedWhileAside = Mutex(false)
+        let directory = context.directory
+        EntryFile.beforeMoveBack.withLock {
+            $0[path.relative] = {
+                let empty = (try? Syscall.status(of: path.relative, in: directory.descriptor).get()) == nil
+                passedWhileAside.withLock { $0 = empty }
+            }
+        }
+        defer { _ = EntryFile.beforeMoveBack.withLock { $0.removeValue(forKey: path.relative) } }
+        let files = context.files
+        let judgedFile = JudgedFile(status: judged, unlessTouched: false, slots: slots)
+        _ = await offPool { files.remove(path.relative, payload: .readHeader, judged: judgedFile) }
+        try removal.close()
+        #expect(passedWhileAside.withLock { $0 }, "the path was empty while the remover held the file aside")
+        // The removal is over, and its scan found nothing: the newer entry must not be back.
+        #expect((try? Syscall.status(of: path.relative, in: context.directory.descriptor).get()) == nil)
+        let fresh = YCache(storageDirectory: dir.url)
+        #expect(try await fresh.valueIfCached(for: key, codec: data) == nil, "a fresh cache finds nothing")
+    }
+
     @Test("a joiner's own crossProcessWaitTimeout holds while the flight it joined waits with none")
     func joinerTimeout() async throws {
         let dir = TemporaryDirectory("joiner-timeout")

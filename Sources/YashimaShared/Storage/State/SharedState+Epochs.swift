@@ -1,6 +1,6 @@
 // The epochs of the state file (I10): global, per namespace slot, per key slot. Every publish and every
 // removal of an entry is a write window on its key slot (opened before its rename, closed after it), and
-// `removeAll` bumps its namespace's or the global word before and after its unlinks; memory serves a value
+// `removeAll` holds a window on its namespace's or the global word for its whole scan; memory serves a value
 // only under a quiet stamp it was read under. Stamps carry the file's instance id (I14). Docs/Internals.md.
 
 /// The epochs (I10) a value was read or generated under. A memory item carries them, and so does a
@@ -123,12 +123,14 @@ extension SharedState {
 
         /// Whether the words read now (`current`) show no window of anyone else opened or closed since this
         /// one opened: this window is the only one open on them, the global and namespace words are as they
-        /// were, and the key word moved by `own` at most (what windows of the caller's own, opened and closed
+        /// were and quiet (no `removeAll` is scanning, even one whose window opened before this one), and the
+        /// key word moved by `own` at most (what windows of the caller's own, opened and closed
         /// inside this one, add: 0 or 2 each, so another's opening or closing is always seen). `openWindows`:
         /// how many windows are open on the key word counting this one (more when the caller's own enclose it).
         func isUndisturbed(_ current: Stamp, own: [UInt64], openWindows: UInt64 = 1) -> Bool {
             guard before.isAvailable, current.isAvailable, current.instance == before.instance,
                 current.global == before.global, current.namespace == before.namespace,
+                SharedState.isQuiet(current.global), SharedState.isQuiet(current.namespace),
                 current.key >> 48 == openWindows
             else { return false }
             return own.contains { current.key == opened &+ $0 }
@@ -163,6 +165,36 @@ extension SharedState {
                     opened: previous &+ SharedState.writeWindowOpening)
             }
             // The file died under the opening: our mark landed in a file nobody reads; open it in the successor.
+        }
+        throw unavailableError
+    }
+
+    /// A write window on a namespace word or the global one (`openRemovalWindow`): `removeAll`'s, open for
+    /// its whole scan. Its opener closes it exactly once (`close`), whatever the scan did.
+    struct WordWindow {
+        fileprivate let state: SharedState
+        fileprivate let mapping: StateMapping
+        fileprivate let offset: Int
+
+        /// Closes the window: the word's open count goes down and its epoch up, so every stamp read before
+        /// now no longer matches. A file that died meanwhile gets a plain bump in its successor instead.
+        func close() throws(YCache.Error) {
+            _ = mapping.fetchAdd(offset, SharedState.writeWindowClosing)
+            if !mapping.isLive { try state.bump(offset) }
+        }
+    }
+
+    /// Opens a write window on the namespace word of `slot` (nil: the global word) for a removal of every
+    /// entry in it (I10). While it is open no stamp of the namespace is quiet: no memory item of it is
+    /// served or confirmed, and a judged remover's move back (`KeyWindow.isUndisturbed`) is refused, also
+    /// when its own window opened after this one, so an entry a trim held aside while the scan passed its
+    /// path does not come back after the removal. Throws when no state file can be had.
+    func openRemovalWindow(namespaceSlot slot: Int?) throws(YCache.Error) -> WordWindow {
+        let offset = slot.map { SharedState.namespaceOffset + 8 * $0 } ?? SharedState.globalEpochOffset
+        for _ in 0..<Policy.stateSwitchRetries {
+            guard let mapping = live() else { throw unavailableError }
+            _ = mapping.fetchAdd(offset, SharedState.writeWindowOpening)
+            if mapping.isLive { return WordWindow(state: self, mapping: mapping, offset: offset) }
         }
         throw unavailableError
     }
