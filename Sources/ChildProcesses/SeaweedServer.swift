@@ -62,6 +62,7 @@ public final class SeaweedServer: Sendable {
             try await server.process.launch(
                 executable, arguments(directory, address: "127.0.0.1", ports: ports),
                 errorFile: "\(directory)/weed.log", every: 50_000, until: { Self.answers(s3Port) }, log: { server.log })
+            await server.warmUp()
             return server
         }
     }
@@ -85,6 +86,36 @@ public final class SeaweedServer: Sendable {
             errorFile: "\(directory)/weed.log", every: 50_000, until: { Self.answers(unixSocket: socket) },
             log: { server.log })
         return server
+    }
+
+    /// Waits (60 s at most) until a signed PUT, GET and DELETE of a small object all succeed, by `curl
+    /// --aws-sigv4` when it is installed. The gateway answers HTTP before its filer and volume serve: a test's
+    /// first write or read then failed now and then on a loaded machine, and one failure opens the store's
+    /// breaker for its cooldown, which derails every later step of that test.
+    private func warmUp() async {
+        let curls = ["/usr/bin/curl", "/usr/local/bin/curl"]
+        guard let curl = curls.first(where: FileManager.default.isExecutableFile) else { return }
+        let url = "\(endpoint)/\(Self.bucket)/.warm-up-\(port)"
+        let signing = ["--aws-sigv4", "aws:amz:us-east-1:s3", "--user", "\(Self.accessKeyID):\(Self.secretAccessKey)"]
+        let body = "\(directory)/warm-up"  // an upload (-T): curl signs a --data body wrongly for PUT
+        guard (try? "ready".write(toFile: body, atomically: true, encoding: .utf8)) != nil else { return }
+        let steps = [["-T", body], ["-o", "/dev/null"], ["-X", "DELETE"]].map {
+            ["-s", "-f", "--max-time", "10"] + $0 + signing + [url]
+        }
+        await offPool {
+            let limit = monotonicNanoseconds() + 60_000_000_000
+            while monotonicNanoseconds() < limit {
+                if steps.allSatisfy({ Self.run(curl, $0) }) { return }
+                usleep(200_000)
+            }
+        }
+    }
+
+    /// Runs `program` with `arguments`, its output discarded: whether it exited 0.
+    private static func run(_ program: String, _ arguments: [String]) -> Bool {
+        guard let child = try? ChildProcess(program, arguments, standardInputFromNullDevice: true) else { return false }
+        child.closeInput()
+        return child.waitForExit(timeout: .seconds(30))?.status == 0
     }
 
     /// `weed server` with S3 on `ports[3]`, the others on `ports[0...2]`, bound to `address`.

@@ -105,6 +105,16 @@ extension EntryFile {
         }
         guard let window else { return .success((aside, status)) }  // no window, no move back: a miss
         if let hook = Self.beforeMoveBack.withLock({ $0[relative] }) { hook() }
+        // Disturbed already (a write or removal of the key came, or a `removeAll` of its namespace is
+        // scanning): the file stays aside, a miss, and is never visible again; the window's close
+        // invalidates every memory item stamped before it. Checked again after the move back, for what comes
+        // between this look and the rename.
+        if let slots = judged.slots,
+            !window.isUndisturbed(state.stamp(slots), own: [0], openWindows: 1 + judged.ownOpenWindows)
+        {
+            _ = window.close()
+            return .success((aside, status))
+        }
         guard case .success = Syscall.renameWithoutReplacing(aside, in: root, to: relative, in: root) else {
             window.cancel()  // a publish filled the path: the file taken aside is the caller's to dispose
             return .success((aside, status))

@@ -146,7 +146,12 @@ struct RemoteStoreContractTests {
         #expect(await store.lookup(id) == .miss(.absent))
         let expires = Syscall.realtimeNanoseconds + 3_600_000_000_000
         #expect(await store.store(id, payload: payload(5000), createdAt: 42, expiresAt: expires) == .stored)
-        #expect(await store.lookup(id) == .hit(RemoteValue(payload: payload(5000), createdAt: 42, expiresAt: expires)))
+        // What the first look back found, and the counters then: a failure here derails every later step
+        // (one server error opens the breaker for its cooldown), so say what it was.
+        let first = await store.lookup(id)
+        #expect(
+            first == .hit(RemoteValue(payload: payload(5000), createdAt: 42, expiresAt: expires)),
+            "\(first); counters \(store.statistics.snapshot)")
         #expect(await store.lookup(entryIdentity("round-trip", codec: "string-v1")) == .miss(.absent))
         #expect(await store.store(id, payload: Data(), createdAt: 43, expiresAt: 0) == .stored)
         #expect(await store.lookup(id) == .hit(RemoteValue(payload: Data(), createdAt: 43, expiresAt: 0)))
@@ -154,7 +159,8 @@ struct RemoteStoreContractTests {
         #expect(await store.remove(id) == .absent)
         #expect(await store.lookup(id) == .miss(.absent))
         let counts = store.statistics.snapshot
-        #expect(counts[.hits] == 2 && counts[.misses] == 3 && counts[.puts] == 2 && counts[.errors] == 0)
+        #expect(
+            counts[.hits] == 2 && counts[.misses] == 3 && counts[.puts] == 2 && counts[.errors] == 0, "\(counts)")
         // From a local entry's file.
         let directory = TemporaryDirectory("contract-file")
         let (file, fd) = try payloadFile(payload(3000), in: directory)
