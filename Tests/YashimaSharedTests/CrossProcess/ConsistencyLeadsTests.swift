@@ -46,19 +46,10 @@ struct ConsistencyLeadsTests {
 
     @Test("a removal in the gap of a judged remover's take-aside is not undone by its move back")
     func removalInTheMoveBackGap() async throws {
-        let dir = TemporaryDirectory("judged-gap")
-        let cache = YCache(storageDirectory: dir.url)
-        let key = CacheKey(namespace: "stress", identity: "judged-gap")
-        let data = DataCodec()
-        try await cache.store(Data("old".utf8), for: key, codec: data)
-        let context = try cache.storageContext()
-        let path = context.directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: data.identifier))
-        let slots = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
-        let judged = try Syscall.status(of: path.relative, in: context.directory.descriptor).get()
         // A newer entry, then a remover (trim, expiry, a corrupt read) that judged the old one takes the
         // newer aside; while the path is empty another process removes the key (finding nothing to unlink).
-        let writer = try ChildProcess(["worker", "get", "--directory", dir.path, "--key", "judged-gap", "--refresh"])
-        #expect(await writer.exitStatus() == 0)
+        let gap = try await JudgedGap.make("judged-gap")
+        let (dir, path) = (gap.dir, gap.path)
         let removerExit = Mutex<Int32?>(nil)
         let directory = dir.path
         EntryFile.beforeMoveBack.withLock {
@@ -73,14 +64,10 @@ struct ConsistencyLeadsTests {
             }
         }
         defer { _ = EntryFile.beforeMoveBack.withLock { $0.removeValue(forKey: path.relative) } }
-        let files = context.files
-        let judgedFile = JudgedFile(status: judged, unlessTouched: false, slots: slots)
-        _ = await offPool { files.remove(path.relative, payload: .readHeader, judged: judgedFile) }
+        await gap.removeJudged()
         #expect(removerExit.withLock { $0 } == 0)
         // The removal finished before the move back: the newer entry must not come back.
-        #expect((try? Syscall.status(of: path.relative, in: context.directory.descriptor).get()) == nil)
-        let fresh = YCache(storageDirectory: dir.url)
-        #expect(try await fresh.valueIfCached(for: key, codec: data) == nil, "a fresh cache finds nothing")
+        try await gap.expectGone()
     }
 
     /// The 16-process trim history's last anomaly (seeds 903 and 1024: "removed value seen again" after a
@@ -89,21 +76,12 @@ struct ConsistencyLeadsTests {
     /// window opened. The removal's window on the namespace word, open for its whole scan, refuses it.
     @Test("a removeAll whose scan began before a judged remover's take-aside is not undone by its move back")
     func removeAllScanningDuringTheTakeAside() async throws {
-        let dir = TemporaryDirectory("judged-scan")
-        let cache = YCache(storageDirectory: dir.url)
-        let key = CacheKey(namespace: "stress", identity: "judged-scan")
-        let data = DataCodec()
-        try await cache.store(Data("old".utf8), for: key, codec: data)
-        let context = try cache.storageContext()
-        let path = context.directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: data.identifier))
-        let slots = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
-        let judged = try Syscall.status(of: path.relative, in: context.directory.descriptor).get()
-        let writer = try ChildProcess(["worker", "get", "--directory", dir.path, "--key", "judged-scan", "--refresh"])
-        #expect(await writer.exitStatus() == 0)
+        let gap = try await JudgedGap.make("judged-scan")
+        let (context, path) = (gap.context, gap.path)
         // A removal of the namespace begins (its window opens) before the remover's window does; its scan
         // passes the path while the remover holds the newer entry aside (nothing there to unlink).
         let state = context.directory.state
-        let removal = try state.openRemovalWindow(namespaceSlot: slots.namespace)
+        let removal = try state.openRemovalWindow(namespaceSlot: gap.slots.namespace)
         let passedWhileAside = Mutex(false)
         let directory = context.directory
         EntryFile.beforeMoveBack.withLock {
@@ -113,15 +91,11 @@ struct ConsistencyLeadsTests {
             }
         }
         defer { _ = EntryFile.beforeMoveBack.withLock { $0.removeValue(forKey: path.relative) } }
-        let files = context.files
-        let judgedFile = JudgedFile(status: judged, unlessTouched: false, slots: slots)
-        _ = await offPool { files.remove(path.relative, payload: .readHeader, judged: judgedFile) }
+        await gap.removeJudged()
         try removal.close()
         #expect(passedWhileAside.withLock { $0 }, "the path was empty while the remover held the file aside")
         // The removal is over, and its scan found nothing: the newer entry must not be back.
-        #expect((try? Syscall.status(of: path.relative, in: context.directory.descriptor).get()) == nil)
-        let fresh = YCache(storageDirectory: dir.url)
-        #expect(try await fresh.valueIfCached(for: key, codec: data) == nil, "a fresh cache finds nothing")
+        try await gap.expectGone()
     }
 
     @Test("a joiner's own crossProcessWaitTimeout holds while the flight it joined waits with none")
@@ -211,5 +185,46 @@ struct ConsistencyLeadsTests {
         let path = Directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: codec.identifier)).relative
         #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent(path).path))
         #expect(!FileManager.default.fileExists(atPath: moved.appendingPathComponent(path).path))
+    }
+}
+
+/// An entry stored ("old"), its file's status judged, then replaced by another process's refresh: what a
+/// judged remover (trim, expiry, a corrupt read) that decided on the old file finds at the path.
+private struct JudgedGap {
+    let dir: TemporaryDirectory
+    let key: CacheKey
+    let context: StorageContext
+    let path: EntryPath
+    let slots: SharedState.Slots
+    let judged: FileStatus
+
+    static func make(_ identity: String) async throws -> JudgedGap {
+        let dir = TemporaryDirectory(identity)
+        let cache = YCache(storageDirectory: dir.url)
+        let key = CacheKey(namespace: "stress", identity: identity)
+        let data = DataCodec()
+        try await cache.store(Data("old".utf8), for: key, codec: data)
+        let context = try cache.storageContext()
+        let path = context.directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: data.identifier))
+        let judged = try Syscall.status(of: path.relative, in: context.directory.descriptor).get()
+        let writer = try ChildProcess(["worker", "get", "--directory", dir.path, "--key", identity, "--refresh"])
+        #expect(await writer.exitStatus() == 0)
+        return JudgedGap(
+            dir: dir, key: key, context: context, path: path,
+            slots: SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest), judged: judged)
+    }
+
+    /// The judged remover's removal of the old file (it takes the newer aside, and may move it back).
+    func removeJudged() async {
+        let (files, relative) = (context.files, path.relative)
+        let judgedFile = JudgedFile(status: judged, unlessTouched: false, slots: slots)
+        _ = await offPool { files.remove(relative, payload: .readHeader, judged: judgedFile) }
+    }
+
+    /// Nothing at the path, and a fresh cache finds nothing.
+    func expectGone() async throws {
+        #expect((try? Syscall.status(of: path.relative, in: context.directory.descriptor).get()) == nil)
+        let fresh = YCache(storageDirectory: dir.url)
+        #expect(try await fresh.valueIfCached(for: key, codec: DataCodec()) == nil, "a fresh cache finds nothing")
     }
 }
