@@ -36,8 +36,10 @@ extension YCache {
         case observationUnavailable(path: String, reason: String)
         /// A removal (`remove(for:codec:)`, or `removeAll()` with `removeAllRemotely`) removed the local
         /// copies, but could not delete the remote one: the server is down, hung or refused it, or its
-        /// breaker is open. The remote copy may survive, and the next miss of any host may fetch it again:
-        /// remove it again once the server is back.
+        /// breaker is open. The remote copy may survive, and another host's next miss may fetch it again:
+        /// remove it again once the server is back. After `remove(for:codec:)` this host never takes it
+        /// back: the delete is owed in its storage directory and paid by its next lookup of the key; after
+        /// `removeAll()` any key's copy may come back here too.
         case remoteRemovalIncomplete(reason: String)
 
         /// A readable explanation of the error.

@@ -43,11 +43,12 @@ extension CacheEngine {
     /// delete is not published while it is open, nor after (`PublishMode.addingUnlessWrittenSince`, I16).
     func remove(key: CacheKey, codecIdentifier: String) async throws(YCache.Error) -> Bool {
         let key = TierKey(key: key, codecIdentifier: codecIdentifier)
-        var deleteRemote: (@Sendable () async -> Void)?
+        var deleteRemote: RemoteTier.Delete?
         if let tier = remoteTier { deleteRemote = { await tier.deleteRemote(key.identity) } }
         let window = RemoteWriteWindow.opened(
             in: try? storage(for: .write).get(),
-            slots: SharedState.slots(namespace: key.key.namespace, keyDigest: key.key.stableDigest), for: deleteRemote)
+            slots: SharedState.slots(namespace: key.key.namespace, keyDigest: key.key.stableDigest),
+            identity: key.identity, for: deleteRemote)
         var removed = false
         var failure: YCache.Error?
         for tier in tiers.reversed() {

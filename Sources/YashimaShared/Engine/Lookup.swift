@@ -14,6 +14,9 @@ struct ProductionRequest<Codec: CacheCodec>: Sendable {
     /// The storage a remote tier may stage a large hit's entry file in (set for a lookup that writes
     /// to a local storage directory).
     var staging: StorageContext?
+    /// The storage directory the production publishes in, where the remote deletes it owes are recorded
+    /// (RemoteWriteWindow); nil when it writes no storage.
+    var directory: Directory?
     /// The remote tier's first call, started when the production took the key's lock (RemoteTier.startLookup).
     var remoteLookup: EarlyRemoteLookup?
 

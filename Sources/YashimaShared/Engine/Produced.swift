@@ -21,7 +21,7 @@ struct Produced<Value: Sendable>: Sendable {
     /// Set when `afterPublish` stores the value in the remote tier: deletes the key's remote value. The
     /// publish step then holds a write window from before its rename to after `afterPublish`
     /// (RemoteWriteWindow), and calls this before closing it when another write of the slot came between.
-    var deleteRemote: (@Sendable () async -> Void)?
+    var deleteRemote: RemoteTier.Delete?
 
     init(value: Value, source: YCache.Origin, stored: StoredForm? = nil) {
         self.value = value

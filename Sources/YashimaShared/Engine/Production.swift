@@ -101,7 +101,8 @@ struct Production<Codec: CacheCodec>: Sendable {
             // A value stored remotely too is published and stored inside one write window (I10, I16:
             // RemoteWriteWindow), closed once the remote tier holds nothing the local directory replaced.
             let window = RemoteWriteWindow.opened(
-                in: storage, slots: request.expectation.slots, for: produced.deleteRemote)
+                in: storage, slots: request.expectation.slots, identity: request.expectation.identity,
+                for: produced.deleteRemote)
             let stored: Stored
             do {
                 stored = try await publish(produced, storage: storage, epochs: epochs, permit: permit)
@@ -201,8 +202,9 @@ struct Production<Codec: CacheCodec>: Sendable {
     private func produceValue(_ storage: StorageContext?) async throws -> Produced<Codec.Value>? {
         var next: @Sendable () async throws -> Produced<Codec.Value>? = { nil }  // after the generator: nothing
         var request = request
-        if kind == .lookup, request.options.writePolicy == .memoryAndStorage, let storage, storage.isLocalFilesystem {
-            request.staging = storage
+        if request.options.writePolicy == .memoryAndStorage, let storage {
+            request.directory = storage.directory
+            if kind == .lookup, storage.isLocalFilesystem { request.staging = storage }
         }
         for tier in engine.productionTiers.reversed() {
             let (below, request, kind, engine) = (next, request, kind, engine)
@@ -226,12 +228,11 @@ struct Production<Codec: CacheCodec>: Sendable {
         }
         guard let value = try await request.generate() else { return .noValue }
         engine.count { $0.generations += 1 }
-        var deleteRemote: (@Sendable () async -> Void)?
-        if let tier = engine.remoteTier {
-            let identity = request.expectation.identity
-            deleteRemote = { await tier.deleteRemote(identity) }
-        }
-        let window = RemoteWriteWindow.opened(in: storage, slots: request.expectation.slots, for: deleteRemote)
+        let identity = request.expectation.identity
+        var deleteRemote: RemoteTier.Delete?
+        if let tier = engine.remoteTier { deleteRemote = { await tier.deleteRemote(identity) } }
+        let window = RemoteWriteWindow.opened(
+            in: storage, slots: request.expectation.slots, identity: identity, for: deleteRemote)
         let stored: Stored
         do {
             stored = try await publish(
@@ -241,7 +242,7 @@ struct Production<Codec: CacheCodec>: Sendable {
             await RemoteWriteWindow.close(window, deleteRemote: deleteRemote)
             throw error
         }
-        await deleteRemote?()
+        if let deleteRemote, await !deleteRemote() { storage?.directory.oweRemoteDelete(identity) }
         await RemoteWriteWindow.close(window, deleteRemote: deleteRemote)
         return .value(value, stored.metadata, .generated, sharedAcrossProcesses: false, epochs: stored.epochs)
     }
@@ -385,7 +386,7 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
         let held = HeldPermit(permit)
         var request = boxed.request
         let epochs = engine.epochs(of: request, in: storage)
-        if startingRemoteLookup { request.remoteLookup = engine.remoteTier?.startLookup(request) }
+        if startingRemoteLookup { request.remoteLookup = engine.remoteTier?.startLookup(request, storage: storage) }
         let production = Production(engine: engine, request: request, flight: flight, kind: kind)
         let (storage, flight) = (storage, flight)
         flight.setProducer(

@@ -11,6 +11,10 @@ final class RemoteTier: CacheTier {
     /// (where the lease store holds the values, Redis, its lease call is the lookup: not called).
     @TaskLocal static var afterRemoteMiss: (@Sendable () async -> Void)?
 
+    /// A delete of one key's remote value: true when the tier holds none now (deleted, or there was none),
+    /// false when the server could not be asked or failed (a copy may survive: RemoteWriteWindow owes it).
+    typealias Delete = @Sendable () async -> Bool
+
     /// Where values are looked up and stored.
     let values: any RemoteValueStore
     /// Where leases come from (the type of their store says how they go with the values); nil without
@@ -52,6 +56,15 @@ final class RemoteTier: CacheTier {
         // Values kept out of this host's storage (`.memoryOnly`, `.disabled`) are kept out of the remote
         // tier too: no lease, no store.
         let writes = Self.writesRemotely(request.options)
+        // A remote copy this directory may have outlived (a delete owed) is never taken: paid first, or
+        // the value is generated (and stored) without asking the tier (I16).
+        if let directory = request.directory, !isReadOnly {
+            let (values, identity) = (values, request.expectation.identity)
+            let settled = await RemoteWriteWindow.settle(
+                identity, slots: request.expectation.slots, in: directory,
+                deleteRemote: { await values.remove(identity) != .unavailable })
+            if !settled { return try await generateAndStore(request, next: next) }
+        }
         // Where the lease store holds the values (Redis), the first lease call is the lookup too: a miss's
         // lookup and lease in one round trip.
         if writes, case .withValues(let store) = leasing {
@@ -152,8 +165,12 @@ final class RemoteTier: CacheTier {
     ///
     /// The caller takes the production's epochs (I10) before this: a removal that deletes the remote value
     /// after this call read it is then seen, and the value is not published.
-    func startLookup<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) -> EarlyRemoteLookup? {
+    /// Nor when `storage` owes a remote delete of the key (`produce` pays it first).
+    func startLookup<Codec: CacheCodec>(_ request: ProductionRequest<Codec>, storage: StorageContext?)
+        -> EarlyRemoteLookup?
+    {
         guard Self.writesRemotely(request.options), case .withValues(let store) = leasing else { return nil }
+        if let storage, storage.directory.owesRemoteDelete(request.expectation.identity) { return nil }
         let early = EarlyRemoteLookup()
         store.startLookupOrLease(request.expectation.identity) { early.deliver($0) }
         return early
@@ -199,9 +216,10 @@ final class RemoteTier: CacheTier {
         let (values, identity) = (values, request.expectation.identity)
         produced.afterPublish = Self.chain(produced.afterPublish) { published in
             guard let published else { return }
-            _ = await Self.store(identity, published, in: values)
+            let outcome = await Self.store(identity, published, in: values)
+            Self.keepInStep(identity, published, after: outcome)
         }
-        produced.deleteRemote = { _ = await values.remove(identity) }
+        produced.deleteRemote = { await values.remove(identity) != .unavailable }
         return produced
     }
 
@@ -225,7 +243,7 @@ final class RemoteTier: CacheTier {
             await lease.release()
             return nil
         }
-        let (held, identity) = (HeldLease(lease), request.expectation.identity)
+        let (held, values, identity) = (HeldLease(lease), values, request.expectation.identity)
         produced.afterPublish = Self.chain(produced.afterPublish) { published in
             renewal.stopNow()
             guard let lease = held.take() else { return }
@@ -233,11 +251,11 @@ final class RemoteTier: CacheTier {
                 await lease.release()
                 return
             }
-            _ = await lease.storeAndRelease(
+            let outcome = await lease.storeAndRelease(
                 identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt)
+            Self.keepInStep(identity, published, after: outcome)
         }
-        let values = values
-        produced.deleteRemote = { _ = await values.remove(identity) }
+        produced.deleteRemote = { await values.remove(identity) != .unavailable }
         return produced
     }
 
@@ -266,10 +284,13 @@ final class RemoteTier: CacheTier {
         produced.afterPublish = Self.chain(produced.afterPublish) { published in
             renewal.stopNow()
             guard let lease = held.take() else { return }
-            if let published { _ = await Self.store(identity, published, in: values) }
+            if let published {
+                let outcome = await Self.store(identity, published, in: values)
+                Self.keepInStep(identity, published, after: outcome)
+            }
             await lease.release()
         }
-        produced.deleteRemote = { _ = await values.remove(identity) }
+        produced.deleteRemote = { await values.remove(identity) != .unavailable }
         return produced
     }
 
@@ -292,6 +313,21 @@ final class RemoteTier: CacheTier {
             identity, payload: content.payload, createdAt: content.createdAt, expiresAt: content.expiresAt)
     }
 
+    /// After a write's remote store (`outcome`; nil: nothing encoded to store): when the value did not land
+    /// (the tier down, bypassed or failing; the value too large for it), the tier may still hold an older
+    /// one of the key, which a later miss on this machine would take (I16). The delete is owed in the
+    /// directory the value was published in (RemoteWriteWindow), inside the write's window: the next
+    /// lookup of the key pays it (no call now, to a tier that just failed). A value not stored by the trust
+    /// rule (`signedValueKept`) or about to expire owes nothing: the copy there is another host's to keep.
+    private static func keepInStep(
+        _ identity: EntryIdentity, _ published: PublishedValue, after outcome: RemoteStoreOutcome?
+    ) {
+        guard outcome == .unavailable || outcome == .skipped(.tooLarge),
+            let directory = published.entry?.storage.directory
+        else { return }
+        directory.oweRemoteDelete(identity)
+    }
+
     /// Whether values of a call with `options` go to the remote tier: only those that go to storage.
     static func writesRemotely(_ options: YCache.Options) -> Bool { options.writePolicy == .memoryAndStorage }
 
@@ -312,28 +348,35 @@ final class RemoteTier: CacheTier {
     /// Stores a value an explicit `store` published (unless read-only, or kept out of storage).
     func store(_ identity: EntryIdentity, published: PublishedValue, options: YCache.Options) async {
         guard !isReadOnly, Self.writesRemotely(options) else { return }
-        _ = await Self.store(identity, published, in: values)
+        let outcome = await Self.store(identity, published, in: values)
+        Self.keepInStep(identity, published, after: outcome)
     }
 
     /// Whether an explicit `store` with `options` writes this tier (`store(_:published:options:)` does).
     func storesExplicitly(_ options: YCache.Options) -> Bool { !isReadOnly && Self.writesRemotely(options) }
 
-    /// Deletes the key's remote value whatever its outcome (the cleanup of a write window, RemoteWriteWindow).
-    func deleteRemote(_ identity: EntryIdentity) async {
-        guard !isReadOnly else { return }
-        _ = await values.remove(identity)
+    /// Deletes the key's remote value (the cleanup of a write window, RemoteWriteWindow): false when the
+    /// server could not be asked or failed. A read-only tier never stores, so it has nothing to delete.
+    func deleteRemote(_ identity: EntryIdentity) async -> Bool {
+        guard !isReadOnly else { return true }
+        return await values.remove(identity) != .unavailable
     }
 
     /// Deletes the remote value (unless read-only); true when one was deleted. A delete that could not
     /// reach the server (its breaker open, a failure, a timeout) throws
     /// ``YCache/Error/remoteRemovalIncomplete(reason:)`` once the walk has removed the local copies
-    /// (Lifecycle.swift): the remote copy may survive, and a later miss may fetch it again.
+    /// (Lifecycle.swift): the remote copy may survive, and another host's miss may fetch it again. This
+    /// machine's lookups never do: the delete is owed in its directory (RemoteWriteWindow), inside the
+    /// removal's window, until one succeeds.
     func remove(_ key: TierKey, engine: CacheEngine) async throws(YCache.Error) -> Bool {
         guard !isReadOnly, !Injection.remoteRemoveSkip else { return false }
         switch await values.remove(key.identity) {
         case .removed: return true
         case .absent: return false
         case .unavailable:
+            if case .success(let storage) = engine.storage(for: .write) {
+                storage.directory.oweRemoteDelete(key.identity)
+            }
             throw .remoteRemovalIncomplete(reason: "the remote server could not be reached or refused the delete")
         }
     }

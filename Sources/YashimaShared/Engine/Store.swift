@@ -31,11 +31,12 @@ extension CacheEngine {
         let production = Production(engine: self, request: request, flight: nil, kind: .store)
         // Published and stored remotely inside one write window (I10, I16: RemoteWriteWindow).
         let identity = request.expectation.identity
-        var deleteRemote: (@Sendable () async -> Void)?
+        var deleteRemote: RemoteTier.Delete?
         if let tier = remoteTier, tier.storesExplicitly(options) {
             deleteRemote = { await tier.deleteRemote(identity) }
         }
-        let window = RemoteWriteWindow.opened(in: storage, slots: request.expectation.slots, for: deleteRemote)
+        let window = RemoteWriteWindow.opened(
+            in: storage, slots: request.expectation.slots, identity: identity, for: deleteRemote)
         let stored: Stored
         do {
             stored = try await production.publish(

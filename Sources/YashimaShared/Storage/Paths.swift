@@ -24,6 +24,9 @@ extension Directory {
     static let trimLockFile = "trim.lock"
     /// The removal markers' folder (I15), made by the first observer of a directory (Observation/RemovalSignal).
     static let signalsFolder = "signals"
+    /// The records of remote deletes this directory owes (Engine/RemoteWriteWindow, I16), one empty file each.
+    static let owedDeletesFolder = "remote-deletes"
+    static let owedDeleteSuffix = ".owed"
     static let entrySuffix = ".entry"
     static let lockSuffix = ".lock"
     static let stagingSuffix = ".staging"
@@ -34,7 +37,8 @@ extension Directory {
     /// Every name the cache itself puts in a storage root (folders being made aside, `folderStagingPrefix`,
     /// apart): anything else there is not the cache's.
     static let rootNames: [String] = [
-        entriesFolder, locksFolder, stagingFolder, signalsFolder, layoutFile, stateFile, trimLockFile,
+        entriesFolder, locksFolder, stagingFolder, signalsFolder, owedDeletesFolder, layoutFile, stateFile,
+        trimLockFile,
     ]
 
     func entryPath(for identity: EntryIdentity) -> EntryPath { Self.entryPath(for: identity) }

@@ -263,6 +263,16 @@ struct HistoryLane {
                     process: process, call: "remove", kind: .remove, key: label, version: version, start: start,
                     end: end))
             worker.tally.operation(nanoseconds: UInt64(end - start))
+        } catch YCache.Error.remoteRemovalIncomplete {
+            // Removed locally, and the remote delete owed: on this machine that is a removal like any
+            // other (no lookup here takes the key from the remote tier until the delete is paid), so it
+            // is judged as one. Counted apart: the documented answer to a remote tier that was down.
+            let end = Int64(monotonicNanoseconds())
+            log.append(
+                .init(
+                    process: process, call: "remove", kind: .remove, key: label, version: version, start: start,
+                    end: end))
+            worker.tally.count("removalsOwed")
         } catch {
             worker.tally.error("remove \(label): \(error)")
         }

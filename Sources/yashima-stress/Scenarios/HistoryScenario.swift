@@ -212,7 +212,8 @@ final class HistoryPhase {
         }
         if malformed > 0 { extra.append("\(malformed) malformed lines") }
         let counters = fleetCounters
-        let remote = ["remoteHits", "remoteErrors", "remoteTimeouts", "remoteBypassed"].compactMap { name in
+        let remote = ["remoteHits", "remoteErrors", "remoteTimeouts", "remoteBypassed", "removalsOwed"].compactMap {
+            name in
             counters[name].map { "\($0) \(name)" }
         }
         if !remote.isEmpty { extra.append(remote.joined(separator: ", ")) }
