@@ -13,13 +13,18 @@ let package = Package(
         .executable(name: "yashima", targets: ["yashima"]),
     ],
     targets: [
-        // The thin syscall layer: flock, open flags, mmap, renameat2, CRC32C, shared-memory atomics.
+        // The thin syscall layer: flock, open flags, mmap, renameat2, path walks, inotify, the SIGBUS guard,
+        // shared-memory atomics.
         .target(name: "CFileLock"),
+        // The remote tier's C pieces: socket shims (Redis, plain HTTP) and the dlopen'ed libcurl (https).
+        .target(name: "CNetwork"),
+        // Hashes with CPU instructions where the CPU has them: CRC32C (SSE4.2), SHA-256 (SHA-NI).
+        .target(name: "CHashes"),
         // zlib from the system (Debian's zlib1g-dev); used by CompressedDataCodec.
         .systemLibrary(name: "CZlib"),
         .target(
             name: "YashimaShared",
-            dependencies: ["CFileLock", "CZlib"],
+            dependencies: ["CFileLock", "CNetwork", "CHashes", "CZlib"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         // Child processes on pipes with one READY/GO start barrier, for the stress runner, the benchmarks
@@ -73,7 +78,7 @@ let package = Package(
         .testTarget(
             name: "YashimaSharedTests",
             dependencies: [
-                "YashimaShared", "CFileLock", "ChildProcesses", "yashima-stress", "yashima-examples",
+                "YashimaShared", "CFileLock", "CHashes", "ChildProcesses", "yashima-stress", "yashima-examples",
                 "yashima-quickstart", "YashimaCommandLine",
             ],
             path: "Tests/YashimaSharedTests",

@@ -15,18 +15,21 @@ work="${FUZZ_WORK:-$here/.work/corpus}"
 swift_bin="${SWIFT_BIN:-$(dirname "$(command -v swiftc)")}"
 mkdir -p "$build" "$work" "$here/crashes"
 
-# 1. The C shims (CRC32C) instrumented for coverage and ASan, but without libFuzzer's main.
-"$swift_bin/clang" -c -O1 -g -fsanitize=fuzzer-no-link,address \
-    -I "$root/Sources/CFileLock/include" "$root/Sources/CFileLock/CFileLock.c" -o "$build/CFileLock.o"
+# 1. The C hashes (CRC32C, SHA-256) instrumented for coverage and ASan, but without libFuzzer's main.
+for c in crc32c sha256; do
+    "$swift_bin/clang" -c -O1 -g -fsanitize=fuzzer-no-link,address \
+        -I "$root/Sources/CHashes/include" "$root/Sources/CHashes/$c.c" -o "$build/$c.o"
+done
 
 # 2. The target plus exactly the library files the decoder needs, as one module.
 "$swift_bin/swiftc" -sanitize=fuzzer,address -parse-as-library -O -g \
     -swift-version 6 -module-name YashimaFuzz \
-    -I "$root/Sources/CFileLock/include" \
+    -I "$root/Sources/CHashes/include" \
     "$here/EntryDecoderFuzz.swift" "$here/EntryDecoderFuzzBody.swift" \
     "$src/Storage/EntryFormat.swift" "$src/Support/CRC32C.swift" "$src/Support/SHA256.swift" \
-    "$src/Key/CacheKey.swift" \
-    "$build/CFileLock.o" -o "$build/entry-decoder-fuzz"
+    "$src/Key/CacheKey.swift" "$src/Key/CacheKey+Canonical.swift" "$src/Key/CanonicalEncoding.swift" \
+    "$src/Key/EntryIdentity.swift" "$src/Key/UTF8Order.swift" \
+    "$build/crc32c.o" "$build/sha256.o" -o "$build/entry-decoder-fuzz"
 
 # 3. Run: new inputs go to the working corpus; the committed seeds are read too.
 status=0

@@ -5,8 +5,8 @@
 // interrupted (open, flock, read, write) retry EINTR here, in one place. No cache logic lives here.
 // Every descriptor is opened O_CLOEXEC, and every path open is O_NOFOLLOW and relative to a directory
 // descriptor. The implementations: shims.c (files, folders, mappings, listing, clocks), pathwalk.c
-// (resolving paths without following symlinks), crc32c.c, sha256.c, sigbus_guard.c, inotify.c; the shared-memory
-// atomics are inline below. GNU-only calls (renameat2, statfs magic) need _GNU_SOURCE, which the C files
+// (resolving paths without following symlinks), sigbus_guard.c, inotify.c; the shared-memory atomics are
+// inline below. The network pieces are the CNetwork target's, the hashes with CPU instructions CHashes'. GNU-only calls (renameat2, statfs magic) need _GNU_SOURCE, which the C files
 // define and this header must not: Swift imports it alongside Glibc (built without _GNU_SOURCE), and a
 // clean build then fails on struct definitions (fd_set) that differ between the two modules.
 #ifndef YASHIMA_CFILELOCK_H
@@ -154,19 +154,6 @@ const char *ysh_dir_next(ysh_dir *dir, int *is_dir);
 /// the open directory: no path walk, so no symlink can be met and no folder needs opening again.
 int ysh_dir_stat(ysh_dir *dir, const char *name, ysh_stat *out, int *err);
 void ysh_dir_close(ysh_dir *dir);
-
-/// CRC32C (Castagnoli) continuing from `crc` (pass 0 to start). Uses SSE4.2 when the CPU has it.
-uint32_t ysh_crc32c(uint32_t crc, const void *data, size_t length);
-/// 1 when ysh_crc32c uses the SSE4.2 instruction.
-int ysh_crc32c_is_hardware(void);
-
-/// 1 when the CPU has the x86 SHA extensions, which ysh_sha256_blocks needs.
-int ysh_sha256_is_hardware(void);
-/// SHA-256's 64 round constants (FIPS 180-4), for the Swift rounds that run without the SHA extensions.
-const uint32_t *ysh_sha256_round_constants(void);
-/// The SHA-256 compression function over `count` consecutive 64-byte blocks, updating the eight working
-/// values in `state` (H0 to H7). Call only when ysh_sha256_is_hardware(); otherwise it does nothing.
-void ysh_sha256_blocks(uint32_t state[8], const void *blocks, size_t count);
 
 /// Sequentially consistent atomics on 8-byte-aligned words of shared memory (the mmapped state file),
 /// inline: one instruction each, on the hit path.

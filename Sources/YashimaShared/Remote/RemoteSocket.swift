@@ -3,6 +3,7 @@
 // Blocking by design, on RemoteIO threads (why: Docs/Internals.md).
 
 import CFileLock
+import CNetwork
 
 /// A connected stream socket. Owned by one thread at a time, except that one thread may `receive`
 /// while another `send`s (the subscriber's reader and its subscribe calls): the kernel allows it, and

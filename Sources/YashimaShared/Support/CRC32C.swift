@@ -1,7 +1,7 @@
-// CRC32C.swift: the Swift face of the C CRC32C (Castagnoli) routine in CFileLock.
-// Owns checksum calls only; the SSE4.2 and table implementations live in CFileLock.c.
+// CRC32C.swift: the Swift face of the C CRC32C (Castagnoli) routine in CHashes.
+// Owns checksum calls only; the SSE4.2 and table implementations live in CHashes/crc32c.c.
 
-import CFileLock
+import CHashes
 
 /// CRC32C (Castagnoli, reflected polynomial 0x82F63B78) checksums, hardware-accelerated when the CPU allows.
 ///

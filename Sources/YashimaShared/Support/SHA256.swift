@@ -1,9 +1,9 @@
 // SHA256.swift: SHA-256 (FIPS 180-4) and its 32-byte digest value. Owns the hash behind cache-key
 // identifiers, entry identities and the remote tier's HMAC. Blocks go through the CPU's SHA extensions
-// (CFileLock/sha256.c) where it has them, else through Swift rounds reading them straight from raw
+// (CHashes/sha256.c) where it has them, else through Swift rounds reading them straight from raw
 // buffers with big-endian loads, the state in locals and the schedule on the stack.
 
-import CFileLock
+import CHashes
 import Foundation
 
 /// A SHA-256 digest: 32 bytes, stored as four big-endian 64-bit words for fast comparison and hashing.
@@ -120,7 +120,7 @@ struct SHA256 {
     private var pendingCount = 0
     /// Total message length so far, in bytes.
     private var totalLength: UInt64 = 0
-    /// Whether blocks go through the CPU's SHA extensions (CFileLock/sha256.c) rather than the Swift rounds.
+    /// Whether blocks go through the CPU's SHA extensions (CHashes/sha256.c) rather than the Swift rounds.
     private let usesHardware: Bool
 
     /// Whether this CPU has the x86 SHA extensions, which hashers use unless told not to.
@@ -287,7 +287,7 @@ struct SHA256 {
         count: Int
     ) {
         do {
-            let k = ysh_sha256_round_constants()!  // FIPS 180-4's K0–K63, one copy (CFileLock/sha256.c)
+            let k = ysh_sha256_round_constants()!  // FIPS 180-4's K0–K63, one copy (CHashes/sha256.c)
             withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { schedule in
                 let w = schedule.baseAddress!
                 var (h0, h1, h2, h3, h4, h5, h6, h7) = state

@@ -1,7 +1,7 @@
 // CRC32CTests.swift: checks CRC32C against known check values and a slow bitwise reference,
 // across the hardware path's 3×8192-byte block boundaries and chained calls split anywhere.
 
-import CFileLock
+import CHashes
 import Testing
 
 @testable import YashimaShared

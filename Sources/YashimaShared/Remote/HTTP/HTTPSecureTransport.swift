@@ -1,9 +1,9 @@
 // HTTPSecureTransport.swift: `https://` requests on the system's libcurl (easy interface, dlopen'd at first use
-// by CFileLockCurl: a process that never talks https never loads it): one easy handle per kept connection,
+// by CNetworkCurl: a process that never talks https never loads it): one easy handle per kept connection,
 // HTTP/1.1, the same headers, sinks and bodies as the http:// client; deadlines and cancellation checked in
 // libcurl's callbacks (at least about once a second while idle), the whole transfer bounded by libcurl.
 
-import CFileLock
+import CNetwork
 import Glibc
 import Synchronization
 

@@ -1,10 +1,10 @@
-// CFileLockSocket.h: the socket shims of the remote tier (Redis client). Same rules as CFileLock.h:
+// CNetworkSocket.h: the socket shims of the remote tier (Redis client). Same rules as CFileLock's shims:
 // one call per shim, a failing call returns -1 and stores errno in `*err` right after the call, EINTR is
 // retried here where a retry is safe (send, recv; never poll or connect, whose caller recomputes its
 // deadline). Every socket is SOCK_CLOEXEC | SOCK_NONBLOCK; send always passes MSG_NOSIGNAL, so a peer
 // that closed its end gives EPIPE, never SIGPIPE. No protocol logic lives here.
-#ifndef YASHIMA_CFILELOCK_SOCKET_H
-#define YASHIMA_CFILELOCK_SOCKET_H
+#ifndef YASHIMA_CNETWORK_SOCKET_H
+#define YASHIMA_CNETWORK_SOCKET_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 // crc32c.c: CRC32C (Castagnoli), the checksum of entry headers and payloads (Docs/Format.md): the SSE4.2
 // instruction in three interleaved streams where the CPU has it, else an 8-table software routine with
 // the same result.
-#include "CFileLock.h"
+#include "CHashes.h"
 
 #include <pthread.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 // sha256.c: the SHA-256 compression function with the x86 SHA extensions (SHA-NI), which SHA256.swift
 // calls where the CPU has them (key identities, entry identities, the remote tier's HMAC): about seven
 // times the throughput of the Swift rounds, which run everywhere else with the same results.
-#include "CFileLock.h"
+#include "CHashes.h"
 
 #include <pthread.h>
 #include <stdint.h>

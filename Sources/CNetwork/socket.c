@@ -1,5 +1,5 @@
-// CFileLockSocket.c: implementations of the socket shims in include/CFileLockSocket.h.
-#include "CFileLockSocket.h"
+// socket.c: implementations of the socket shims in include/CNetworkSocket.h.
+#include "CNetworkSocket.h"
 
 #include <errno.h>
 #include <netdb.h>

@@ -1,9 +1,9 @@
-// CFileLockCurl.h: the system's libcurl (Debian's libcurl4), loaded with dlopen at first use, for the HTTP
-// remote's https:// transfers (plain http:// has its own client over CFileLockSocket.h). Nothing links
+// CNetworkCurl.h: the system's libcurl (Debian's libcurl4), loaded with dlopen at first use, for the HTTP
+// remote's https:// transfers (plain http:// has its own client over CNetworkSocket.h). Nothing links
 // libcurl: a process that never talks https never loads it. One easy handle per connection kept alive;
 // the request, its callbacks and its limits in one struct, one perform call. No protocol logic lives here.
-#ifndef YASHIMA_CFILELOCK_CURL_H
-#define YASHIMA_CFILELOCK_CURL_H
+#ifndef YASHIMA_CNETWORK_CURL_H
+#define YASHIMA_CNETWORK_CURL_H
 
 #include <stddef.h>
 #include <stdint.h>

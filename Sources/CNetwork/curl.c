@@ -1,6 +1,6 @@
-// curl.c: implementations of the libcurl shims in include/CFileLockCurl.h. libcurl's ABI is stable: the
+// curl.c: implementations of the libcurl shims in include/CNetworkCurl.h. libcurl's ABI is stable: the
 // option numbers and codes below are its (curl/curl.h), declared here so no -dev package is needed.
-#include "CFileLockCurl.h"
+#include "CNetworkCurl.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
