@@ -198,9 +198,11 @@ struct S3RemoteStoreTests {
     func hostsOnS3() async throws {
         let server = try await SeaweedServer.start()
         let prefix = "hosts-\(UInt32.random(in: 0...UInt32.max))"
+        // Generous bounds: not a test of a timeout. In CI, beside a busy loop and six other SeaweedFS servers,
+        // one call here took over 30 s, and the second host then generated too.
         let options = YCache.Remote.Options(
-            operationTimeout: .seconds(30), connectTimeout: .seconds(5), breakerCooldown: .milliseconds(100),
-            leaseTimeToLive: .seconds(60), leaseRecheckInterval: .milliseconds(50))
+            operationTimeout: .seconds(120), connectTimeout: .seconds(60), breakerCooldown: .milliseconds(100),
+            leaseTimeToLive: .seconds(600), leaseRecheckInterval: .milliseconds(50))
         let remote = try YCache.Remote.s3(
             "s3://\(SeaweedServer.bucket)/\(prefix)?endpoint=\(server.endpoint)",
             accessKeyID: SeaweedServer.accessKeyID,
