@@ -95,9 +95,10 @@ extension Directory {
 
     /// Records that the remote tier may hold a value of `identity` older than this directory's, or one it
     /// removed (a delete that failed, a store that did not land): until `forgiveRemoteDelete`, no lookup
-    /// of this machine takes the key from the remote tier (I16). The folder is made (or repaired) first;
-    /// a record that cannot be made is one warning's worth of nothing more: the remote tier's copy is then
-    /// as it was before this cache kept records.
+    /// of this machine takes the key from the remote tier (I16). The folder is made (or repaired) first.
+    /// A record that cannot be made (the folder unwritable) is not reported: the key is then as it was
+    /// before this cache kept records (a possible stale remote hit, never another key's value). Two or
+    /// three short syscalls, on the caller's thread like the publish beside it.
     func oweRemoteDelete(_ identity: EntryIdentity) {
         _ = Directory.ensureDirectory(
             Directory.owedDeletesFolder, in: descriptor, mode: directoryMode, replacingFiles: true)

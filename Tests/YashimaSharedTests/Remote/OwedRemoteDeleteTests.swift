@@ -23,19 +23,6 @@ struct OwedRemoteDeleteTests {
     /// The cooldown above, and then some: after it the breaker lets calls through again.
     private static func waitOutBreaker() async throws { try await Task.sleep(for: .seconds(5)) }
 
-    /// True when `body` throws `remoteRemovalIncomplete`.
-    private func reportsIncomplete(_ body: () async throws -> Void) async -> Bool {
-        do {
-            try await body()
-            return false
-        } catch let error as YCache.Error {
-            guard case .remoteRemovalIncomplete = error else { return false }
-            return true
-        } catch {
-            return false
-        }
-    }
-
     @Test("a removal whose remote delete was never sent: this machine's next miss generates, and pays the debt")
     func removal() async throws {
         let server = try await RedisServer.start()

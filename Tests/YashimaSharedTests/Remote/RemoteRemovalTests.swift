@@ -12,19 +12,6 @@ import Testing
 struct RemoteRemovalTests {
     private let codec = DataCodec()
 
-    /// True when `body` throws `remoteRemovalIncomplete`.
-    private func reportsIncomplete(_ body: () async throws -> Void) async -> Bool {
-        do {
-            try await body()
-            return false
-        } catch let error as YCache.Error {
-            guard case .remoteRemovalIncomplete = error else { return false }
-            return true
-        } catch {
-            return false
-        }
-    }
-
     /// Whether `cache`'s directory alone (no remote tier, a fresh process's view) holds `key`.
     private func storedLocally(_ key: CacheKey, in directory: TemporaryDirectory) async throws -> Bool {
         let local = YCache(storageDirectory: directory.url)

@@ -40,6 +40,19 @@ func makeStore(
     return try makeStore([server.url], environment: environment, clock: clock, configure)
 }
 
+/// True when `body` throws `remoteRemovalIncomplete` (a removal that could not reach the remote tier).
+func reportsIncomplete(_ body: () async throws -> Void) async -> Bool {
+    do {
+        try await body()
+        return false
+    } catch let error as YCache.Error {
+        guard case .remoteRemovalIncomplete = error else { return false }
+        return true
+    } catch {
+        return false
+    }
+}
+
 /// Test payloads: deterministic bytes of any size (byte i is i × 31 + seed, mod 256).
 func payload(_ count: Int, seed: UInt8 = 1) -> Data {
     periodicBytes(count) { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) }
