@@ -12,6 +12,8 @@ enum ServeWorker {
     /// `worker serve --directory D [--budget N] [--memory-budget N] [--sharing private|group]`. Prints
     /// READY once the directory is open, then answers:
     /// - `get KEY VALUE`: get-or-generate (the generator returns VALUE) → value, source
+    /// - `get-alone KEY VALUE`: the same without the key's lock (`crossProcess: .processLocal`), as a
+    ///   process whose wait for another holder timed out goes on → value, source
     /// - `store KEY VALUE` → ok
     /// - `remove KEY` → ok
     /// - `cached KEY`: memory, then storage, never generating → value (null on a miss), source
@@ -68,6 +70,11 @@ enum ServeWorker {
         case "get":
             let value = try word(1)
             let resolution = try await cache.resolve(for: key(try word(0)), codec: codec) { value }
+            return ["ok": true, "value": resolution.value, "source": resolution.source.rawValue]
+        case "get-alone":
+            let value = try word(1)
+            let options = YCache.Options(crossProcess: .processLocal)
+            let resolution = try await cache.resolve(for: key(try word(0)), codec: codec, options: options) { value }
             return ["ok": true, "value": resolution.value, "source": resolution.source.rawValue]
         case "store":
             try await cache.store(try word(1), for: key(try word(0)), codec: codec)

@@ -66,8 +66,8 @@
 ///   opens one per entry, and bumps its namespace's or the global word before and after); memory serves
 ///   a value without a look at storage only under a quiet stamp (no window open when it was read) equal
 ///   to the current one, and after a look that finds the same publish it serves it, confirming it only
-///   under a quiet stamp. A lookup's publish adds only where no live entry is (first wins); `store` and
-///   `refresh` replace. A judged remover moves another file back only inside an undisturbed window.
+///   under a quiet stamp. A lookup's publish adds only where no live entry is (first wins), and a lookup
+///   whose publish left a live entry answers with that entry; `store` and `refresh` replace. A judged remover moves another file back only inside an undisturbed window.
 ///   (SharedState+Epochs, EntryPublish, EntryPlacement, MemoryStore, MemoryTier)
 /// - **I11 Touch is debounced, but never behind a publish**: a hit touches its entry when something was
 ///   published since its last use, otherwise at most once per `Policy.touchInterval`. (Touch)

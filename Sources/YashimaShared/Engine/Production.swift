@@ -118,6 +118,9 @@ struct Production<Codec: CacheCodec>: Sendable {
                 // removal): the remote value may be older than storage's, so it is not the answer (I10).
                 return try await afterRefusedRemoteValue(storage, epochs: epochs)
             }
+            if stored.leftForNewerWrite, let hit = entryLeftInPlace(storage) {
+                return Self.result(of: hit, sharedAcrossProcesses: false)
+            }
             if produced.source == .remote { discardIfRemoved(stored, storage: storage, epochs: epochs) }
             if produced.sharedGeneration { engine.count { $0.sharedGenerations += 1 } }
             return .value(
@@ -244,7 +247,23 @@ struct Production<Codec: CacheCodec>: Sendable {
         }
         if let deleteRemote, await !deleteRemote() { storage?.directory.oweRemoteDelete(identity) }
         await RemoteWriteWindow.close(window, deleteRemote: deleteRemote)
+        if stored.leftForNewerWrite, let hit = entryLeftInPlace(storage) {
+            return Self.result(of: hit, sharedAcrossProcesses: false)
+        }
         return .value(value, stored.metadata, .generated, sharedAcrossProcesses: false, epochs: stored.epochs)
+    }
+
+    /// A lookup whose publish found a live entry and left it (first wins): that entry, read now, is the
+    /// answer, so this caller agrees with every other process. The entry is not always a newer write: it
+    /// may be an older value published again (a remote hit's, fetched by another process while this
+    /// generation ran, after the local copy was dropped), and a caller handed its own value would then see
+    /// the older one at its next lookup (a stale read, issue 32's soak). Nil when no entry is there now
+    /// (removed, expired or unreadable since): the caller keeps its own value, ordered before that entry.
+    private func entryLeftInPlace(_ opened: StorageContext?) -> StorageHit<Codec.Value>? {
+        guard kind == .lookup, let opened else { return nil }
+        // The root the path names now (the production's may have been renamed away meanwhile, I13).
+        let storage = (try? engine.storage(for: .write).get()) ?? opened
+        return (try? engine.storageHit(request, in: storage, shared: false)) ?? nil
     }
 
     /// A remote value published while a removal of its key ran (I10, I16): the removal deleted the

@@ -106,8 +106,9 @@ extension Production {
             byteCount: content.payload.count, cost: cost, keyDigest: request.expectation.keyDigest)
         guard !write.leftForLiveEntry else {
             // Another writer's entry, published after this lookup missed, stayed (first wins): the value is
-            // this caller's alone (its write ordered just before that one), kept in no memory and no remote
-            // tier, and a joiner looks again (epochs that match nothing).
+            // kept in no memory and no remote tier. The production answers with that entry instead
+            // (`Production.entryLeftInPlace`); only when it is gone again is the value its caller's alone,
+            // and a joiner looks again (epochs that match nothing).
             return Stored(
                 metadata: metadata, epochs: write.epochs,
                 published: PublishedValue(content: nil, isStoredLocally: false), beforePublish: write.beforePublish,

@@ -25,7 +25,8 @@ struct HistoryOperation: Sendable, Equatable {
     }
 
     enum Flag: String, Sendable {
-        /// The call threw: the write may or may not have taken effect.
+        /// The call threw, or its generator ran and the call returned another write's value (its publish
+        /// found that entry and left it): the write may or may not have taken effect.
         case uncertain
         /// The value returned had expired before the call began.
         case expired

@@ -14,11 +14,12 @@ private struct ServeChild {
     let child: ChildProcess
     let name: String
 
-    init(_ name: String, _ dir: TemporaryDirectory) async throws {
+    init(_ name: String, _ dir: TemporaryDirectory, remote: String? = nil) async throws {
         self.name = name
         // No backtracer: a child that dies of SIGBUS must end at once, not wait on its backtrace.
         child = try ChildProcess(
-            ["worker", "serve", "--directory", dir.path], environment: ["SWIFT_BACKTRACE": "enable=no"])
+            ["worker", "serve", "--directory", dir.path] + (remote.map { ["--remote", $0] } ?? []),
+            environment: ["SWIFT_BACKTRACE": "enable=no"])
         let ready = await child.line(timeout: 60)
         try #require(ready == "READY", "\(name) did not start: \(ready ?? "no output")")
     }
@@ -65,7 +66,8 @@ private struct ServeChild {
             #expect(await b.value("get K fromB") == "v2", "B does not read its own store")
             a.send("go")  // the line A's generator waits for
             let published = await a.answer()
-            #expect(published["value"] as? String == "v1", "A: \(published)")
+            // A's publish left B's entry (first wins), and A answers with it: A agrees at once.
+            #expect(published["value"] as? String == "v2", "A: \(published)")
             let c = try await ServeChild("C", dir)
             let seen = [
                 "B": await b.value("get K fromB"), "A": await a.value("get K fromA"),
@@ -78,6 +80,42 @@ private struct ServeChild {
             for server in [a, b, c] { await server.quit() }
         }
         #expect(diverged.isEmpty, "\(diverged.count) of 20 trials diverged: \(diverged.prefix(3))")
+    }
+
+    /// The soak's stale read (issue 32, trim mode): v1 is written and stored in Redis, and the local entry
+    /// is dropped (as trim drops it). A misses and generates v2 with no remote tier to ask (as when the
+    /// remote store of v1 had not landed yet); while it runs, B, without the key's lock, takes v1 from Redis
+    /// and publishes it. A's publish finds B's entry and leaves it (first wins). A then must not be handed
+    /// v2: its next lookup (and everyone's) reads v1 back, older than the v2 it was handed.
+    // Failed before a losing publish answered with the entry it left (A v2, then A v1 and fresh C v1).
+    @Test(.redisServer)
+    func aGenerationThatFindsAnOlderValuePublishedAgainAnswersWithIt() async throws {
+        let server = try await RedisServer.start()
+        for trial in 0..<3 {
+            let dir = TemporaryDirectory("republished-\(trial)")
+            let seed = try await ServeChild("seed", dir, remote: server.url)
+            await seed.call("store K v1")
+            await seed.quit()
+            let files = entryFiles(in: dir.url)
+            try #require(files.count == 1, "entry files: \(files)")
+            #expect(unlink(files[0].path) == 0)
+
+            let a = try await ServeChild("A", dir)
+            a.send("hold K v2")
+            let generating = await a.child.line(timeout: 60) { $0 == "GENERATING K" }
+            try #require(generating != nil, "A's generator did not start")
+            let b = try await ServeChild("B", dir, remote: server.url)
+            let fetched = await b.call("get-alone K v3")
+            #expect(fetched["value"] as? String == "v1", "B (the entry is gone, A holds the lock: Redis's): \(fetched)")
+            a.send("go")
+            let answered = await a.answer()
+            let handed = answered["value"] as? String ?? "(none)"
+            let c = try await ServeChild("C", dir, remote: server.url)
+            let later = [await a.value("get K fromA"), await c.value("get K fromC")]
+            #expect(later == [handed, handed], "trial \(trial): A was handed \(handed), then A and C read \(later)")
+            for process in [a, b, c] { await process.quit() }
+        }
+        await server.stop()
     }
 
     /// A process holds a 1 MiB value read from another process's entry; the entry file is truncated to 0 in
