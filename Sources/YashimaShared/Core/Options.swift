@@ -51,7 +51,8 @@ public enum CacheSingleFlightPolicy: Sendable, Hashable {
     /// Callers share one producer, cancelled when its last caller is cancelled; its result is never
     /// stored even if the generator ignores cancellation.
     case cancelWhenNoWaiters
-    /// Every call generates on its own (and takes no cross-process lock).
+    /// Every call generates on its own (and takes no cross-process lock), gets its own value, and stores
+    /// it over whatever another call stored meanwhile (the last to publish wins).
     case disabled
 }
 

@@ -85,6 +85,10 @@ extension Production {
             var mode = kind.publishMode
             if produced.source == .remote, case .adding = mode, let epochs {
                 mode = .addingUnlessWrittenSince(epochs.stamp)
+            } else if kind == .lookup, options.singleFlightPolicy == .disabled, produced.source == .generated {
+                // An independent generation (`.disabled`): its caller gets its own value, so the value must
+                // be the key's latest write, never one left behind another entry (I10).
+                mode = .replacing
             }
             (write, failure) = await writeToStorage(
                 content, staged: produced.stored?.staged, storage: storage, epochs: epochs, mode: mode, permit: permit)
@@ -201,9 +205,10 @@ extension Production {
             || expectation.codecBytes.count > EntryFormat.maximumCodecByteCount
         if tooLargeForBudget || unreadable {
             permit.abandon()
-            // Returned (and kept in memory) but never stored. A store or refresh replaces the value, so the
-            // old stored entry must not outlive it in any process (I10).
-            guard kind.replaces else { return (unwritten, nil) }
+            // Returned (and kept in memory) but never stored. A replacing write (a store, a refresh, an
+            // independent generation) replaces the value, so the old stored entry must not outlive it in any
+            // process (I10).
+            guard case .replacing = mode else { return (unwritten, nil) }
             do throws(YCache.Error) {
                 let (removedEpochs, _) = try engine.unlinkStoredEntry(
                     at: path, headerSize: expectation.headerSize, namespace: request.key.namespace,
