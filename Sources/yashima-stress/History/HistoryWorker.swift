@@ -152,7 +152,17 @@ struct HistoryLane {
         let bytes = HistoryValue.bytes(key: label, version: version, size: size())
         let sleep = random.chance(25) ? 1 + random.below(4) : 0
         var options = writeOptions()
-        if refresh { options.lookupPolicy = .refresh }
+        if refresh {
+            options.lookupPolicy = .refresh
+        } else {
+            // Some lookups race without the key's lock: as a process whose wait timed out does, and as an
+            // independent generation (`.disabled`, whose caller keeps its own value).
+            switch random.below(20) {
+            case 0: options.crossProcess = .processLocal
+            case 1: options.singleFlightPolicy = .disabled
+            default: break
+            }
+        }
         let call = refresh ? "refresh" : "value"
         let made = Stamp()  // 1 once this call's generator ran
         let (log, process) = (log, process)

@@ -208,7 +208,9 @@ final class HistoryPhase {
         if kills > 0 { extra.append("\(kills) workers SIGKILLed and replaced") }
         if faults > 0 { extra.append("\(faults) server faults (\(restarts) restarts, \(faults - restarts) SIGSTOPs)") }
         if verdict.uncertainWritesDropped > 0 {
-            extra.append("\(verdict.uncertainWritesDropped) writes nobody read left out (unfinished, or a generation that found another's entry)")
+            extra.append(
+                "\(verdict.uncertainWritesDropped) writes nobody read left out"
+                    + " (unfinished, or a generation that found another's entry)")
         }
         if malformed > 0 { extra.append("\(malformed) malformed lines") }
         let counters = fleetCounters
