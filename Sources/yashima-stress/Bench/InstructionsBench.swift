@@ -150,8 +150,8 @@ enum InstructionsBench {
     }
 
     /// `worker instr --op memory-hit|storage-hit|miss-publish|first-miss|first-hit|prepare [--directory D]
-    /// [--count N]`: the
-    /// counted loop (no timing, nothing printed). `prepare` fills D with 1,000 entries of 1 KiB and writes
+    /// [--count N] [--entries E]` (E entries for prepare and storage-hit, 1,000 unless given): the
+    /// counted loop (no timing, nothing printed). `prepare` fills D with E entries of 1 KiB and writes
     /// their paths to `--paths` for the C floor. storage-hit first reads every entry once (the first read
     /// of a file verifies its payload), then N random hits; miss-publish warms a fresh directory with 1,024
     /// one-byte entries (its fan-out folders), then publishes N new 4 KiB keys.
@@ -160,19 +160,22 @@ enum InstructionsBench {
         let directory = URL(fileURLWithPath: arguments.string("directory") ?? NSTemporaryDirectory())
         let count = try arguments.int("count", default: 1000, range: 0...100_000_000)!
         let pathsFile = arguments.string("paths")
+        // How many entries `prepare` makes and `storage-hit` picks from (1,000 in the bench; more to see what
+        // a hit costs once the per-process caches no longer hold every key: Benchmarks/results).
+        let entryCount = try arguments.int("entries", default: 1000, range: 1...10_000_000)!
         try arguments.rejectUnknown()
         let codec = DataCodec()
         switch operation {
         case "prepare":
             let cache = YCache(storageDirectory: directory, memoryMaximumCost: 0, storageMaximumByteCount: nil)
-            for index in 0..<1000 {
+            for index in 0..<entryCount {
                 _ = try await cache.data(for: ScaleKeys.key(index)) { ScaleKeys.payload(index, size: 1024) }
             }
             guard let pathsFile else { return 0 }
             let storage = try cache.storageOperator()
             var random = SplitMix64(seed: 11)
-            let paths = (0..<7000).map { index in
-                let key = ScaleKeys.key(index < 1000 ? index : Int(random.next() % 1000))
+            let paths = (0..<(entryCount + 6000)).map { index in
+                let key = ScaleKeys.key(index < entryCount ? index : Int(random.next() % UInt64(entryCount)))
                 return directory.path + "/" + storage.entryPath(for: key, codecIdentifier: codec.identifier)
             }
             try (paths.joined(separator: "\n") + "\n").write(toFile: pathsFile, atomically: true, encoding: .utf8)
@@ -187,10 +190,10 @@ enum InstructionsBench {
         case "storage-hit":
             let cache = YCache(storageDirectory: directory, memoryMaximumCost: 0, storageMaximumByteCount: nil)
             // The keys are made first (the C floor's paths are too): what is counted is the lookup.
-            let keys = (0..<1000).map(ScaleKeys.key)
+            let keys = (0..<entryCount).map(ScaleKeys.key)
             var random = SplitMix64(seed: 11)
-            for index in 0..<(1000 + count) {
-                let key = keys[index < 1000 ? index : Int(random.next() % 1000)]
+            for index in 0..<(entryCount + count) {
+                let key = keys[index < entryCount ? index : Int(random.next() % UInt64(entryCount))]
                 guard try await cache.valueIfCached(for: key, codec: codec) != nil else { return 1 }
             }
         case "miss-publish":
