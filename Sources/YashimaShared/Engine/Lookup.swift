@@ -241,7 +241,7 @@ extension CacheEngine {
     func lookupOnCallerExecutor<Codec: CacheCodec, Hit>(
         _ key: CacheKey, codec: Codec, options: YCache.Options, hit: (YCache.Resolved<Codec.Value>) -> Hit
     ) throws -> CallerExecutorLookup<Hit> {
-        guard let opened = storageIfOpen(for: .read) else { return .leaves }
+        guard let opened = storageTier.contextIfOpen(for: .read) else { return .leaves }
         var lookup = TierLookup(
             EntryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options, opened: opened,
             readLimit: Policy.callerExecutorReadLimit)
@@ -308,7 +308,7 @@ extension CacheEngine {
             if joined, !isCurrent(epochs) { break }
             if joined {
                 count { $0.sharedGenerations += 1 }
-                stateIfOpen?.add(.misses)  // shared counters; a producer counts its own
+                storageTier.stateIfOpen?.add(.misses)  // shared counters; a producer counts its own
             }
             return .done(
                 LookupResolution(
@@ -367,7 +367,7 @@ extension CacheEngine {
         if let taken {
             storage = taken
         } else {
-            guard case .success(let current) = self.storage(for: .read) else { return true }
+            guard case .success(let current) = storageTier.context(for: .read) else { return true }
             storage = current
         }
         return epochs.stamp.matches(storage.directory.state.stamp(epochs.slots))
