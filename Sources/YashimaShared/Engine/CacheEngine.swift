@@ -15,13 +15,14 @@ final class CacheEngine: Sendable {
     let counters: CacheCounters
     let expectations = ExpectationCache()
     /// This process's memory (L1): the memory store, its hits and what it remembers (MemoryTier.swift).
+    /// The first of `tiers`; a lookup asks it by this typed reference (`walk`).
     let memoryTier: MemoryTier
     /// The storage directory (L2): the one way to its context, its hits, epochs and discards (StorageTier.swift).
+    /// The second of `tiers`; a lookup asks it after memory by this typed reference (`walk`).
     let storageTier: StorageTier
-    /// The tiers, in the order a lookup walks them (Tier.swift).
+    /// The tiers, in the order a lookup walks them (Tier.swift): the `.beforeFlight` ones (memory, storage,
+    /// which `walk` asks through the two properties above, in this order), then the `.underKeyLock` ones.
     let tiers: [any CacheTier]
-    /// The `.beforeFlight` tiers (memory, storage), which every lookup asks.
-    let lookupTiers: [any CacheTier]
     /// The `.underKeyLock` tiers (remote, the generator), which a production asks, outermost first.
     let productionTiers: [any CacheTier]
     /// The remote tier, if any (also in `tiers`): a lookup flight's production starts its first call early.
@@ -48,9 +49,14 @@ final class CacheEngine: Sendable {
         self.remoteTier = remoteTier
         let tiers: [(any CacheTier)?] = [memory, storageTier, remoteTier, GeneratorTier()]
         self.tiers = tiers.compactMap { $0 }
-        lookupTiers = self.tiers.filter { $0.place == .beforeFlight }
         productionTiers = self.tiers.filter { $0.place == .underKeyLock }
-        precondition(self.tiers.map(\.place) == lookupTiers.map(\.place) + productionTiers.map(\.place))
+        // The lookup walks `tiers` as listed: the `.beforeFlight` prefix is exactly memory then storage
+        // (`walk` asks them by their typed properties, with no existential copied or retained per tier),
+        // and every tier after it is `.underKeyLock` (`productionTiers`, in the same order).
+        precondition(
+            self.tiers.count == 2 + productionTiers.count && (self.tiers[0] as? MemoryTier) === memory
+                && (self.tiers[1] as? StorageTier) === storageTier
+                && self.tiers.map(\.place) == [.beforeFlight, .beforeFlight] + productionTiers.map(\.place))
         // I17: the remote tier's breakers and counters live in the directory's state file once it is open.
         let board = DirectoryMachineBoard(state: { [weak storageTier] in storageTier?.stateIfOpen })
         // (No cast over the tiers: casting a struct to a class makes the runtime search every protocol
