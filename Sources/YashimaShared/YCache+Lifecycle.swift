@@ -92,7 +92,7 @@ extension YCache {
     /// - Throws: A storage-open error: `YCache.Error.storageUnavailable`, `.insecureStorageDirectory`,
     ///   `.networkFilesystem`, `.unsupportedLayout` or `.storageFull`.
     public func entries(in namespace: String? = nil) async throws -> [StoredEntryInfo] {
-        _ = try engine.storage(for: .write).get()  // reported (a miss would hide it); checked now (I13)
+        _ = try engine.storageTier.context(for: .write).get()  // reported (a miss would hide it); checked now (I13)
         let engine = self.engine
         return await BlockingWork.run { engine.entries(inNamespace: namespace) }
     }
@@ -205,7 +205,7 @@ extension YCache {
     ///   `.networkFilesystem`, `.unsupportedLayout` or `.storageFull`.
     @discardableResult
     public func removeExpired() async throws -> Int {
-        _ = try engine.storage(for: .write).get()  // reported, as by the other removals
+        _ = try engine.storageTier.context(for: .write).get()  // reported, as by the other removals
         let engine = self.engine
         return await BlockingWork.run { engine.removeExpired() }
     }

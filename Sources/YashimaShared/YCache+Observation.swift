@@ -147,7 +147,7 @@ extension YCache {
     private func observe(_ filter: ObservationFilter, start: ObservationStart, bufferLimit: Int)
         async throws(YCache.Error) -> Changes
     {
-        let context = try engine.storage(for: .write).get()
+        let context = try engine.storageTier.context(for: .write).get()
         let observer = Observer(filter: filter, start: start, bufferLimit: bufferLimit)
         try await ObservationHub.shared.register(observer, directory: context.directory)
         return Changes(handle: ObservationHandle(observer: observer))

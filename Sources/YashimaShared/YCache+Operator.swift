@@ -9,6 +9,6 @@ extension YCache {
     ///   `.networkFilesystem`, `.unsupportedLayout`, `.storageFull`).
     @_spi(Operator)
     public func storageOperator() throws(YCache.Error) -> StorageOperator {
-        StorageOperator(engine: engine, context: try engine.storage(for: .write).get())
+        StorageOperator(engine: engine, context: try engine.storageTier.context(for: .write).get())
     }
 }

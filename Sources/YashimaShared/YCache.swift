@@ -158,7 +158,7 @@ public final class YCache: Sendable {
     ///   created, opened or mapped), `.insecureStorageDirectory`, `.networkFilesystem`, `.unsupportedLayout`,
     ///   or `.storageFull` when the `layout` or `state` file cannot be written on a full disk.
     public func openStorage() throws(YCache.Error) {
-        _ = try engine.storage(for: .read).get()
+        _ = try engine.storageTier.context(for: .read).get()
     }
 
     /// Counters of what this instance did since it was created.
@@ -331,6 +331,6 @@ public final class YCache: Sendable {
     nonisolated(nonsending) public func peek<Codec: CacheCodec>(for key: CacheKey, codec: Codec) async throws -> Codec
         .Value?
     {
-        try engine.peek(key, codec: codec)
+        try engine.memoryTier.peek(key, codec: codec, storage: try? engine.storageTier.context(for: .read).get())
     }
 }

@@ -100,7 +100,7 @@ struct YCacheExpiryTests {
         let key = CacheKey("memory")
         try await cache.putInMemory("old", for: key, codec: Self.codec, expiry: .at(Date(timeIntervalSinceNow: -1)))
         #expect(try await cache.peek(for: key, codec: Self.codec) == nil)
-        #expect(cache.engine.memory.count == 0)
+        #expect(cache.engine.memoryTier.store.count == 0)
         try await cache.putInMemory("live", for: key, codec: Self.codec, expiry: .after(.seconds(3600)))
         #expect(try await cache.peek(for: key, codec: Self.codec) == "live")
     }

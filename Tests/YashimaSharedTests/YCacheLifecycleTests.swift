@@ -170,7 +170,7 @@ struct YCacheLifecycleTests {
         for index in 0..<5 { _ = try await cache.string(for: CacheKey("\(index)", namespace: "n\(index % 2)")) { "v" } }
         try await cache.removeAll()
         #expect(entryFiles(in: dir.url).isEmpty)
-        #expect(cache.engine.memory.count == 0)
+        #expect(cache.engine.memoryTier.store.count == 0)
         #expect(
             try await cache.storageUsage()
                 == YCache.StorageUsage(byteCount: 0, entryCount: 0, maximumByteCount: 128 << 20))
@@ -222,7 +222,7 @@ struct YCacheLifecycleTests {
         #expect(try await cache.peek(for: CacheKey("b"), codec: Self.codec) == nil)
         #expect(try await cache.peek(for: CacheKey("a"), codec: Self.codec) == "aaaa")
         #expect(try await cache.peek(for: CacheKey("c"), codec: Self.codec) == "cccc")
-        #expect(cache.engine.memory.totalCost == 8)
+        #expect(cache.engine.memoryTier.store.totalCost == 8)
         // Evicted from memory is not removed: storage still has it.
         #expect(try await cache.resolve(for: CacheKey("b"), codec: Self.codec) { "x" }.source == .storage)
     }
@@ -237,7 +237,7 @@ struct YCacheLifecycleTests {
         _ = try await cache.string(for: CacheKey("c")) { "c" }
         #expect(try await cache.peek(for: CacheKey("b"), codec: Self.codec) == nil)
         #expect(try await cache.peek(for: CacheKey("a"), codec: Self.codec) == "a")
-        #expect(cache.engine.memory.count == 2)
+        #expect(cache.engine.memoryTier.store.count == 2)
     }
 
     // MARK: Statistics

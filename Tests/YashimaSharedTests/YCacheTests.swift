@@ -246,7 +246,7 @@ struct YCacheTests {
         #expect(
             try await cache.peek(for: CacheKey("free"), codec: Self.codec) == nil,
             "a cost-0 value slipped into a 0 budget")
-        #expect(cache.engine.memory.count == 0)
+        #expect(cache.engine.memoryTier.store.count == 0)
     }
 
     @Test("a memory entry-count bound of 0 keeps nothing in memory")

@@ -9,11 +9,11 @@ extension CacheEngine {
     func metadata<Codec: CacheCodec>(for key: CacheKey, codec: Codec) throws(YCache.Error) -> YCache.Metadata? {
         let entryKey = EntryKey(key: key, codecIdentifier: codec.identifier)
         let context: StorageContext
-        switch storage(for: .read) {
+        switch storageTier.context(for: .read) {
         case .success(let value): context = value
         case .failure:
             let now = Syscall.realtimeNanoseconds
-            return memory.item(for: entryKey, state: nil, now: now)?.metadata
+            return memoryTier.store.item(for: entryKey, state: nil, now: now)?.metadata
         }
         let expectation = EntryExpectation(key: key, codecIdentifier: codec.identifier)
         let path = expectation.path
@@ -31,7 +31,7 @@ extension CacheEngine {
                 header: header, codecIdentifier: codec.identifier, cost: nil,
                 lastAccessedAt: status.modifiedNanoseconds)
         case .failure(.missing), .failure(.corrupt), .failure(.expired), .failure(.overLimit):
-            return liveMemoryItem(entryKey, now: Syscall.realtimeNanoseconds, storage: context)?.metadata
+            return memoryTier.liveItem(entryKey, now: Syscall.realtimeNanoseconds, storage: context)?.metadata
         case .failure(.system(let error)):
             throw .system(error, path: storagePath, operation: "reading an entry header")
         }
@@ -46,7 +46,7 @@ extension CacheEngine {
         var deleteRemote: RemoteTier.Delete?
         if let tier = remoteTier { deleteRemote = { await tier.deleteRemote(key.identity) } }
         let window = RemoteWriteWindow.opened(
-            in: try? storage(for: .write).get(),
+            in: try? storageTier.context(for: .write).get(),
             slots: SharedState.slots(namespace: key.key.namespace, keyDigest: key.key.stableDigest),
             identity: key.identity, for: deleteRemote)
         var removed = false
@@ -88,8 +88,8 @@ extension CacheEngine {
 
     /// Removes every entry (whose namespace matches, when given). Blocking: run through BlockingWork.
     func removeAll(inNamespace namespace: String?) throws(YCache.Error) -> Int {
-        if let namespace { memory.removeAll(inNamespace: namespace) } else { memory.removeAll() }
-        let context = try storage(for: .write).get()  // reported, as in remove(key:)
+        if let namespace { memoryTier.store.removeAll(inNamespace: namespace) } else { memoryTier.store.removeAll() }
+        let context = try storageTier.context(for: .write).get()  // reported, as in remove(key:)
         let signal = RemovalSignal.begin(namespace: namespace, in: context.directory)  // I15: one event for observers
         let removed = Result { () throws(YCache.Error) in try unlinkAll(inNamespace: namespace, in: context) }
         signal?.end()
@@ -139,7 +139,7 @@ extension CacheEngine {
     /// Removes expired entries: each the file judged expired, never one published at its path since
     /// (`JudgedFile`). Blocking.
     func removeExpired() -> Int {
-        guard case .success(let context) = storage(for: .write) else { return 0 }
+        guard case .success(let context) = storageTier.context(for: .write) else { return 0 }
         let now = Syscall.realtimeNanoseconds
         var removed = 0
         for entry in context.files.scanEntries() {
@@ -160,7 +160,7 @@ extension CacheEngine {
 
     /// Lists entries of `namespace` (all when nil). Blocking.
     func entries(inNamespace namespace: String?) -> [StoredEntryInfo] {
-        guard case .success(let context) = storage(for: .read) else { return [] }
+        guard case .success(let context) = storageTier.context(for: .read) else { return [] }
         let now = Syscall.realtimeNanoseconds
         var found: [StoredEntryInfo] = []
         for entry in context.files.scanEntries() {
@@ -184,13 +184,13 @@ extension CacheEngine {
 
     /// Recounts usage from a scan (I9). Blocking.
     func storageUsage() throws(YCache.Error) -> CountedUsage {
-        try storage(for: .write).get().trimmer.reconcileUsage()  // writes both counters (I13)
+        try storageTier.context(for: .write).get().trimmer.reconcileUsage()  // writes both counters (I13)
     }
 
     /// An explicit trim: down to the budget itself (no low-water mark, no per-pass limit), then a recount;
     /// without a budget only the debris sweep and the recount. Blocking.
     func trimStorage() throws(YCache.Error) -> CountedUsage {
-        let context = try storage(for: .write).get()  // I13: trims and sweeps write
+        let context = try storageTier.context(for: .write).get()  // I13: trims and sweeps write
         guard budget.isBounded else {
             Maintenance.sweepDebris(context)
             return context.trimmer.reconcileUsage()
@@ -215,12 +215,12 @@ extension CacheEngine {
             byteCount: byteCount, cost: charged)
         var slots: SharedState.Slots?
         var stamp: SharedState.Stamp?
-        if case .success(let context) = storage(for: .read) {
+        if case .success(let context) = storageTier.context(for: .read) {
             let keySlots = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
             slots = keySlots
             stamp = context.directory.state.stamp(keySlots)
         }
-        memory.insert(
+        memoryTier.store.insert(
             MemoryItem(value: value, cost: charged, metadata: metadata, slots: slots, stamp: stamp, entryPath: nil),
             for: EntryKey(key: key, codecIdentifier: codec.identifier))
     }

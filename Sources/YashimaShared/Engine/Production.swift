@@ -62,7 +62,7 @@ struct Production<Codec: CacheCodec>: Sendable {
 
     /// Steps 3 to 7, with the permit the coordination step granted.
     /// - Parameter epochs: The key's epochs (I10), taken once the permit was granted and before any tier
-    ///   read a value (`engine.epochs(of:in:)`).
+    ///   read a value (`engine.storageTier.epochs(of:in:)`).
     func produce(_ storage: StorageContext?, permit: consuming WritePermit, epochs: EpochSnapshot?) async
         -> FlightResult
     {
@@ -161,7 +161,7 @@ struct Production<Codec: CacheCodec>: Sendable {
     /// `.throwError`.
     fileprivate func openStorage() throws(YCache.Error) -> StorageContext? {
         guard kind == .lookup || request.options.writePolicy == .memoryAndStorage else { return nil }
-        return try engine.storage(for: .write).orMiss(under: request.options.readFailurePolicy)
+        return try engine.storageTier.context(for: .write).orMiss(under: request.options.readFailurePolicy)
     }
 
     // MARK: 2. Coordination
@@ -183,13 +183,14 @@ struct Production<Codec: CacheCodec>: Sendable {
     /// published since; a refresh is never answered from storage), then produces without the key's lock.
     fileprivate func withoutKeyLock(_ storage: StorageContext?) async -> FlightResult {
         do {
-            if kind == .lookup, let hit = try engine.storageHit(request, in: storage, shared: false) {
+            if kind == .lookup, let hit = try engine.storageTier.hit(request, in: storage, shared: false) {
                 return Self.result(of: hit, sharedAcrossProcesses: false)
             }
         } catch {
             return .failure(error)
         }
-        return await produce(storage, permit: .uncoordinated, epochs: engine.epochs(of: request, in: storage))
+        return await produce(
+            storage, permit: .uncoordinated, epochs: engine.storageTier.epochs(of: request, in: storage))
     }
 
     fileprivate static func result(of hit: StorageHit<Codec.Value>, sharedAcrossProcesses: Bool) -> FlightResult {
@@ -225,8 +226,8 @@ struct Production<Codec: CacheCodec>: Sendable {
         -> FlightResult
     {
         // The root the path names now (the production's may have been renamed away meanwhile, I13).
-        let storage = opened.map { (try? engine.storage(for: .write).get()) ?? $0 }
-        if let hit = try engine.storageHit(request, in: storage, shared: false) {
+        let storage = opened.map { (try? engine.storageTier.context(for: .write).get()) ?? $0 }
+        if let hit = try engine.storageTier.hit(request, in: storage, shared: false) {
             return Self.result(of: hit, sharedAcrossProcesses: false)
         }
         guard let value = try await request.generate() else { return .noValue }
@@ -240,7 +241,7 @@ struct Production<Codec: CacheCodec>: Sendable {
         do {
             stored = try await publish(
                 Produced(value: value, source: .generated), storage: storage,
-                epochs: engine.epochs(of: request, in: storage), permit: .uncoordinated)
+                epochs: engine.storageTier.epochs(of: request, in: storage), permit: .uncoordinated)
         } catch {
             await RemoteWriteWindow.close(window, deleteRemote: deleteRemote)
             throw error
@@ -262,8 +263,8 @@ struct Production<Codec: CacheCodec>: Sendable {
     private func entryLeftInPlace(_ opened: StorageContext?) -> StorageHit<Codec.Value>? {
         guard kind == .lookup, let opened else { return nil }
         // The root the path names now (the production's may have been renamed away meanwhile, I13).
-        let storage = (try? engine.storage(for: .write).get()) ?? opened
-        return (try? engine.storageHit(request, in: storage, shared: false)) ?? nil
+        let storage = (try? engine.storageTier.context(for: .write).get()) ?? opened
+        return (try? engine.storageTier.hit(request, in: storage, shared: false)) ?? nil
     }
 
     /// A remote value published while a removal of its key ran (I10, I16): the removal deleted the
@@ -281,7 +282,7 @@ struct Production<Codec: CacheCodec>: Sendable {
         else {
             return
         }
-        engine.memory.remove(request.entryKey)
+        engine.memoryTier.store.remove(request.entryKey)
         let expectation = request.expectation
         _ = try? engine.unlinkStoredEntry(
             at: storage.directory.entryPath(for: expectation.identity), headerSize: expectation.headerSize,
@@ -379,7 +380,7 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
         }
         let (request, storage) = (boxed.request, storage)
         let lookAgain: (() throws -> StorageHit<Codec.Value>?)? =
-            kind == .lookup ? { try engine.storageHit(request, in: storage, shared: true) } : nil
+            kind == .lookup ? { try engine.storageTier.hit(request, in: storage, shared: true) } : nil
         do {
             switch try KeyLock.step(lockPath, in: storage.directory, afterWait: reason != nil, lookAgain: lookAgain) {
             case .found(let hit):
@@ -404,7 +405,7 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
     private func spawn(_ permit: consuming WritePermit, startingRemoteLookup: Bool = false) {
         let held = HeldPermit(permit)
         var request = boxed.request
-        let epochs = engine.epochs(of: request, in: storage)
+        let epochs = engine.storageTier.epochs(of: request, in: storage)
         if startingRemoteLookup { request.remoteLookup = engine.remoteTier?.startLookup(request, storage: storage) }
         let production = Production(engine: engine, request: request, flight: flight, kind: kind)
         let (storage, flight) = (storage, flight)
@@ -418,7 +419,7 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
     /// this, a small entry of a codec of the library's own is read, verified, decoded and remembered here
     /// and completes the flight, so a waiting caller is resumed once, with the value (issue 25: no hop to
     /// a caller's task to take the step first). The same read as the step's look after a wait
-    /// (`CacheEngine.storageHit`: I3's validation, epochs taken before the read, I10), bounded so that it
+    /// (`StorageTier.hit`: I3's validation, epochs taken before the read, I10), bounded so that it
     /// never holds the thread long: only entry files up to `Policy.LockWaiting.wakeReadLimit` bytes, and
     /// only `DataCodec` and `StringCodec`, whose decode is a copy (no caller's code runs on this thread).
     /// Anything else (no entry, a larger one, another codec, a refresh) leads the flight's next step.
@@ -430,7 +431,7 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
         }
         let found: StorageHit<Codec.Value>?
         do {
-            found = try engine.storageHit(
+            found = try engine.storageTier.hit(
                 boxed.request, in: storage, shared: true, limit: Policy.LockWaiting.wakeReadLimit)
         } catch is LeavesCallerExecutor {
             found = nil
@@ -489,7 +490,9 @@ extension CacheEngine {
     /// release (about a fifth of each waiter's wake-up at 64 processes on 2 cores), the holder between its
     /// publish and its return; now both pay it while they wait or generate. A few hundred µs of CPU, once.
     func rehearseFirstInserts<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) {
-        guard memory.mightKeep(cost: 0), !firstInsertsRehearsed.exchange(true, ordering: .relaxed) else { return }
+        guard memoryTier.store.mightKeep(cost: 0), !firstInsertsRehearsed.exchange(true, ordering: .relaxed) else {
+            return
+        }
         let metadata = request.key.metadata(
             codecIdentifier: request.codec.identifier, createdAt: 0, expiresAt: nil, byteCount: 0, cost: nil)
         let key = request.entryKey

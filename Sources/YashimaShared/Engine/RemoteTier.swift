@@ -374,7 +374,7 @@ final class RemoteTier: CacheTier {
         case .removed: return true
         case .absent: return false
         case .unavailable:
-            if case .success(let storage) = engine.storage(for: .write) {
+            if case .success(let storage) = engine.storageTier.context(for: .write) {
                 storage.directory.oweRemoteDelete(key.identity)
             }
             throw .remoteRemovalIncomplete(reason: "the remote server could not be reached or refused the delete")

@@ -27,7 +27,7 @@ extension CacheEngine {
     {
         let entryKey = EntryKey(key: key, codecIdentifier: codec.identifier)
         let request = request(entryKey, codec: codec, options: options) { value }
-        let storage = options.writePolicy == .memoryAndStorage ? try? storage(for: .write).get() : nil
+        let storage = options.writePolicy == .memoryAndStorage ? try? storageTier.context(for: .write).get() : nil
         let production = Production(engine: self, request: request, flight: nil, kind: .store)
         // Published and stored remotely inside one write window (I10, I16: RemoteWriteWindow).
         let identity = request.expectation.identity
@@ -95,7 +95,7 @@ extension Production {
             if let failure {
                 engine.count { $0.writeFailures += 1 }
                 if options.writeFailurePolicy == .throwError {
-                    engine.memory.remove(request.entryKey)
+                    engine.memoryTier.store.remove(request.entryKey)
                     throw failure
                 }
             }
@@ -118,7 +118,7 @@ extension Production {
                 published: PublishedValue(content: nil, isStoredLocally: false), beforePublish: write.beforePublish,
                 leftForNewerWrite: true)
         }
-        engine.remember(
+        engine.memoryTier.remember(
             MemoryItem(
                 value: produced.value, cost: cost, metadata: metadata, slots: write.epochs?.slots,
                 stamp: write.epochs?.stamp, entryPath: write.entryPath, entryVersion: write.entryVersion),
@@ -183,7 +183,7 @@ extension Production {
                 permit.abandon()
                 permit = .uncoordinated
             }
-            switch engine.storage(for: .write) {
+            switch engine.storageTier.context(for: .write) {
             case .success(let opened): storage = opened
             case .failure(let error):
                 permit.abandon()

@@ -79,14 +79,15 @@ struct TierLookup<Codec: CacheCodec> {
     let options: YCache.Options
     /// The realtime clock, read once per lookup.
     let now: Int64
-    /// What `storage(for: .read)` returned, asked once per lookup.
+    /// What `storageTier.context(for: .read)` returned, asked once per lookup.
     let opened: Result<StorageContext, YCache.Error>
     /// Set on the caller's executor: the largest entry file a tier may read (a larger one, or a decode that
     /// may take long, throws `LeavesCallerExecutor`); nil on the pool.
     let readLimit: Int?
 
     init(_ entryKey: EntryKey, codec: Codec, options: YCache.Options, in engine: CacheEngine) {
-        self.init(entryKey, codec: codec, options: options, opened: engine.storage(for: .read), readLimit: nil)
+        self.init(
+            entryKey, codec: codec, options: options, opened: engine.storageTier.context(for: .read), readLimit: nil)
     }
 
     init(

@@ -137,7 +137,7 @@ final class Directory: Sendable {
 private let rootCheckInterval = Policy.rootCheckInterval.nanoseconds
 
 /// The opened storage root and the helpers bound to it: what every storage operation of a cache gets
-/// from the engine's one accessor (`CacheEngine.storage(for:)`).
+/// from the engine's one accessor (`StorageTier.context(for:)`).
 struct StorageContext: Sendable {
     let directory: Directory
     let trimmer: Trimmer

@@ -12,7 +12,7 @@ import Testing
         let (dir, cache) = makeCache("lock-leftover")
         try cache.openStorage()
         let key = CacheKey(namespace: "locks", identity: "leftover")
-        let directory = try cache.engine.storage().get().directory
+        let directory = try cache.engine.storageTier.context().get().directory
         let lockPath = directory.lockPath(forKeyDigest: key.stableDigest)
         // Larger than the entry that will be written: without emptying it, its tail would remain.
         let junk = Data(repeating: 0xEE, count: 300_000)

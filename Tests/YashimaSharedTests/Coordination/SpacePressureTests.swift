@@ -32,7 +32,7 @@ struct SpacePressureTests {
         let urls = try await TrimTests.writeEntries(names, in: dir)
         try TrimTests.age(names, urls)
         let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: nil)
-        return (names, urls, try cache.engine.storage(for: .write).get())
+        return (names, urls, try cache.engine.storageTier.context(for: .write).get())
     }
 
     @Test("after ENOSPC: the least recently used entries go, the write's size plus a tenth of the usage")
@@ -112,6 +112,6 @@ struct SpacePressureTests {
         #expect(cache.statistics.pressureTrims == 1)
         #expect(cache.statistics.writeFailures == 0)
         #expect(try await stored(in: dir, CacheKey("new"), TrimTests.codec) == "new value")
-        #expect(try cache.engine.storage().get().directory.state.total(.pressureTrims) == 1)
+        #expect(try cache.engine.storageTier.context().get().directory.state.total(.pressureTrims) == 1)
     }
 }

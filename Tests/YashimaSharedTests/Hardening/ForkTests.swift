@@ -94,13 +94,13 @@ extension Hardening {
         func engineReopens() async throws {
             let cache = YCache(storageDirectory: dir.url)
             _ = try await cache.data(for: Self.key) { Data("v".utf8) }
-            let first = try cache.engine.storage().get().directory
+            let first = try cache.engine.storageTier.context().get().directory
             // Same process, root unchanged: the same handle.
-            #expect(try cache.engine.storage(for: .write).get().directory === first)
+            #expect(try cache.engine.storageTier.context(for: .write).get().directory === first)
             // The root replaced (the part of the check a test can trigger without forking): a new handle.
             try FileManager.default.moveItem(atPath: dir.path, toPath: dir.path + ".moved")
             defer { try? FileManager.default.removeItem(atPath: dir.path + ".moved") }
-            let second = try cache.engine.storage(for: .write).get().directory
+            let second = try cache.engine.storageTier.context(for: .write).get().directory
             #expect(second !== first)
             #expect(second.isStillNamedByPath())
         }

@@ -98,7 +98,7 @@ extension Hardening {
         /// verifies, and the directory fits its filesystem.
         static func expectConsistent(_ root: String, filesystemBytes: Int64) async throws {
             let cache = YCache(storageDirectory: URL(fileURLWithPath: root), storageMaximumByteCount: nil)
-            let state = try cache.engine.storage().get().directory.state
+            let state = try cache.engine.storageTier.context().get().directory.state
             let onDisk = Hardening.entryBytes(root)
             #expect(state.usage == onDisk, "the usage counter against the entry files' blocks")
             #expect(state.payloadBytes == payloadEntryBytes(URL(fileURLWithPath: root)))
@@ -120,7 +120,7 @@ extension Hardening {
                 }
                 #expect(await startTogether(writers))
                 let (tally, statuses) = await Self.collect(writers)
-                let state = try YCache(storageDirectory: URL(fileURLWithPath: root)).engine.storage().get()
+                let state = try YCache(storageDirectory: URL(fileURLWithPath: root)).engine.storageTier.context().get()
                     .directory.state
                 print(
                     "full tmpfs: \(tally.returned) of 120 lookups returned their value, \(tally.wrong) wrong, "
@@ -177,7 +177,7 @@ extension Hardening {
                 let statistics = cache.statistics
                 #expect(statistics.writeFailures == 0)
                 #expect(statistics.pressureTrims > 0)
-                #expect(try cache.engine.storage().get().directory.state.total(.pressureTrims) > 0)
+                #expect(try cache.engine.storageTier.context().get().directory.state.total(.pressureTrims) > 0)
                 try await Self.expectConsistent(root.path, filesystemBytes: Self.space(mountPoint).total)
             }
         }
@@ -194,7 +194,8 @@ extension Hardening {
                 let root = mountPoint + "/cache"
                 let floor = 1 << 20
                 let state = {
-                    try YCache(storageDirectory: URL(fileURLWithPath: root)).engine.storage().get().directory.state
+                    try YCache(storageDirectory: URL(fileURLWithPath: root)).engine.storageTier.context().get()
+                        .directory.state
                 }
                 func write(_ prefix: String, count: Int) async throws {
                     let child = try Self.writer(

@@ -136,7 +136,7 @@ extension Hardening {
 
     /// The usage counter in the state file, as this instance sees it (I9).
     static func usageHint(_ cache: YCache) throws -> Int64 {
-        try cache.engine.storage().get().directory.state.usage
+        try cache.engine.storageTier.context().get().directory.state.usage
     }
 
     /// A `yashima-stress` child started through `/bin/sh -c '<prefix>; exec yashima-stress "$@"'`, so the

@@ -169,7 +169,7 @@ extension ObservationTests {
         let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: nil)
         var everything = try await cache.observe().makeAsyncIterator()
         var namespace = try await cache.observe(in: "ns").makeAsyncIterator()
-        let directory = try cache.engine.storage().get().directory
+        let directory = try cache.engine.storageTier.context().get().directory
         // A removal of "ns" runs (held by this process, as CacheEngine.removeAll holds it).
         guard let signal = RemovalSignal.begin(namespace: "ns", in: directory) else {
             Issue.record("the removal signal could not begin")
@@ -192,7 +192,7 @@ extension ObservationTests {
         let dir = TemporaryDirectory("observe-abandoned")
         let cache = YCache(storageDirectory: dir.url, storageMaximumByteCount: nil)
         var changes = try await cache.observe(in: "ns").makeAsyncIterator()
-        let directory = try cache.engine.storage().get().directory
+        let directory = try cache.engine.storageTier.context().get().directory
         // What a remover killed after announcing leaves: its marker in signals/, held by nobody.
         let marker =
             RemovalSignal.folder + "/" + RemovalSignal.markerName(.init(namespace: "ns"), unique: "0123456789abcdef")
@@ -219,7 +219,7 @@ extension ObservationTests {
         var keyChanges = try await cache.observe(for: key, codec: DataCodec()).makeAsyncIterator()
         var namespaceChanges = try await cache.observe(in: "ns").makeAsyncIterator()
         // What a torn write or a foreign writer leaves: garbage renamed over the entry.
-        let directory = try cache.engine.storage().get().directory
+        let directory = try cache.engine.storageTier.context().get().directory
         let entry =
             dir.path + "/" + directory.entryPath(for: EntryIdentity(key: key, codecIdentifier: "data-v1")).relative
         try Data("not an entry".utf8).write(to: URL(fileURLWithPath: dir.path + "/tmp/garbage"))

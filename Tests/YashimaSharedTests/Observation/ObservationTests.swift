@@ -116,7 +116,7 @@ struct ObservationTests {
         let dir = TemporaryDirectory("observe-four")
         // Every fan-out folder made first, so no publish races a folder's creation (tested on its own below).
         let cache = YCache(storageDirectory: dir.url)
-        let context = try cache.engine.storage().get()
+        let context = try cache.engine.storageTier.context().get()
         for byte in 0...255 {
             _ = context.directory.ensureFanOut("entries/" + ObservedName.fanOutName(UInt8(byte)))
         }
@@ -268,7 +268,7 @@ struct ObservationTests {
         // Observed once, then not any more: the folder stays, but a removal leaves nothing in it.
         _ = try await cache.observe(in: "n")
         await ObservationHub.shared.waitUntilNoWatcherThread()
-        let context = try cache.engine.storage().get()
+        let context = try cache.engine.storageTier.context().get()
         #expect(!RemovalSignal.isObserved(context.directory))
         if let signal = RemovalSignal.begin(namespace: "n", in: context.directory) {
             signal.end()

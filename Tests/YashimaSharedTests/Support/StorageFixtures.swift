@@ -11,7 +11,7 @@ import Testing
 extension YCache {
     /// The opened storage context (opens the directory if needed).
     func storageContext() throws -> StorageContext {
-        try engine.storage().get()
+        try engine.storageTier.context().get()
     }
 
     /// Where the entry of `key` encoded by `codec` lives.
