@@ -183,9 +183,7 @@ extension StorageTier {
                 if strict { throw error }  // the codec's own error, unwrapped (as Yashima)
                 return nil
             }
-            let lastUse =
-                storage.files.touchIfStale(path, lastUse: entry.modifiedNanoseconds, now: now)
-                ?? entry.modifiedNanoseconds
+            let lastUse = entry.lastUse  // touched by the read (I11)
             let cost =
                 request.options.cost?.charged
                 ?? request.codec.memoryCost(of: value, encodedByteCount: entry.payload.count)

@@ -65,8 +65,8 @@ struct StoredEntry: Sendable {
     let payload: Data
     /// Allocated bytes of the file (st_blocks × 512).
     let allocatedBytes: Int64
-    /// The file's mtime: the LRU signal (I11).
-    let modifiedNanoseconds: Int64
+    /// The file's mtime, the LRU signal (I11), after the read's touch when it touched.
+    let lastUse: Int64
 }
 
 /// Why a read produced no entry.
@@ -94,6 +94,10 @@ struct EntryFile {
     /// fast as a mapping copied out (1 MiB: 41-43 µs against 78-85 µs), and a file someone truncates
     /// under the read makes a short read (a miss), where a mapping handed out would kill the process
     /// with SIGBUS at its next access.
+    ///
+    /// A read is a use: a sound entry is touched (I11, `touchIfStale`) through the descriptor it was read
+    /// from, before that is closed, so the touch is one `futimens` of the very file read, with no path
+    /// walked again.
     func read(
         _ path: EntryPath, expecting expectation: EntryExpectation, now: Int64, limit: Int? = nil,
         opened: inout FileStatus?
@@ -111,7 +115,12 @@ struct EntryFile {
         }
         let size = Int(status.size)
         if let limit, size > limit { return .failure(.overLimit) }
-        return readBuffered(fd, status: status, size: size, expecting: expectation, now: now)
+        let read = readBuffered(fd, status: status, size: size, expecting: expectation, now: now)
+        guard case .success(let entry) = read else { return read }
+        guard let touched = touchIfStale(fd, path, lastUse: entry.lastUse, now: now) else { return read }
+        return .success(
+            StoredEntry(
+                header: entry.header, payload: entry.payload, allocatedBytes: entry.allocatedBytes, lastUse: touched))
     }
 
     private func readBuffered(
@@ -143,7 +152,7 @@ struct EntryFile {
         return .success(
             StoredEntry(
                 header: header, payload: payload, allocatedBytes: status.allocatedBytes,
-                modifiedNanoseconds: status.modifiedNanoseconds))
+                lastUse: status.modifiedNanoseconds))
     }
 
     /// Validates the bytes of a whole entry file. The payload checksum is skipped for a file this process
