@@ -32,6 +32,9 @@ struct HistoryOperation: Sendable, Equatable {
         case expired
         /// The bytes returned were no value any writer makes (torn, or of another key).
         case bad
+        /// Where a read's value came from (`YCache.Resolved.origin`, and whether it was another caller's or
+        /// process's generation): for the report only, the checker ignores them.
+        case memory, storage, remote, generated, shared
     }
 
     /// Who made the call: `p<worker>.<lane>`.

@@ -196,6 +196,8 @@ struct HistoryLane {
                 if let expiresAt = resolved.metadata?.expiresAt?.nanosecondsSince1970, expiresAt + 1_000 < wallStart {
                     flags.insert(.expired)
                 }
+                flags.insert(Self.originFlag(resolved.origin))
+                if resolved.wasSharedGeneration { flags.insert(.shared) }
                 log.append(
                     .init(
                         process: process, call: call, kind: .read, key: label, version: got, start: start, end: end,
@@ -301,6 +303,16 @@ struct HistoryLane {
             worker.tally.operation(nanoseconds: UInt64(end - start))
         } catch {
             worker.tally.error("removeAll(in: \(namespace)): \(error)")
+        }
+    }
+
+    /// The report's word for where a value came from.
+    static func originFlag(_ origin: YCache.Origin) -> HistoryOperation.Flag {
+        switch origin {
+        case .memory: return .memory
+        case .storage: return .storage
+        case .remote: return .remote
+        default: return .generated
         }
     }
 
