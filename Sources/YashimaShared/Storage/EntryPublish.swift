@@ -3,6 +3,7 @@
 // owning what it replaces; usage (I9) and last publish (I11) raised. Placement: EntryPlacement.swift.
 
 import Foundation
+import Synchronization
 
 /// What a publish writes: the payload and the header fields it is published with.
 struct EntryContent: Sendable {
@@ -212,6 +213,12 @@ extension EntryFile {
                     header: header, allocatedBytes: 0, replacedAllocatedBytes: 0, replacedPayloadBytes: 0,
                     modifiedNanoseconds: publishedAt, placed: false, stamp: nil, before: before))
         }
+        // A remote value's publish: the file it places, to take out again if the key was written meanwhile.
+        var remoteFile: FileStatus?
+        if case .addingUnlessWrittenSince = mode {
+            remoteFile = try? Syscall.status(of: stagingPath, in: directory.descriptor).get()
+            if let hook = Self.beforeRemotePlacement.withLock({ $0[path.relative] }) { hook() }
+        }
         // The entry replaced has the same key and codec, so the same header size.
         let placed = place(
             stagingPath, held: held, at: path, headerSize: headerSize, mode: mode, expectation: expectation)
@@ -236,6 +243,21 @@ extension EntryFile {
                     replacedPayloadBytes: placement.replaced.payloadBytes, modifiedNanoseconds: publishedAt,
                     placed: false, stamp: nil, before: before))
         }
+        if let remoteFile, !window.isUndisturbed(state.stamp(expectation.slots), own: [0]) {
+            // A write or removal of the key opened or closed a window since this one opened: a removal may
+            // have run whole between the check above and the rename (deleting this value everywhere and
+            // returning), and must not see it come back. The file goes again at once, before this window
+            // closes (its close invalidates every memory item stamped before), and the value is refused.
+            let judged = JudgedFile(
+                status: remoteFile, unlessTouched: false, slots: expectation.slots, ownOpenWindows: 1)
+            _ = remove(path.relative, payload: .headerSize(headerSize), judged: judged)
+            _ = window.close()
+            return .success(
+                PublishOutcome(
+                    header: header, allocatedBytes: 0, replacedAllocatedBytes: placement.replaced.allocatedBytes,
+                    replacedPayloadBytes: placement.replaced.payloadBytes, modifiedNanoseconds: publishedAt,
+                    placed: false, stamp: nil, before: before))
+        }
         let stamp = window.close()
         state.notePublish(atNanoseconds: publishedAt)
         return .success(
@@ -244,6 +266,10 @@ extension EntryFile {
                 replacedPayloadBytes: placement.replaced.payloadBytes, modifiedNanoseconds: publishedAt,
                 placed: true, stamp: stamp, before: before))
     }
+
+    /// Tests only: what runs between a remote value's publish check and its rename, by relative path
+    /// (another process's removal of the key in that gap, deterministically). Empty in real use.
+    static let beforeRemotePlacement = Mutex<[String: @Sendable () -> Void]>([:])
 
     /// `commit` with a defect turned on (`Injection`, for the history checker's proofs only): no write
     /// window; with `publish-bump-after`, one bump of the key's epoch after the rename (the old rule).

@@ -70,6 +70,49 @@ struct ConsistencyLeadsTests {
         try await gap.expectGone()
     }
 
+    /// The soak's "removed value seen again" (issue 32, trim mode, seed 771208): a remote value's publish
+    /// passed its check (no write of the key since its fetch), and before its rename a removal ran whole in
+    /// another process (deleting the value everywhere, finding the path empty, returning). The rename then
+    /// put the removed value back until the production's later clean-up; a lookup in between read it.
+    /// Failed before the commit point looked again after the rename (the publish placed it, the file stayed).
+    @Test("a remote value's publish that a removal overtook between its check and its rename leaves nothing")
+    func removalBetweenARemotePublishsCheckAndItsRename() async throws {
+        let dir = TemporaryDirectory("remote-gap")
+        let cache = YCache(storageDirectory: dir.url)
+        let key = CacheKey(namespace: "stress", identity: "remote-gap")
+        let data = DataCodec()  // the worker's codec
+        let context = try cache.storageContext()
+        let expectation = EntryExpectation(key: key, codecIdentifier: data.identifier)
+        let path = expectation.path
+        let fetchedUnder = context.directory.state.stamp(expectation.slots)  // the fetch's epochs
+        let usage = context.directory.state.usage
+        let removerExit = Mutex<Int32?>(nil)
+        let directory = dir.path
+        EntryFile.beforeRemotePlacement.withLock {
+            $0[path.relative] = {
+                let status = Result { () throws -> Int32 in
+                    let remover = try ChildProcess([
+                        "worker", "remove", "--directory", directory, "--key", "remote-gap",
+                    ])
+                    return remover.waitForExit(timeout: nil)?.status ?? -1
+                }
+                removerExit.withLock { $0 = (try? status.get()) ?? -1 }
+            }
+        }
+        defer { _ = EntryFile.beforeRemotePlacement.withLock { $0.removeValue(forKey: path.relative) } }
+        let now = Syscall.realtimeNanoseconds
+        let content = EntryContent(
+            payload: Data("fetched before the removal".utf8), expectation: expectation,
+            codecIdentifier: data.identifier, createdAt: now - 1_000_000_000, expiresAt: 0)
+        let outcome = try context.files.publish(content, to: path, mode: .addingUnlessWrittenSince(fetchedUnder)).get()
+        #expect(removerExit.withLock { $0 } == 0)
+        #expect(!outcome.placed, "the removal came after the fetch: the value is refused")
+        let left = Syscall.status(of: path.relative, in: context.directory.descriptor)
+        #expect((try? left.get()) == nil, "the removed value is back at its path")
+        #expect(try await YCache(storageDirectory: dir.url).valueIfCached(for: key, codec: data) == nil)
+        #expect(context.directory.state.usage == usage, "the usage counters are as before")
+    }
+
     /// The 16-process trim history's last anomaly (seeds 903 and 1024: "removed value seen again" after a
     /// `removeAll(in:)`): the removal's scan began before a trimmer's window opened, and passed the entry's
     /// path while the trimmer held the file aside; the move back found the namespace word as it was when its
