@@ -72,7 +72,17 @@ final class Flight: Sendable {
     /// Listed in no table: a direct call's production, with its one caller (`alone`).
     let isAlone: Bool
 
+    /// The flight's state, one lock for all of it, in parts that change together.
     private struct State {
+        var callers = Callers()
+        var step = Step()
+        var production = ProductionState()
+        /// The outcome: set once (`complete`); every waiter gets it.
+        var result: FlightResult?
+    }
+
+    /// Who waits: the registered waiters, and those that hold an id but are not registered.
+    private struct Callers {
         var waiters = FlightWaiters()
         var departed: Set<Int> = []  // waiters cancelled before they registered
         var expired: Set<Int> = []  // waiters whose own deadline passed while they were not registered
@@ -82,10 +92,10 @@ final class Flight: Sendable {
         /// not abandoned then).
         var starting = false
         var nextWaiter = 0
-        var result: FlightResult?
-        var producer: Task<Void, Never>?
-        var cancelled = false
-        var committed = false
+    }
+
+    /// The production's next step while it is not a task: who takes it, and one that came due meanwhile.
+    private struct Step {
         /// A waiter was resumed with `.lead` and has not registered again yet (or a step runs on a task of
         /// its own, with no waiter left).
         var leading = false
@@ -94,11 +104,34 @@ final class Flight: Sendable {
         /// That caller: its registering again ends its step.
         var leader: Int?
         /// A step that came due while a leader was busy: the leader takes it when it registers again.
-        var pendingStep: FlightStep?
+        var pending: FlightStep?
+
+        /// Caller `id` takes the step (it was resumed with `.lead`).
+        mutating func hand(to id: Int) {
+            leading = true
+            callerLeading = true
+            leader = id
+        }
+
+        /// Caller `id` registered again: when it was the leader, its step ended.
+        mutating func registered(_ id: Int) {
+            guard leader == id else { return }
+            leading = false
+            callerLeading = false
+            leader = nil
+        }
+    }
+
+    /// The production and how it is stopped: its task or its stepper, its lock wait, the commit gate.
+    private struct ProductionState {
+        /// The production's task, once it is one.
+        var task: Task<Void, Never>?
         /// The next step of a production that is not a task (nil once it is one, or when it never was).
         var stepper: (@Sendable (FlightStep) -> Void)?
         /// Ends the lock wait in progress, if any (a cancelled flight stops waiting).
         var cancelWait: (@Sendable () -> Void)?
+        var cancelled = false
+        var committed = false
     }
 
     private let state = Mutex(State())
@@ -133,44 +166,44 @@ final class Flight: Sendable {
         }
     }
 
-    var isCancelled: Bool { state.withLock { $0.cancelled } }
+    var isCancelled: Bool { state.withLock { $0.production.cancelled } }
 
     func newWaiterID() -> Int {
         state.withLock { state in
-            defer { state.nextWaiter += 1 }
-            return state.nextWaiter
+            defer { state.callers.nextWaiter += 1 }
+            return state.callers.nextWaiter
         }
     }
 
     /// Runs `start` (the flight's first caller starting it) with that caller counted as waiting.
     func starting(_ start: (Flight) -> Void) {
-        state.withLock { $0.starting = true }
+        state.withLock { $0.callers.starting = true }
         start(self)
         // It registers next (`next`), or departs when cancelled meanwhile (`depart`, which may then abandon
         // the flight): nothing to decide here.
-        state.withLock { $0.starting = false }
+        state.withLock { $0.callers.starting = false }
     }
 
     func setProducer(_ task: Task<Void, Never>) {
         let cancelNow = state.withLock { state -> Bool in
-            state.producer = task
-            state.stepper = nil
-            return state.cancelled
+            state.production.task = task
+            state.production.stepper = nil
+            return state.production.cancelled
         }
         if cancelNow { task.cancel() }
     }
 
     /// Sets what runs the production's next step while it is not a task (see the type's comment).
     func setStepper(_ stepper: @escaping @Sendable (FlightStep) -> Void) {
-        state.withLock { $0.stepper = stepper }
+        state.withLock { $0.production.stepper = stepper }
     }
 
     /// Records how to end the lock wait the stepper just began; false (and nothing recorded) when the
     /// flight was cancelled meanwhile: the caller ends the wait itself.
     func setWait(cancel: @escaping @Sendable () -> Void) -> Bool {
         state.withLock { state in
-            guard !state.cancelled, state.result == nil else { return false }
-            state.cancelWait = cancel
+            guard !state.production.cancelled, state.result == nil else { return false }
+            state.production.cancelWait = cancel
             return true
         }
     }
@@ -184,42 +217,37 @@ final class Flight: Sendable {
             case expired(Abandoned?, handOn: FlightStep?)
         }
         let action = state.withLock { state -> Action in
-            if state.leader == id {
-                state.leading = false
-                state.callerLeading = false
-                state.leader = nil
-            }
-            if state.departed.remove(id) != nil {
+            state.step.registered(id)
+            if state.callers.departed.remove(id) != nil {
                 let abandoned = cancelsWhenNoWaiters ? Self.cancelIfAbandoned(&state) : nil
                 // A leader leaving with a step that came due meanwhile hands it on (`lead`): to another
                 // waiter, or with none left to a task of its own (`.share`); a cancelled flight drops it.
                 var handOn: FlightStep?
-                if !state.leading, !state.cancelled, state.result == nil, let step = state.pendingStep {
-                    state.pendingStep = nil
+                if !state.step.leading, !state.production.cancelled, state.result == nil, let step = state.step.pending
+                {
+                    state.step.pending = nil
                     handOn = step
                 }
                 return .cancelled(abandoned, handOn: handOn)
             }
             if let result = state.result { return .resume(.result(result)) }
-            if state.cancelled { return .gone }
-            if state.producer == nil, state.expired.remove(id) != nil {
+            if state.production.cancelled { return .gone }
+            if state.production.task == nil, state.callers.expired.remove(id) != nil {
                 // Its own deadline passed while it took a step: it leaves as a departing waiter does.
                 let abandoned = cancelsWhenNoWaiters ? Self.cancelIfAbandoned(&state) : nil
                 var handOn: FlightStep?
-                if !state.leading, !state.cancelled, let step = state.pendingStep {
-                    state.pendingStep = nil
+                if !state.step.leading, !state.production.cancelled, let step = state.step.pending {
+                    state.step.pending = nil
                     handOn = step
                 }
                 return .expired(abandoned, handOn: handOn)
             }
-            if let step = state.pendingStep {
-                state.pendingStep = nil
-                state.leading = true
-                state.callerLeading = true
-                state.leader = id
+            if let step = state.step.pending {
+                state.step.pending = nil
+                state.step.hand(to: id)
                 return .resume(.lead(step))
             }
-            state.waiters.insert(id, continuation)
+            state.callers.waiters.insert(id, continuation)
             return .wait
         }
         switch action {
@@ -257,9 +285,11 @@ final class Flight: Sendable {
     private func expire(_ id: Int) {
         let cancelsWhenNoWaiters = cancelsWhenNoWaiters
         let (continuation, abandoned) = state.withLock { state -> (FlightContinuation?, Abandoned?) in
-            guard state.result == nil, state.producer == nil, !state.cancelled else { return (nil, nil) }
-            guard let continuation = state.waiters.remove(id) else {
-                state.expired.insert(id)  // taking a step, or not registered yet: told when it registers
+            guard state.result == nil, state.production.task == nil, !state.production.cancelled else {
+                return (nil, nil)
+            }
+            guard let continuation = state.callers.waiters.remove(id) else {
+                state.callers.expired.insert(id)  // taking a step, or not registered yet: told when it registers
                 return (nil, nil)
             }
             return (continuation, cancelsWhenNoWaiters ? Self.cancelIfAbandoned(&state) : nil)
@@ -283,14 +313,15 @@ final class Flight: Sendable {
     /// With `.cancelWhenNoWaiters`, cancels a flight that has no waiter and no leader left and has not
     /// committed: returns what to stop (outside the lock).
     private static func cancelIfAbandoned(_ state: inout State) -> Abandoned? {
-        guard state.waiters.isEmpty, !state.starting, !state.leading, !state.committed, state.result == nil,
-            !state.cancelled
+        guard state.callers.waiters.isEmpty, !state.callers.starting, !state.step.leading, !state.production.committed,
+            state.result == nil,
+            !state.production.cancelled
         else { return nil }
-        state.cancelled = true
-        state.stepper = nil
-        state.pendingStep = nil
-        defer { state.cancelWait = nil }
-        return Abandoned(producer: state.producer, wait: state.cancelWait)
+        state.production.cancelled = true
+        state.production.stepper = nil
+        state.step.pending = nil
+        defer { state.production.cancelWait = nil }
+        return Abandoned(producer: state.production.task, wait: state.production.cancelWait)
     }
 
     /// A waiter was cancelled: it leaves at once. Returns true when this cancelled the production.
@@ -298,8 +329,8 @@ final class Flight: Sendable {
         let cancelsWhenNoWaiters = cancelsWhenNoWaiters
         let (continuation, abandoned) = state.withLock {
             state -> (FlightContinuation?, Abandoned?) in
-            let continuation = state.waiters.remove(id)
-            if continuation == nil, state.result == nil { state.departed.insert(id) }
+            let continuation = state.callers.waiters.remove(id)
+            if continuation == nil, state.result == nil { state.callers.departed.insert(id) }
             // A waiter cancelled before it registered leaves too: when it was the last, the production goes
             // (waiters holding an id but not yet registered will find the flight cancelled and start anew).
             return (continuation, cancelsWhenNoWaiters ? Self.cancelIfAbandoned(&state) : nil)
@@ -321,27 +352,25 @@ final class Flight: Sendable {
             case none
         }
         let action = state.withLock { state -> Action in
-            state.cancelWait = nil
-            guard !state.cancelled, state.result == nil else { return .none }
-            if state.leading {
-                state.pendingStep = step
+            state.production.cancelWait = nil
+            guard !state.production.cancelled, state.result == nil else { return .none }
+            if state.step.leading {
+                state.step.pending = step
                 return .later
             }
-            if let (id, continuation) = state.waiters.removeOldest() {
-                state.leading = true
-                state.callerLeading = true
-                state.leader = id
+            if let (id, continuation) = state.callers.waiters.removeOldest() {
+                state.step.hand(to: id)
                 return .resume(continuation)
             }
             if cancelsWhenNoWaiters {
                 // No waiter registered yet (the flight's starter between `start` and `next`, on a loaded
                 // machine): the first to register takes the step. Were none left to, the last departure
                 // would have cancelled the flight.
-                state.pendingStep = step
+                state.step.pending = step
                 return .later
             }
-            guard let stepper = state.stepper else { return .none }
-            state.leading = true
+            guard let stepper = state.production.stepper else { return .none }
+            state.step.leading = true
             return .detached(stepper)
         }
         switch action {
@@ -359,9 +388,9 @@ final class Flight: Sendable {
     /// A step run without a waiter ended; a step that came due meanwhile runs next.
     private func orphanStepDone() {
         let next = state.withLock { state -> FlightStep? in
-            state.leading = false
-            defer { state.pendingStep = nil }
-            return state.pendingStep
+            state.step.leading = false
+            defer { state.step.pending = nil }
+            return state.step.pending
         }
         if let next { lead(next) }
     }
@@ -369,15 +398,15 @@ final class Flight: Sendable {
     /// Runs the step a `.lead` event handed this waiter (nothing when the production became a task or
     /// was cancelled meanwhile).
     func advance(_ step: FlightStep) {
-        guard let stepper = state.withLock({ $0.cancelled ? nil : $0.stepper }) else { return }
+        guard let stepper = state.withLock({ $0.production.cancelled ? nil : $0.production.stepper }) else { return }
         stepper(step)
     }
 
     /// The commit gate: true when the producer may store its result (and then can no longer be cancelled).
     func commit() -> Bool {
         state.withLock { state in
-            if state.cancelled { return false }
-            state.committed = true
+            if state.production.cancelled { return false }
+            state.production.committed = true
             return true
         }
     }
@@ -388,10 +417,10 @@ final class Flight: Sendable {
         let waiters = state.withLock { state -> FlightWaiters? in
             guard state.result == nil else { return nil }
             state.result = result
-            state.stepper = nil
-            state.pendingStep = nil
-            state.cancelWait = nil
-            return state.waiters.takeAll()
+            state.production.stepper = nil
+            state.step.pending = nil
+            state.production.cancelWait = nil
+            return state.callers.waiters.takeAll()
         }
         guard let waiters else { return }
         table?.remove(self)
@@ -550,6 +579,6 @@ extension Flight {
     /// Callers waiting on the flight: registered, taking its next step, or starting it (test seam, see
     /// `FlightTable.waiterCount`).
     var waiterCount: Int {
-        state.withLock { $0.waiters.count + ($0.callerLeading ? 1 : 0) + ($0.starting ? 1 : 0) }
+        state.withLock { $0.callers.waiters.count + ($0.step.callerLeading ? 1 : 0) + ($0.callers.starting ? 1 : 0) }
     }
 }
