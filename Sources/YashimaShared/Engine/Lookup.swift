@@ -2,6 +2,16 @@
 // caller's executor up to 64 KiB reads, the rest on the pool; on a miss the in-process flight, joined or
 // started (Production.swift). A joiner takes a flight's value only under current epochs (I10).
 
+// Frame sizes (the one statement of why the lookup has the shape it has). A task keeps the frame of each
+// async function from the public call down to its await for as long as it waits (another process's lock:
+// up to `crossProcessWaitTimeout`), and a frame holds every value its function handles, even one used
+// only before the first await. So a lookup that may wait keeps little there: `resolve` is transparent
+// (no frame beyond the public entry's); the work between awaits is in functions that do not suspend
+// (their values live on the thread's stack); and what crosses an await is one reference, the lookup's
+// `PoolLookup` (arguments, flight ticket, outcome), never a 147-byte `YCache.Resolved`, a request or an
+// unboxed flight result (`FlightResult` is `indirect`). A lookup hit on the caller's executor allocates
+// nothing; one that leaves it allocates its `PoolLookup`, once.
+
 /// What a production needs to generate and store one entry.
 struct ProductionRequest<Codec: CacheCodec>: Sendable {
     let codec: Codec
@@ -20,7 +30,7 @@ struct ProductionRequest<Codec: CacheCodec>: Sendable {
     /// The remote tier's first call, started when the production took the key's lock (RemoteTier.startLookup).
     var remoteLookup: EarlyRemoteLookup?
 
-    /// The caller's key (the memory key's: one copy, which a waiting lookup holds on the heap).
+    /// The caller's key (the entry key's).
     var key: CacheKey { entryKey.key }
 }
 
@@ -43,12 +53,9 @@ extension CacheEngine {
     /// caller keeps of the resolution (`hit`: the value alone for `value`), or nil only when an optional
     /// generator produced nil, or a cache-only lookup missed.
     ///
-    /// Inlined into the public entry points, even in a debug build (transparent), so that it is no frame
-    /// of its own: a lookup waiting for another process holds its caller's frame and `resolveOnPool`'s,
-    /// and only what `hit` keeps and a reference (`LookupResolution`) cross its await. An async frame
-    /// holds every value its function handles, even one used before its first await, so nothing larger
-    /// goes through it (a `YCache.Resolved` is 147 bytes): the look on the caller's executor is a call
-    /// (`firstLook`).
+    /// Transparent (inlined into the public entry points even in a debug build), so it is no frame of its
+    /// own; the look on the caller's executor is a call (`firstLook`), and what crosses the await is one
+    /// reference, the lookup's `PoolLookup` (see "Frame sizes" at the top of the file).
     @_transparent
     nonisolated(nonsending) func resolve<Codec: CacheCodec, Hit>(
         _ key: CacheKey, codec: Codec, options: YCache.Options, optional: Bool,
@@ -59,9 +66,9 @@ extension CacheEngine {
         case .hit(let found): return found
         case .missed: return nil
         case .onPool(let looked):
-            let resolution = try await resolveOnPool(
+            let lookup = try await resolveOnPool(
                 .boxing(key, codec: codec, options: options, optional: optional, looked: looked, generate))
-            return resolution.map { hit($0.resolution) }
+            return lookup.resolution.map(hit)
         }
     }
 
@@ -90,47 +97,47 @@ extension CacheEngine {
 
     /// The rest of `resolve` on the cooperative pool: the `.beforeFlight` tiers unless they were asked
     /// already (`looked`: a miss), then a refresh, or this process's flight for the entry, joined or
-    /// started, and waited for here.
+    /// started, and waited for here. Returns `lookup`, its outcome `.done`.
     ///
-    /// A lookup waiting for another process holds this frame and those above it up to the public call,
-    /// so the wait is here, not in a function below, and this frame is small: one await for the flight's
-    /// next event, the arguments boxed and consumed, the lookup's state on the heap (`PoolLookup`), every
-    /// step between awaits a function that does not suspend (`prepareOnPool`, `afterFlightEvent`).
+    /// A lookup waiting for another process holds this frame, so the wait is here and the frame is small
+    /// (see "Frame sizes"): one await for the flight's next event, and every step between awaits a
+    /// function that does not suspend (`prepareOnPool`, `afterFlightEvent`).
     @concurrent @inline(never)
-    func resolveOnPool<Codec: CacheCodec>(_ arguments: consuming LookupArguments<Codec>) async throws
-        -> LookupResolution<Codec.Value>?
+    func resolveOnPool<Codec: CacheCodec>(_ lookup: sending PoolLookup<Codec>) async throws
+        -> sending PoolLookup<Codec>
     {
-        let lookup = try prepareOnPool(arguments)
+        try prepareOnPool(lookup)
         while let ticket = lookup.ticket {
             try afterFlightEvent(await ticket.flight.next(ticket.id), lookup)
         }
         // A production of its own only when it has no outcome: `finish`'s frame (about 2 KB, more than a
         // task allocator's slab) is allocated only then.
-        if case .done(let resolution) = lookup.outcome { return resolution }
-        return try await finish(lookup)
+        if case .done = lookup.outcome { return lookup }
+        try await finish(lookup)
+        return lookup
     }
 
-    /// The `.beforeFlight` tiers unless they were asked already, then the production request (its entry
-    /// expectation computed, or found in the expectation cache, only now) for a refresh or a flight,
-    /// joined or started.
+    /// The `.beforeFlight` tiers unless they were asked already, then a refresh, a production of its own
+    /// (single-flight disabled), or a flight, joined or started.
     @inline(never)
-    private func prepareOnPool<Codec: CacheCodec>(_ arguments: consuming LookupArguments<Codec>) throws
-        -> PoolLookup<Codec>
-    {
-        let options = arguments.options
-        let entryKey = EntryKey(key: arguments.key, codecIdentifier: arguments.codec.identifier)
-        if !arguments.looked && options.lookupPolicy != .refresh {
-            switch try lookupOnPool(entryKey, codec: arguments.codec, options: options) {
-            case .hit(let hit): return PoolLookup(.done(hit))
-            case .missed, .leaves: if options.lookupPolicy == .cacheOnly { return PoolLookup(.done(nil)) }
+    private func prepareOnPool<Codec: CacheCodec>(_ lookup: PoolLookup<Codec>) throws {
+        let options = lookup.options
+        if !lookup.looked && options.lookupPolicy != .refresh {
+            // The memory key lives in the tier lookup only: a hit copies it nowhere else.
+            var tiers = TierLookup(lookup.entryKey, codec: lookup.codec, options: options, in: self)
+            if let hit = try walk(&tiers) {
+                lookup.outcome = .done(hit)
+                return
             }
+            if options.lookupPolicy == .cacheOnly { return }  // `.done(nil)`
         }
-        let boxed = FlightRequest(
-            request(entryKey, codec: arguments.codec, options: options, generate: arguments.generate),
-            optional: arguments.optional)
-        if options.lookupPolicy == .refresh { return PoolLookup(.alone(boxed, kind: .refresh)) }
-        if options.singleFlightPolicy == .disabled { return PoolLookup(.alone(boxed, kind: .lookup)) }
-        return PoolLookup(boxed, ticket: try joinFlight(boxed))
+        if options.lookupPolicy == .refresh {
+            lookup.outcome = .alone(.refresh)
+        } else if options.singleFlightPolicy == .disabled {
+            lookup.outcome = .alone(.lookup)
+        } else {
+            lookup.ticket = try joinFlight(lookup)
+        }
     }
 
     /// What a flight's event means for a waiting lookup: take the step it was handed, join another
@@ -138,70 +145,60 @@ extension CacheEngine {
     /// outcome, or (nothing it may use) another flight, at most `Policy.joinedFlightAttempts` in all.
     @inline(never)
     private func afterFlightEvent<Codec: CacheCodec>(_ event: FlightEvent, _ lookup: PoolLookup<Codec>) throws {
-        guard let ticket = lookup.ticket, let boxed = lookup.boxed else { return }
+        guard let ticket = lookup.ticket else { return }
         let result: FlightResult
         switch event {
         case .lead(let step):
             ticket.flight.advance(step)  // this caller takes the production's next step, then waits again
             return
         case .gone:
-            lookup.ticket = try joinFlight(boxed)
+            lookup.ticket = try joinFlight(lookup)
             return
         case .expired:
             // Its own wait timeout passed (I8): a production of its own, which tries the lock once more.
             lookup.ticket = nil
-            lookup.outcome = .afterOwnTimeout(boxed)
+            lookup.outcome = .afterOwnTimeout
             return
         case .result(let flightResult):
             result = flightResult
         }
         lookup.ticket = nil
-        switch try settle(result, joined: ticket.joined, kind: ticket.flight.kind, boxed) {
-        case .done(let resolution):
-            lookup.outcome = .done(resolution)
-        case .again:
-            lookup.attempts += 1
-            if lookup.attempts < Policy.joinedFlightAttempts {
-                lookup.ticket = try joinFlight(boxed)
-            } else {
-                lookup.outcome = .alone(boxed, kind: .lookup)
-            }
+        if try settle(result, joined: ticket.joined, kind: ticket.flight.kind, lookup) { return }
+        lookup.attempts += 1
+        if lookup.attempts < Policy.joinedFlightAttempts {
+            lookup.ticket = try joinFlight(lookup)
+        } else {
+            lookup.outcome = .alone(.lookup)
         }
     }
 
-    /// A lookup's result once it waits no more: its outcome, or a production of the caller's own, without
-    /// a lookup flight: a refresh (which shares refresh flights), or a lookup's (single-flight disabled,
-    /// or no flight's value it may use).
+    /// A lookup's result once it waits no more, without a lookup flight: a refresh (which shares refresh
+    /// flights), or a production of the caller's own (single-flight disabled, no flight's value it may
+    /// use, or its own wait timeout passed).
     @inline(never)
-    private func finish<Codec: CacheCodec>(_ lookup: PoolLookup<Codec>) async throws -> LookupResolution<Codec.Value>? {
+    private func finish<Codec: CacheCodec>(_ lookup: PoolLookup<Codec>) async throws {
         switch lookup.outcome {
-        case .done(let resolution):
-            return resolution
-        case .alone(let boxed, kind: .refresh):
-            return try await refresh(boxed.request).map(LookupResolution.init)
-        case .alone(let boxed, kind: _):
-            return try await Production(engine: self, request: boxed.request, flight: nil, kind: .lookup).resolve()
-                .map(LookupResolution.init)
-        case .afterOwnTimeout(let boxed):
+        case .done:
+            return
+        case .alone(.refresh):
+            lookup.outcome = .done(try await refresh(request(for: lookup)))
+        case .alone:
+            lookup.outcome = .done(
+                try await Production(engine: self, request: request(for: lookup), flight: nil, kind: .lookup)
+                    .resolve())
+        case .afterOwnTimeout:
             // The lock tried once (its holder may be gone by now), else produced without it (I8).
-            let waited = boxed.request
-            var options = waited.options
+            var options = lookup.options
             options.crossProcessWaitTimeout = .zero
-            let request = request(waited.entryKey, codec: waited.codec, options: options, generate: waited.generate)
-            return try await Production(engine: self, request: request, flight: nil, kind: .lookup).resolve()
-                .map(LookupResolution.init)
+            let request = request(lookup.entryKey, codec: lookup.codec, options: options, generate: lookup.generate)
+            lookup.outcome = .done(
+                try await Production(engine: self, request: request, flight: nil, kind: .lookup).resolve())
         }
     }
 
-    /// The `.beforeFlight` tiers on the pool (any read size); a hit boxed (see `resolve`).
-    @inline(never)
-    private func lookupOnPool<Codec: CacheCodec>(_ entryKey: EntryKey, codec: Codec, options: YCache.Options) throws
-        -> CallerExecutorLookup<LookupResolution<Codec.Value>>
-    {
-        // The memory key lives in the lookup only: a hit copies it nowhere else.
-        var lookup = TierLookup(entryKey, codec: codec, options: options, in: self)
-        if let hit = try walk(&lookup) { return .hit(LookupResolution(hit)) }
-        return .missed
+    /// The production request of a lookup on the pool.
+    private func request<Codec: CacheCodec>(for lookup: PoolLookup<Codec>) -> ProductionRequest<Codec> {
+        request(lookup.entryKey, codec: lookup.codec, options: lookup.options, generate: lookup.generate)
     }
 
     /// A lookup that never generates (`valueIfCached`), on the caller's executor as `resolve` is.
@@ -254,11 +251,9 @@ extension CacheEngine {
     }
 
     /// The `.beforeFlight` tiers again, for a lookup that is about to join or start another flight.
-    private func lookAgain<Codec: CacheCodec>(_ request: ProductionRequest<Codec>) throws
-        -> YCache.Resolved<Codec.Value>?
-    {
-        var lookup = TierLookup(request.entryKey, codec: request.codec, options: request.options, in: self)
-        return try walk(&lookup)
+    private func lookAgain<Codec: CacheCodec>(_ lookup: PoolLookup<Codec>) throws -> YCache.Resolved<Codec.Value>? {
+        var tiers = TierLookup(lookup.entryKey, codec: lookup.codec, options: lookup.options, in: self)
+        return try walk(&tiers)
     }
 
     /// Asks the `.beforeFlight` tiers in the order `tiers` lists them (memory, then storage: the engine's
@@ -273,30 +268,30 @@ extension CacheEngine {
 
     // MARK: Flights
 
-    /// Joins this process's lookup flight for the entry, or starts one (without waiting for it). A caller
-    /// that joined someone else's flight with a `crossProcessWaitTimeout` of its own has it armed (I8: the
-    /// flight's wait has its first caller's).
+    /// Joins this process's lookup flight for the entry, or starts one (without waiting for it): only a
+    /// flight's first caller makes a production request. A caller that joined someone else's flight with a
+    /// `crossProcessWaitTimeout` of its own has it armed (I8: the flight's wait has its first caller's).
     @inline(never)
-    private func joinFlight<Codec: CacheCodec>(_ boxed: FlightRequest<Codec>) throws -> FlightTicket {
-        let request = boxed.request
+    private func joinFlight<Codec: CacheCodec>(_ lookup: PoolLookup<Codec>) throws -> FlightTicket {
         let ticket = try flights.join(
-            FlightKey(entry: request.entryKey, kind: .lookup),
-            cancelsWhenNoWaiters: request.options.singleFlightPolicy == .cancelWhenNoWaiters
+            FlightKey(entry: lookup.entryKey, kind: .lookup),
+            cancelsWhenNoWaiters: lookup.options.singleFlightPolicy == .cancelWhenNoWaiters
         ) { flight in
-            Production(engine: self, request: boxed.request, flight: flight, kind: .lookup).start(flight, boxed)
+            Production(engine: self, request: request(for: lookup), flight: flight, kind: .lookup).start(flight)
         }
-        if ticket.joined, let timeout = request.options.crossProcessWaitTimeout {
+        if ticket.joined, let timeout = lookup.options.crossProcessWaitTimeout {
             ticket.flight.expire(ticket.id, after: timeout)
         }
         return ticket
     }
 
-    /// What a flight's outcome means for this caller: its result, or (a value it may not use, an optional
-    /// generator's nil it did not ask for, a refresh's error) another look in storage and another flight.
+    /// What a flight's outcome means for this caller: true when it set the lookup's outcome (its result),
+    /// false when (a value it may not use, an optional generator's nil it did not ask for, a refresh's
+    /// error) another look in storage missed too and the lookup takes another flight.
     @inline(never)
     private func settle<Codec: CacheCodec>(
-        _ result: FlightResult, joined: Bool, kind: FlightKind, _ boxed: FlightRequest<Codec>
-    ) throws -> Settled<Codec.Value> {
+        _ result: FlightResult, joined: Bool, kind: FlightKind, _ lookup: PoolLookup<Codec>
+    ) throws -> Bool {
         switch result {
         case .value(let value, let metadata, let source, let sharedAcrossProcesses, let epochs):
             // Another codec with this identifier but another value type made it (as Yashima: an error).
@@ -308,19 +303,23 @@ extension CacheEngine {
                 count { $0.sharedGenerations += 1 }
                 storageTier.stateIfOpen?.add(.misses)  // shared counters; a producer counts its own
             }
-            return .done(
-                LookupResolution(
-                    YCache.Resolved(
-                        value: value, origin: source, metadata: metadata,
-                        wasSharedGeneration: joined || sharedAcrossProcesses)))
+            lookup.outcome = .done(
+                YCache.Resolved(
+                    value: value, origin: source, metadata: metadata,
+                    wasSharedGeneration: joined || sharedAcrossProcesses))
+            return true
         case .noValue:
-            if boxed.optional || !joined { return .done(nil) }
+            if lookup.optional || !joined {
+                lookup.outcome = .done(nil)
+                return true
+            }
         case .failure(let error):
             if kind == .refresh && joined { break }  // a refresh's error is private to its callers
             throw error
         }
-        if let hit = try lookAgain(boxed.request) { return .done(LookupResolution(hit)) }
-        return .again
+        guard let hit = try lookAgain(lookup) else { return false }
+        lookup.outcome = .done(hit)
+        return true
     }
 
     /// `refresh`: always generates (sharing with concurrent refreshes of the same entry), then stores.
@@ -334,8 +333,7 @@ extension CacheEngine {
             FlightKey(entry: request.entryKey, kind: .refresh),
             cancelsWhenNoWaiters: request.options.singleFlightPolicy == .cancelWhenNoWaiters
         ) { flight in
-            Production(engine: self, request: request, flight: flight, kind: .refresh)
-                .start(flight, FlightRequest(request, optional: false))
+            Production(engine: self, request: request, flight: flight, kind: .refresh).start(flight)
         }
         switch result {
         case .value(let value, let metadata, let source, _, let epochs):
@@ -377,34 +375,42 @@ extension CacheEngine {
 /// cooperative pool. Never reaches a caller.
 struct LeavesCallerExecutor: Error {}
 
-/// A lookup's production request on the heap: what the frames of a waiting lookup hold instead of the
-/// request itself (see `resolveOnPool`).
-final class FlightRequest<Codec: CacheCodec>: Sendable {
-    let request: ProductionRequest<Codec>
-    /// Whether the caller's generator may return nil (`optionalValue`): a flight's nil is its result.
-    let optional: Bool
-
-    init(_ request: ProductionRequest<Codec>, optional: Bool) {
-        self.request = request
-        self.optional = optional
+/// A lookup that left its caller's executor (`CacheEngine.resolveOnPool`): its one heap object, from
+/// its arguments to its resolution, so that the frames of a lookup that waits hold one reference (see
+/// "Frame sizes" at the top of the file). Made on the caller's executor, sent to the pool and back; only
+/// its own task uses it (a flight's production gets a request of its own, `ProductionRequest`).
+final class PoolLookup<Codec: CacheCodec> {
+    enum Outcome {
+        /// The resolution: nil when an optional generator produced nil or a cache-only lookup missed (and
+        /// before the lookup has any other outcome).
+        case done(YCache.Resolved<Codec.Value>?)
+        /// A production of the caller's own: a refresh, a lookup with single-flight disabled, or one that
+        /// found no flight's value it may use.
+        case alone(ProductionKind)
+        /// A lookup whose own `crossProcessWaitTimeout` passed while the flight it joined waited (I8).
+        case afterOwnTimeout
     }
-}
 
-/// A lookup's arguments on the heap (see `CacheEngine.resolveOnPool`).
-final class LookupArguments<Codec: CacheCodec>: Sendable {
-    let key: CacheKey
+    let entryKey: EntryKey
     let codec: Codec
     let options: YCache.Options
+    /// Whether the caller's generator may return nil (`optionalValue`): a flight's nil is its result.
     let optional: Bool
     /// Whether the `.beforeFlight` tiers were asked already (on the caller's executor) and missed.
     let looked: Bool
     let generate: @Sendable () async throws -> Codec.Value?
+    /// The flight to wait for and this caller's place in it; nil once the outcome is known.
+    var ticket: FlightTicket?
+    /// Flights this lookup joined and found nothing it may use in.
+    var attempts = 0
+    /// Meaningful once `ticket` is nil.
+    var outcome: Outcome = .done(nil)
 
     private init(
-        key: CacheKey, codec: Codec, options: YCache.Options, optional: Bool, looked: Bool,
+        _ entryKey: EntryKey, codec: Codec, options: YCache.Options, optional: Bool, looked: Bool,
         _ generate: @escaping @Sendable () async throws -> Codec.Value?
     ) {
-        self.key = key
+        self.entryKey = entryKey
         self.codec = codec
         self.options = options
         self.optional = optional
@@ -412,60 +418,20 @@ final class LookupArguments<Codec: CacheCodec>: Sendable {
         self.generate = generate
     }
 
-    /// The box, made out of line from borrowed arguments: the async caller passes on what it was given
+    /// The lookup, made out of line from borrowed arguments: the async caller passes on what it was given
     /// rather than copying the arguments into its frame first.
     @inline(never)
     static func boxing(
         _ key: CacheKey, codec: Codec, options: YCache.Options, optional: Bool, looked: Bool,
         _ generate: @escaping @Sendable () async throws -> Codec.Value?
-    ) -> LookupArguments {
-        LookupArguments(key: key, codec: codec, options: options, optional: optional, looked: looked, generate)
-    }
-}
-
-/// A lookup on the pool (`CacheEngine.resolveOnPool`), on the heap: the frame of a lookup that waits
-/// for a flight refers to it. Only its own task uses it.
-final class PoolLookup<Codec: CacheCodec> {
-    enum Outcome {
-        case done(LookupResolution<Codec.Value>?)
-        /// A production of the caller's own: a refresh, a lookup with single-flight disabled, or one that
-        /// found no flight's value it may use.
-        case alone(FlightRequest<Codec>, kind: ProductionKind)
-        /// A lookup whose own `crossProcessWaitTimeout` passed while the flight it joined waited (I8).
-        case afterOwnTimeout(FlightRequest<Codec>)
+    ) -> PoolLookup {
+        PoolLookup(
+            EntryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options,
+            optional: optional, looked: looked, generate)
     }
 
-    /// The request, once the `.beforeFlight` tiers missed.
-    let boxed: FlightRequest<Codec>?
-    /// The flight to wait for and this caller's place in it; nil once the outcome is known.
-    var ticket: FlightTicket?
-    /// Flights this lookup joined and found nothing it may use in.
-    var attempts = 0
-    /// Set when `ticket` is nil.
-    var outcome: Outcome = .done(nil)
-
-    init(_ outcome: Outcome) {
-        boxed = nil
-        self.outcome = outcome
+    /// The resolution, once the outcome is `.done`.
+    var resolution: YCache.Resolved<Codec.Value>? {
+        if case .done(let resolution) = outcome { resolution } else { nil }
     }
-
-    init(_ boxed: FlightRequest<Codec>, ticket: FlightTicket) {
-        self.boxed = boxed
-        self.ticket = ticket
-    }
-}
-
-/// What `settle` made of a flight's outcome.
-enum Settled<Value: Sendable> {
-    case done(LookupResolution<Value>?)
-    case again
-}
-
-/// A lookup's resolution on the heap, as the part of a lookup on the pool returns it: the frames of a
-/// lookup that waits keep a reference where they would keep a 147-byte `YCache.Resolved` (see
-/// `CacheEngine.resolve`).
-final class LookupResolution<Value: Sendable>: Sendable {
-    let resolution: YCache.Resolved<Value>
-
-    init(_ resolution: YCache.Resolved<Value>) { self.resolution = resolution }
 }

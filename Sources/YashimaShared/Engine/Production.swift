@@ -135,14 +135,14 @@ struct Production<Codec: CacheCodec>: Sendable {
     /// own retry): the production as a flight with this one caller, its value as the caller's result.
     @inline(never)
     func resolve() async throws -> YCache.Resolved<Codec.Value>? {
-        let (production, boxed) = (self, FlightRequest(request, optional: false))
+        let production = self
         let result = try await Flight.alone(
             kind: kind == .refresh ? .refresh : .lookup,
             cancelsWhenNoWaiters: request.options.singleFlightPolicy == .cancelWhenNoWaiters,
             entry: request.entryKey
         ) { flight in
             Production(engine: production.engine, request: production.request, flight: flight, kind: production.kind)
-                .start(flight, boxed)
+                .start(flight)
         }
         switch result {
         case .value(let value, let metadata, let source, let shared, _):
@@ -306,9 +306,8 @@ extension Production {
     /// coordinates across processes, takes the first step of the key's lock (FlightCoordination, the one
     /// way a production takes it). Otherwise, and once the lock is held or given up, the production is a
     /// task of its own (inheriting the caller's task-locals and priority) running the remaining steps.
-    /// - Parameter boxed: This production's request on the heap, which the coordination keeps (not a copy).
     @inline(never)
-    func start(_ flight: Flight, _ boxed: FlightRequest<Codec>) {
+    func start(_ flight: Flight) {
         let storage: StorageContext?
         do { storage = try openStorage() } catch {
             flight.complete(.failure(error))
@@ -322,7 +321,7 @@ extension Production {
             return
         }
         let coordination = FlightCoordination(
-            engine: engine, boxed: boxed, storage: storage, flight: flight, kind: kind)
+            engine: engine, request: request, storage: storage, flight: flight, kind: kind)
         flight.setStepper { coordination.step($0) }
         coordination.step(nil)
     }
@@ -335,8 +334,8 @@ extension Production {
 /// here, on the heap, so a key waited on holds no task and no production frames.
 private final class FlightCoordination<Codec: CacheCodec>: Sendable {
     let engine: CacheEngine
-    /// The request by reference: one copy per waiting key, the caller's.
-    let boxed: FlightRequest<Codec>
+    /// The production's request, on the heap with the rest of the step (a waiting key holds no frame).
+    let request: ProductionRequest<Codec>
     let storage: StorageContext
     let flight: Flight
     /// A lookup's (storage may answer it) or a refresh's (never answered from storage).
@@ -349,15 +348,16 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
     let recheck: Int64?
 
     init(
-        engine: CacheEngine, boxed: FlightRequest<Codec>, storage: StorageContext, flight: Flight, kind: ProductionKind
+        engine: CacheEngine, request: ProductionRequest<Codec>, storage: StorageContext, flight: Flight,
+        kind: ProductionKind
     ) {
         self.engine = engine
         self.kind = kind
-        self.boxed = boxed
+        self.request = request
         self.storage = storage
         self.flight = flight
-        lockPath = storage.directory.lockPath(forKeyDigest: boxed.request.expectation.keyDigest)
-        deadline = boxed.request.options.crossProcessWaitTimeout.map {
+        lockPath = storage.directory.lockPath(forKeyDigest: request.expectation.keyDigest)
+        deadline = request.options.crossProcessWaitTimeout.map {
             Syscall.monotonicNanoseconds + max(0, $0.nanoseconds)
         }
         observer = LockWait.observer
@@ -378,7 +378,7 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
         case .released?, nil:
             break
         }
-        let (request, storage) = (boxed.request, storage)
+        let (request, storage) = (request, storage)
         let lookAgain: (() throws -> StorageHit<Codec.Value>?)? =
             kind == .lookup ? { try engine.storageTier.hit(request, in: storage, shared: true) } : nil
         do {
@@ -404,7 +404,7 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
     /// (I10), and its round trip overlaps the hop to the task (RemoteTier.startLookup).
     private func spawn(_ permit: consuming WritePermit, startingRemoteLookup: Bool = false) {
         let held = HeldPermit(permit)
-        var request = boxed.request
+        var request = request
         let epochs = engine.storageTier.epochs(of: request, in: storage)
         if startingRemoteLookup { request.remoteLookup = engine.remoteTier?.startLookup(request, storage: storage) }
         let production = Production(engine: engine, request: request, flight: flight, kind: kind)
@@ -432,7 +432,7 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
         let found: StorageHit<Codec.Value>?
         do {
             found = try engine.storageTier.hit(
-                boxed.request, in: storage, shared: true, limit: Policy.LockWaiting.wakeReadLimit)
+                request, in: storage, shared: true, limit: Policy.LockWaiting.wakeReadLimit)
         } catch is LeavesCallerExecutor {
             found = nil
         } catch {
@@ -475,7 +475,7 @@ private final class FlightCoordination<Codec: CacheCodec>: Sendable {
             }, announcing: observer)
         // Cancelled between `setWait` and the registration: the wait ends here.
         if flight.isCancelled { watch.finish(identifier, with: .failure(CancellationError())) }
-        engine.rehearseFirstInserts(boxed.request)
+        engine.rehearseFirstInserts(request)
     }
 }
 
@@ -509,9 +509,8 @@ extension CacheEngine {
     @inline(never)
     static func rehearseCodecTypes<Codec: CacheCodec>(_: Codec.Type) {
         let types: [Any.Type] = [
-            ProductionRequest<Codec>.self, FlightRequest<Codec>.self, StorageHit<Codec.Value>?.self,
-            YCache.Resolved<Codec.Value>.self, LookupResolution<Codec.Value>.self, Settled<Codec.Value>.self,
-            KeyLock.Found<StorageHit<Codec.Value>>.self,
+            ProductionRequest<Codec>.self, StorageHit<Codec.Value>?.self, YCache.Resolved<Codec.Value>.self,
+            PoolLookup<Codec>.Outcome.self, KeyLock.Found<StorageHit<Codec.Value>>.self,
         ]
         // Kept (an atomic store): metadata accessors have no visible effect, and would otherwise be elided.
         rehearsedTypes.store(types.reduce(0) { $0 &+ ObjectIdentifier($1).hashValue }, ordering: .relaxed)
