@@ -115,16 +115,12 @@ struct EntryFile {
         }
         let size = Int(status.size)
         if let limit, size > limit { return .failure(.overLimit) }
-        let read = readBuffered(fd, status: status, size: size, expecting: expectation, now: now)
-        guard case .success(let entry) = read else { return read }
-        guard let touched = touchIfStale(fd, path, lastUse: entry.lastUse, now: now) else { return read }
-        return .success(
-            StoredEntry(
-                header: entry.header, payload: entry.payload, allocatedBytes: entry.allocatedBytes, lastUse: touched))
+        return readBuffered(fd, path, status: status, size: size, expecting: expectation, now: now)
     }
 
     private func readBuffered(
-        _ fd: Int32, status: FileStatus, size: Int, expecting expectation: EntryExpectation, now: Int64
+        _ fd: Int32, _ path: EntryPath, status: FileStatus, size: Int, expecting expectation: EntryExpectation,
+        now: Int64
     ) -> Result<StoredEntry, EntryReadFailure> {
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
         var handedOff = false
@@ -149,10 +145,11 @@ struct EntryFile {
                 UnsafeMutableRawPointer(bitPattern: baseBits)?.deallocate()
             })
         handedOff = true
+        // A sound entry read is used (I11): touched through this descriptor, before the caller closes it.
+        let lastUse =
+            touchIfStale(fd, path, lastUse: status.modifiedNanoseconds, now: now) ?? status.modifiedNanoseconds
         return .success(
-            StoredEntry(
-                header: header, payload: payload, allocatedBytes: status.allocatedBytes,
-                lastUse: status.modifiedNanoseconds))
+            StoredEntry(header: header, payload: payload, allocatedBytes: status.allocatedBytes, lastUse: lastUse))
     }
 
     /// Validates the bytes of a whole entry file. The payload checksum is skipped for a file this process

@@ -29,41 +29,43 @@ extension EntryFile {
     /// mode) only allows the kernel's now, exact to within a clock tick.
     @discardableResult
     func touchIfStale(_ path: EntryPath, lastUse: Int64, now: Int64) -> Int64? {
-        touchIfStale(lastUse: lastUse, now: now) { target in
-            guard let target else { return Syscall.touch(path.relative, in: directory.descriptor) }
-            return Syscall.setTimes(path.relative, in: directory.descriptor, nanoseconds: target)
+        guard let target = touchTarget(lastUse: lastUse, now: now) else { return nil }
+        // Best effort: a failed touch only makes LRU order a little less exact.
+        switch Syscall.setTimes(path.relative, in: directory.descriptor, nanoseconds: target) {
+        case .success:
+            return target
+        case .failure(let error) where error.errno == .operationNotPermitted:
+            _ = Syscall.touch(path.relative, in: directory.descriptor)
+            return now
+        case .failure:
+            return nil
         }
     }
 
     /// `touchIfStale(_:lastUse:now:)` for the entry open as `fd` (a read's, EntryFile.read): the file read,
     /// touched with one `futimens`, whatever its path names now. `path` is only for the kernel's-now
-    /// fallback of a file of another user, which `futimens` on a read-only descriptor cannot set.
+    /// fallback of a file of another user.
     func touchIfStale(_ fd: Int32, _ path: EntryPath, lastUse: Int64, now: Int64) -> Int64? {
-        touchIfStale(lastUse: lastUse, now: now) { target in
-            guard let target else { return Syscall.touch(path.relative, in: directory.descriptor) }
-            return Syscall.setTimes(fd, nanoseconds: target)
-        }
-    }
-
-    /// The touch rule, with `set` writing the times: `target` nanoseconds, or nil for the kernel's now.
-    private func touchIfStale(
-        lastUse: Int64, now: Int64, set: (_ target: Int64?) -> Result<Void, SystemCallError>
-    ) -> Int64? {
-        // A last publish far ahead of now was left by a clock that jumped back: it says nothing about order.
-        let recorded = directory.state.lastPublishNanoseconds
-        let lastPublish = recorded - now >= touchIntervalNanoseconds ? 0 : recorded
-        guard Self.shouldTouch(lastUse: lastUse, now: now, lastPublish: lastPublish) else { return nil }
-        let target = Self.marked(max(now, lastPublish &+ 1))
-        // Best effort: a failed touch only makes LRU order a little less exact.
-        switch set(target) {
+        guard let target = touchTarget(lastUse: lastUse, now: now) else { return nil }
+        switch Syscall.setTimes(fd, nanoseconds: target) {
         case .success:
             return target
         case .failure(let error) where error.errno == .operationNotPermitted:
-            _ = set(nil)
+            _ = Syscall.touch(path.relative, in: directory.descriptor)
             return now
         case .failure:
             return nil
         }
+    }
+
+    /// The mtime a hit on an entry last used at `lastUse` sets (the touch rule, `shouldTouch`), or nil when
+    /// it touches nothing: now, and at least one nanosecond after the last publish, with the touch mark.
+    private func touchTarget(lastUse: Int64, now: Int64) -> Int64? {
+        // A last publish far ahead of now was left by a clock that jumped back: it says nothing about order.
+        let recorded = directory.state.lastPublishNanoseconds
+        let lastPublish = recorded - now >= touchIntervalNanoseconds ? 0 : recorded
+        guard Self.shouldTouch(lastUse: lastUse, now: now, lastPublish: lastPublish) else { return nil }
+        return Self.marked(max(now, lastPublish &+ 1))
     }
 }
 
