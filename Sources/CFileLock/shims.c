@@ -178,12 +178,6 @@ ssize_t ysh_write2_full(int fd, const void *first, size_t first_count, const voi
     return (ssize_t)done;
 }
 
-void *ysh_mmap_private(int fd, size_t length, int *err) {
-    void *p = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) FAIL_WITH_ERRNO(NULL);
-    return p;
-}
-
 void *ysh_mmap_shared(int fd, size_t length, int *err) {
     void *p = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) FAIL_WITH_ERRNO(NULL);

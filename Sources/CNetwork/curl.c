@@ -46,7 +46,6 @@ static struct {
     void (*easy_reset)(CURL *);
     int (*easy_setopt)(CURL *, int, ...);
     int (*easy_perform)(CURL *);
-    const char *(*easy_strerror)(int);
     struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
     void (*slist_free_all)(struct curl_slist *);
 } api;
@@ -77,7 +76,6 @@ static int load(const char *name, char *message, size_t capacity) {
     SYMBOL(easy_reset, "curl_easy_reset");
     SYMBOL(easy_setopt, "curl_easy_setopt");
     SYMBOL(easy_perform, "curl_easy_perform");
-    SYMBOL(easy_strerror, "curl_easy_strerror");
     SYMBOL(slist_append, "curl_slist_append");
     SYMBOL(slist_free_all, "curl_slist_free_all");
 #undef SYMBOL
@@ -193,7 +191,3 @@ int ysh_curl_perform(ysh_curl_handle *handle, const ysh_curl_request *request) {
     return code;
 }
 
-const char *ysh_curl_error_text(int code) {
-    if (load_result != 0) return "libcurl not loaded";
-    return api.easy_strerror(code);
-}

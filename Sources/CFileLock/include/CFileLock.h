@@ -90,8 +90,6 @@ ssize_t ysh_write_full(int fd, const void *buffer, size_t count, int *err);
 /// header and payload, so the page cache gets large folios (mapped reads then fault less).
 ssize_t ysh_write2_full(int fd, const void *first, size_t first_count, const void *second, size_t second_count,
                        int *err);
-/// mmap(2) PROT_READ|PROT_WRITE, MAP_PRIVATE: copy-on-write, the file is never changed. NULL on failure.
-void *ysh_mmap_private(int fd, size_t length, int *err);
 /// mmap(2) PROT_READ|PROT_WRITE, MAP_SHARED: for the small shared-state file. NULL on failure.
 void *ysh_mmap_shared(int fd, size_t length, int *err);
 /// munmap(2).

@@ -61,8 +61,6 @@ typedef struct ysh_curl_request {
 /// came, whatever its status).
 int ysh_curl_perform(ysh_curl_handle *handle, const ysh_curl_request *request);
 
-/// curl_easy_strerror: a static text for a CURLcode (never holds the URL or a header).
-const char *ysh_curl_error_text(int code);
 
 #ifdef __cplusplus
 }

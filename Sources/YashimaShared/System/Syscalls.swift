@@ -171,15 +171,6 @@ enum Syscall {
         return .success(())
     }
 
-    /// `mmap(2)`, PROT_READ|PROT_WRITE, MAP_PRIVATE (copy-on-write; the file is never modified).
-    static func mapPrivate(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, SystemCallError> {
-        var err: Int32 = 0
-        guard let p = ysh_mmap_private(fd, length, &err) else {
-            return .failure(SystemCallError(operation: "mmap", errno: Errno(rawValue: err)))
-        }
-        return .success(p)
-    }
-
     /// `mmap(2)`, PROT_READ|PROT_WRITE, MAP_SHARED.
     static func mapShared(_ fd: Int32, length: Int) -> Result<UnsafeMutableRawPointer, SystemCallError> {
         var err: Int32 = 0
