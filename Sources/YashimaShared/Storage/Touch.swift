@@ -30,16 +30,8 @@ extension EntryFile {
     @discardableResult
     func touchIfStale(_ path: EntryPath, lastUse: Int64, now: Int64) -> Int64? {
         guard let target = touchTarget(lastUse: lastUse, now: now) else { return nil }
-        // Best effort: a failed touch only makes LRU order a little less exact.
-        switch Syscall.setTimes(path.relative, in: directory.descriptor, nanoseconds: target) {
-        case .success:
-            return target
-        case .failure(let error) where error.errno == .operationNotPermitted:
-            _ = Syscall.touch(path.relative, in: directory.descriptor)
-            return now
-        case .failure:
-            return nil
-        }
+        return touched(
+            Syscall.setTimes(path.relative, in: directory.descriptor, nanoseconds: target), target, path, now: now)
     }
 
     /// `touchIfStale(_:lastUse:now:)` for the entry open as `fd` (a read's, EntryFile.read): the file read,
@@ -47,7 +39,15 @@ extension EntryFile {
     /// fallback of a file of another user.
     func touchIfStale(_ fd: Int32, _ path: EntryPath, lastUse: Int64, now: Int64) -> Int64? {
         guard let target = touchTarget(lastUse: lastUse, now: now) else { return nil }
-        switch Syscall.setTimes(fd, nanoseconds: target) {
+        return touched(Syscall.setTimes(fd, nanoseconds: target), target, path, now: now)
+    }
+
+    /// The last use a touch that set `target` left (`result`). Best effort: a failed touch only makes LRU
+    /// order a little less exact; a file of another user (EPERM for explicit times) takes the kernel's now.
+    private func touched(_ result: Result<Void, SystemCallError>, _ target: Int64, _ path: EntryPath, now: Int64)
+        -> Int64?
+    {
+        switch result {
         case .success:
             return target
         case .failure(let error) where error.errno == .operationNotPermitted:

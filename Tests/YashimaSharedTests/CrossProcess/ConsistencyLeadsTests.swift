@@ -50,22 +50,11 @@ struct ConsistencyLeadsTests {
         // newer aside; while the path is empty another process removes the key (finding nothing to unlink).
         let gap = try await JudgedGap.make("judged-gap")
         let (dir, path) = (gap.dir, gap.path)
-        let removerExit = Mutex<Int32?>(nil)
-        let directory = dir.path
-        EntryFile.beforeMoveBack.withLock {
-            $0[path.relative] = {
-                let status = Result { () throws -> Int32 in
-                    let remover = try ChildProcess([
-                        "worker", "remove", "--directory", directory, "--key", "judged-gap",
-                    ])
-                    return remover.waitForExit(timeout: nil)?.status ?? -1
-                }
-                removerExit.withLock { $0 = (try? status.get()) ?? -1 }
-            }
-        }
+        let remover = RemovalInGap(directory: dir.path, key: "judged-gap")
+        EntryFile.beforeMoveBack.withLock { $0[path.relative] = remover.run }
         defer { _ = EntryFile.beforeMoveBack.withLock { $0.removeValue(forKey: path.relative) } }
         await gap.removeJudged()
-        #expect(removerExit.withLock { $0 } == 0)
+        #expect(remover.exitStatus == 0)
         // The removal finished before the move back: the newer entry must not come back.
         try await gap.expectGone()
     }
@@ -86,26 +75,15 @@ struct ConsistencyLeadsTests {
         let path = expectation.path
         let fetchedUnder = context.directory.state.stamp(expectation.slots)  // the fetch's epochs
         let usage = context.directory.state.usage
-        let removerExit = Mutex<Int32?>(nil)
-        let directory = dir.path
-        EntryFile.beforeRemotePlacement.withLock {
-            $0[path.relative] = {
-                let status = Result { () throws -> Int32 in
-                    let remover = try ChildProcess([
-                        "worker", "remove", "--directory", directory, "--key", "remote-gap",
-                    ])
-                    return remover.waitForExit(timeout: nil)?.status ?? -1
-                }
-                removerExit.withLock { $0 = (try? status.get()) ?? -1 }
-            }
-        }
+        let remover = RemovalInGap(directory: dir.path, key: "remote-gap")
+        EntryFile.beforeRemotePlacement.withLock { $0[path.relative] = remover.run }
         defer { _ = EntryFile.beforeRemotePlacement.withLock { $0.removeValue(forKey: path.relative) } }
         let now = Syscall.realtimeNanoseconds
         let content = EntryContent(
             payload: Data("fetched before the removal".utf8), expectation: expectation,
             codecIdentifier: data.identifier, createdAt: now - 1_000_000_000, expiresAt: 0)
         let outcome = try context.files.publish(content, to: path, mode: .addingUnlessWrittenSince(fetchedUnder)).get()
-        #expect(removerExit.withLock { $0 } == 0)
+        #expect(remover.exitStatus == 0)
         #expect(!outcome.placed, "the removal came after the fetch: the value is refused")
         let left = Syscall.status(of: path.relative, in: context.directory.descriptor)
         #expect((try? left.get()) == nil, "the removed value is back at its path")
@@ -269,5 +247,31 @@ private struct JudgedGap {
         #expect((try? Syscall.status(of: path.relative, in: context.directory.descriptor).get()) == nil)
         let fresh = YCache(storageDirectory: dir.url)
         #expect(try await fresh.valueIfCached(for: key, codec: DataCodec()) == nil, "a fresh cache finds nothing")
+    }
+}
+
+/// Another process's removal of a `worker` key, for a test hook to run in the gap between two steps of a
+/// remover or a publish (`EntryFile.beforeMoveBack`, `EntryFile.beforeRemotePlacement`): a real
+/// `worker remove` child, waited for on the hook's thread.
+private final class RemovalInGap: Sendable {
+    let directory: String
+    let key: String
+    private let exit = Mutex<Int32?>(nil)
+
+    init(directory: String, key: String) {
+        self.directory = directory
+        self.key = key
+    }
+
+    /// The child's exit status once the hook ran (-1 when it could not be started).
+    var exitStatus: Int32? { exit.withLock { $0 } }
+
+    /// The hook: starts the removal and waits for it.
+    func run() {
+        let status = Result { () throws -> Int32 in
+            let remover = try ChildProcess(["worker", "remove", "--directory", directory, "--key", key])
+            return remover.waitForExit(timeout: nil)?.status ?? -1
+        }
+        exit.withLock { $0 = (try? status.get()) ?? -1 }
     }
 }
