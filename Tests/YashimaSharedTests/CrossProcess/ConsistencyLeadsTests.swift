@@ -82,7 +82,11 @@ struct ConsistencyLeadsTests {
         let content = EntryContent(
             payload: Data("fetched before the removal".utf8), expectation: expectation,
             codecIdentifier: data.identifier, createdAt: now - 1_000_000_000, expiresAt: 0)
-        let outcome = try context.files.publish(content, to: path, mode: .addingUnlessWrittenSince(fetchedUnder)).get()
+        // Off the pool: the hook waits for the removing child there.
+        let files = context.files
+        let outcome = try await offPool {
+            try files.publish(content, to: path, mode: .addingUnlessWrittenSince(fetchedUnder)).get()
+        }
         #expect(remover.exitStatus == 0)
         #expect(!outcome.placed, "the removal came after the fetch: the value is refused")
         let left = Syscall.status(of: path.relative, in: context.directory.descriptor)
