@@ -55,11 +55,13 @@ extension CacheEngine {
     ///
     /// Transparent (inlined into the public entry points even in a debug build), so it is no frame of its
     /// own; the look on the caller's executor is a call (`firstLook`), and what crosses the await is one
-    /// reference, the lookup's `PoolLookup` (see "Frame sizes" at the top of the file).
+    /// reference, the lookup's `PoolLookup` (see "Frame sizes" at the top of the file). `generate` is an
+    /// autoclosure: the escaping generator it makes (a heap-allocated context, when it wraps the caller's)
+    /// is made only when the lookup goes on to the pool, never for a hit.
     @_transparent
     nonisolated(nonsending) func resolve<Codec: CacheCodec, Hit>(
         _ key: CacheKey, codec: Codec, options: YCache.Options, optional: Bool,
-        generate: @escaping @Sendable () async throws -> Codec.Value?,
+        generate: @autoclosure () -> @Sendable () async throws -> Codec.Value?,
         hit: (YCache.Resolved<Codec.Value>) -> Hit
     ) async throws -> Hit? {
         switch try firstLook(key, codec: codec, options: options, hit: hit) {
@@ -67,7 +69,7 @@ extension CacheEngine {
         case .missed: return nil
         case .onPool(let looked):
             let lookup = try await resolveOnPool(
-                .boxing(key, codec: codec, options: options, optional: optional, looked: looked, generate))
+                .boxing(key, codec: codec, options: options, optional: optional, looked: looked, generate()))
             return lookup.resolution.map(hit)
         }
     }

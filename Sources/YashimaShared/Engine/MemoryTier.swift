@@ -42,7 +42,7 @@ final class MemoryTier: CacheTier {
         throws(YCache.Error) -> YCache.Resolved<Codec.Value>?
     {
         guard let item = liveItem(entryKey, now: now, storage: storage) else { return nil }
-        guard let value = item.value as? Codec.Value else { throw .valueTypeMismatch }
+        guard let value = item.contents.value(as: Codec.Value.self) else { throw .valueTypeMismatch }
         counters.count(state: storage?.directory.state) { $0.memoryHits += 1 }
         if let path = item.entryPath, let storage {
             // A value served from memory is still in use: keep its file from looking cold to trim, by the

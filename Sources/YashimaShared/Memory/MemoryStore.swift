@@ -4,37 +4,92 @@
 
 import Synchronization
 
-/// One value in memory, with what a hit needs to know about it.
-struct MemoryItem: Sendable {
-    let value: any Sendable
+/// What a memory item holds that never changes, behind one reference: a hit copies the item out of the
+/// LRU (and through the lookup's result) as one pointer, not one reference count per field, and finds the
+/// value's type by the class of its contents (`TypedMemoryContents`), not by a cast through the runtime.
+///
+/// `@unchecked Sendable` because a non-final class cannot be checked: every stored property, here and in
+/// the only subclass (`TypedMemoryContents`, final, in this file), is a `let` of a `Sendable` type, so no
+/// instance is ever mutated after its initializer returns and sharing one between threads is safe.
+class MemoryContents: @unchecked Sendable {
     let cost: Int
     let metadata: YCache.Metadata
-    /// Epoch slots and the epochs at store time (nil when storage is unavailable); a confirmed item gets
-    /// newer ones (see `MemoryLookup.unconfirmed`).
+    /// Epoch slots (nil when storage is unavailable).
     let slots: SharedState.Slots?
-    var stamp: SharedState.Stamp?
     /// Entry path in storage, for the LRU touch of memory hits (I11); nil if not stored.
     let entryPath: EntryPath?
     /// Which publish of that entry the value was read from or written as; nil if not stored.
     let entryVersion: EntryVersion?
+
+    fileprivate init(
+        cost: Int, metadata: YCache.Metadata, slots: SharedState.Slots?, entryPath: EntryPath?,
+        entryVersion: EntryVersion?
+    ) {
+        self.cost = cost
+        self.metadata = metadata
+        self.slots = slots
+        self.entryPath = entryPath
+        self.entryVersion = entryVersion
+    }
+
+    /// The value as `Value`, or nil when memory holds a value of another type under the key (two codecs
+    /// sharing one identifier). The exact type costs one class check; another type it converts to (a
+    /// subclass, an existential) goes through the runtime's cast.
+    @inline(__always)
+    final func value<Value: Sendable>(as type: Value.Type) -> Value? {
+        if let typed = self as? TypedMemoryContents<Value> { return typed.value }
+        return (self as? any MemoryValueHolder)?.anyValue as? Value
+    }
+}
+
+/// Contents that hold a value of some type (the slow path of `MemoryContents.value(as:)`).
+private protocol MemoryValueHolder {
+    var anyValue: any Sendable { get }
+}
+
+/// The contents of a memory item whose value is a `Value`. `@unchecked Sendable` restated from
+/// `MemoryContents`, by the same proof: its one stored property is a `let` of a `Sendable` type.
+final class TypedMemoryContents<Value: Sendable>: MemoryContents, MemoryValueHolder, @unchecked Sendable {
+    let value: Value
+
+    fileprivate init(
+        _ value: Value, cost: Int, metadata: YCache.Metadata, slots: SharedState.Slots?, entryPath: EntryPath?,
+        entryVersion: EntryVersion?
+    ) {
+        self.value = value
+        super.init(cost: cost, metadata: metadata, slots: slots, entryPath: entryPath, entryVersion: entryVersion)
+    }
+
+    var anyValue: any Sendable { value }
+}
+
+/// One value in memory, with what a hit needs to know about it: the contents that never change, and what
+/// the store updates in place (the stamp, the last use).
+struct MemoryItem: Sendable {
+    let contents: MemoryContents
+    /// The epochs at store time (nil when storage is unavailable); a confirmed item gets newer ones (see
+    /// `MemoryLookup.unconfirmed`).
+    var stamp: SharedState.Stamp?
     /// Set by `MemoryStore.insert`: tells this item from a later one under the same key.
     fileprivate(set) var serial: UInt64 = 0
     /// When its entry file was last marked used, as this process set or saw it (its mtime), for the touch
     /// rule of memory hits (I11); nil when unknown. Kept in the item: a hit reads it with the item.
     fileprivate(set) var lastUse: Int64?
 
-    init(
-        value: any Sendable, cost: Int, metadata: YCache.Metadata, slots: SharedState.Slots?,
+    init<Value: Sendable>(
+        value: Value, cost: Int, metadata: YCache.Metadata, slots: SharedState.Slots?,
         stamp: SharedState.Stamp?, entryPath: EntryPath?, entryVersion: EntryVersion? = nil
     ) {
-        self.value = value
-        self.cost = cost
-        self.metadata = metadata
-        self.slots = slots
+        contents = TypedMemoryContents(
+            value, cost: cost, metadata: metadata, slots: slots, entryPath: entryPath, entryVersion: entryVersion)
         self.stamp = stamp
-        self.entryPath = entryPath
-        self.entryVersion = entryVersion
     }
+
+    var cost: Int { contents.cost }
+    var metadata: YCache.Metadata { contents.metadata }
+    var slots: SharedState.Slots? { contents.slots }
+    var entryPath: EntryPath? { contents.entryPath }
+    var entryVersion: EntryVersion? { contents.entryVersion }
 }
 
 /// What a memory lookup found.

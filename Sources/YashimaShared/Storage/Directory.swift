@@ -137,8 +137,9 @@ final class Directory: Sendable {
 private let rootCheckInterval = Policy.rootCheckInterval.nanoseconds
 
 /// The opened storage root and the helpers bound to it: what every storage operation of a cache gets
-/// from the engine's one accessor (`StorageTier.context(for:)`).
-struct StorageContext: Sendable {
+/// from the engine's one accessor (`StorageTier.context(for:)`). A class (made once per opening, never
+/// changed): each lookup that passes it on copies one reference, not one per helper.
+final class StorageContext: Sendable {
     let directory: Directory
     let trimmer: Trimmer
 

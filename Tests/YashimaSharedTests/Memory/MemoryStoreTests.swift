@@ -154,9 +154,19 @@ struct MemoryStoreTests {
     func expiry() {
         let store = MemoryStore(maximumCost: nil, maximumCount: nil)
         store.insert(Self.item("v", expiresAt: 1000), for: Self.key("a"))
-        #expect(store.item(for: Self.key("a"), state: nil, now: 999)?.value as? String == "v")
+        #expect(store.item(for: Self.key("a"), state: nil, now: 999)?.contents.value(as: String.self) == "v")
         #expect(store.item(for: Self.key("a"), state: nil, now: 1000) == nil)
         #expect(store.count == 0)
+    }
+
+    @Test("an item's value comes back as its own type, as a type it converts to, and not as another type")
+    func valueTypes() {
+        let item = Self.item("v")
+        #expect(item.contents.value(as: String.self) == "v")  // the exact type: one class check
+        #expect(item.contents.value(as: (any Sendable).self) as? String == "v")  // the runtime's cast
+        #expect(item.contents.value(as: (any Hashable & Sendable).self) as? String == "v")
+        #expect(item.contents.value(as: Int.self) == nil)  // another type: a type mismatch for the hit
+        #expect(item.contents.value(as: Substring.self) == nil)
     }
 
     @Test("an item stored under older epochs is dropped (I10)")

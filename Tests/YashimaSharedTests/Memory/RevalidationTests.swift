@@ -108,7 +108,7 @@ struct RevalidationTests {
             Issue.record("the newer item was dropped or restamped by the older one's check")
             return
         }
-        #expect(kept.value as? String == "new")
+        #expect(kept.contents.value(as: String.self) == "new")
         try state.bumpKey(slots)
         guard case .unconfirmed(let newer, let now) = store.lookup(key, state: state, now: 0) else {
             Issue.record("expected an unconfirmed item")
@@ -128,7 +128,8 @@ extension MemoryItem {
         slots: SharedState.Slots, stamp: SharedState.Stamp, entryPath: EntryPath, entryVersion: EntryVersion
     ) -> MemoryItem {
         MemoryItem(
-            value: value, cost: cost, metadata: metadata, slots: slots, stamp: stamp, entryPath: entryPath,
+            value: contents.value(as: String.self) ?? "", cost: cost, metadata: metadata, slots: slots, stamp: stamp,
+            entryPath: entryPath,
             entryVersion: entryVersion)
     }
 }
