@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The bench "from outside": builds main.swift as a separate package (in a temp folder) that depends on
 # this repository by path, builds the C floors, starts a redis-server on a Unix socket of its own, and runs
-# the measurements (storage hit, memory hit, miss+publish, fresh stampede at 8 and 32, Redis remote hit),
+# the measurements (storage hit, memory hit, miss+publish, fresh stampede at 8, 32 and 64, Redis remote hit),
 # each against its C floor; prints one line per figure. Usage: Benchmarks/outside/run.sh [WORK_DIR]
 # (the package's build is kept there between runs when given). Needs the Swift toolchain, cc, redis-server.
 set -euo pipefail
