@@ -411,6 +411,22 @@ int ysh_getpid(void) {
 }
 uint32_t ysh_geteuid(void) { return (uint32_t)geteuid(); }
 
+// Whether the calling thread is the process's main one (its thread id is the process id), as Foundation's
+// `Thread.isMainThread` answers on Linux, which makes two system calls (gettid, getpid) every time. The
+// thread id is cached per thread, with the process id it was read under: a forked child's only thread (the
+// forking one, with the parent's cache) reads its own id again, since ysh_getpid() is reset by the fork.
+static __thread int cached_tid = 0;
+static __thread int cached_tid_pid = 0;
+
+int ysh_is_main_thread(void) {
+    int pid = ysh_getpid();
+    if (cached_tid_pid != pid) {
+        cached_tid = (int)syscall(SYS_gettid);
+        cached_tid_pid = pid;
+    }
+    return cached_tid == pid;
+}
+
 int ysh_is_group_member(uint32_t gid) {
     if ((gid_t)gid == getegid()) return 1;
     gid_t groups[NGROUPS_MAX];

@@ -181,6 +181,8 @@ int64_t ysh_monotonic_ns(void);
 int ysh_getpid(void);
 /// geteuid(2).
 uint32_t ysh_geteuid(void);
+/// 1 on the process's main thread (gettid(2) == getpid(2)), each cached: no system call after a thread's first.
+int ysh_is_main_thread(void);
 /// 1 when `gid` is this process's effective group or one of its supplementary groups (getgroups(2)).
 int ysh_is_group_member(uint32_t gid);
 

@@ -1,8 +1,6 @@
 // Starting a flight's production on the thread of the caller that starts it (issue 25), without giving up
 // what a task of its own gives it: its own cancellation, the caller's task-locals and priority.
 
-import Foundation
-
 extension Task where Success == Void, Failure == Never {
     /// A new task (the caller's task-locals and priority, a cancellation of its own, as `Task.init`)
     /// that starts at once on this thread, and runs there until its first suspension (`Task.immediate`),
@@ -15,7 +13,7 @@ extension Task where Success == Void, Failure == Never {
     /// must not run a generator) or on the main thread (the main actor's, where a generator must not run
     /// either), it is queued as `Task.init` does.
     static func startingOnThisPoolThread(_ operation: sending @escaping @isolated(any) () async -> Void) -> Task {
-        guard withUnsafeCurrentTask(body: { $0 != nil }), !Thread.isMainThread else {
+        guard withUnsafeCurrentTask(body: { $0 != nil }), !Syscall.isMainThread else {
             return Task(operation: operation)
         }
         return Task.immediate(operation: operation)

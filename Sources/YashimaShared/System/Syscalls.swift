@@ -378,6 +378,9 @@ enum Syscall {
     static func isMember(ofGroup group: UInt32) -> Bool { ysh_is_group_member(group) != 0 }
     /// `getpid(2)`.
     static var processID: Int32 { ysh_getpid() }
+    /// Whether this is the process's main thread, as `Thread.isMainThread` (its thread id is the process id),
+    /// without its two system calls per question: both ids are cached (CFileLock).
+    static var isMainThread: Bool { ysh_is_main_thread() != 0 }
     /// CLOCK_REALTIME in nanoseconds since the epoch.
     static var realtimeNanoseconds: Int64 { ysh_realtime_ns() }
     /// CLOCK_MONOTONIC in nanoseconds.
