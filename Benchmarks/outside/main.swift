@@ -2,11 +2,14 @@
 // API as a user's program would (only the entry files' paths, for the C floor's list, come from the
 // operator SPI), measured against the same C floors (Benchmarks/floors) with code of its own: the storage
 // hit on random keys, the memory hit, the miss and publish of a new 4 KiB key, the stampede of fresh
-// processes (released by a flock barrier, not by lines), and a Redis remote hit. Run by run.sh; prints
-// one line per figure: median, floor median, ratio, load average.
+// processes (released both by one flock barrier and by GO lines in turn, the bench's way, each against its
+// C floor released the same way), and a Redis remote hit. Run by run.sh; prints one line per figure: median,
+// floor median, ratio, load average. OUTSIDE_ONLY=stampede runs the stampedes alone; OUTSIDE_RELEASE=flock
+// or lines one release.
 
 import Foundation
 import Glibc
+import Synchronization
 @_spi(Operator) import YashimaShared
 
 func now() -> UInt64 {
@@ -22,12 +25,12 @@ func load() -> String {
         .joined(separator: " ")
 }
 
-func report(_ name: String, _ ours: Double, _ floor: Double, target: Double) {
+func report(_ name: String, _ ours: Double, _ floor: Double, target: Double, note: String = "") {
     let ratio = ours / floor
     print(
         String(
             format: "%-44@ %12.0f ns  floor %12.0f ns  %6.2fx  (target ≤ %.1fx: %@)  load %@", name as NSString, ours,
-            floor, ratio, target, ratio <= target ? "met" : "MISSED", load()))
+            floor, ratio, target, ratio <= target ? "met" : "MISSED", load()) + (note.isEmpty ? "" : "  " + note))
     fflush(nil)
 }
 
@@ -158,82 +161,144 @@ func missAndPublish() async throws {
     report("local miss+publish 4 KiB", median(ours), median(theirs), target: 1.5)
 }
 
-/// `stampede-child DIR BARRIER`: opens the cache, says ready, blocks on the barrier lock, then
-/// value(for:) with a 200 ms generator; prints the monotonic time it had the value.
+/// How a stampede's processes are let go: all at once by one `flock` barrier (every one wakes in the same
+/// instant), or by a `GO` line written to each in turn, timed from just before the first (the bench's way).
+enum Release: String {
+    case flock
+    case lines
+}
+
+/// `stampede-child DIR BARRIER|-`: opens the cache, says READY, then waits for its release (blocks on the
+/// barrier lock, or reads a line when the barrier is `-`), then value(for:) with a 200 ms generator; prints
+/// `DONE <monotonic time it had the value> <monotonic time its generator started, or 0>`.
 func stampedeChild(_ directory: String, _ barrier: String) async throws {
     let cache = YCache(storageDirectory: URL(fileURLWithPath: directory))
     try cache.openStorage()
-    let lock = open(barrier, O_RDONLY | O_CLOEXEC)
+    let lock = barrier == "-" ? -1 : open(barrier, O_RDONLY | O_CLOEXEC)
     print("READY")
     fflush(nil)
-    flock(lock, LOCK_SH)  // released when the parent unlocks
+    if lock >= 0 { flock(lock, LOCK_SH) } else { _ = readLine() }  // released by the parent
+    let started = Mutex<UInt64>(0)
     _ = try await cache.data(for: CacheKey(namespace: "stampede", identity: "hot")) {
         // 200 ms exactly, as the C floor's holder sleeps (Task.sleep overshoots by 0.2-3 ms here).
-        let until = now() + 200_000_000
+        let start = now()
+        started.withLock { $0 = start }
+        let until = start + 200_000_000
         var deadline = timespec(tv_sec: Int(until / 1_000_000_000), tv_nsec: Int(until % 1_000_000_000))
         while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, nil) == EINTR {}
         return Data(count: 4096)
     }
-    print(now())
+    print("DONE \(now()) \(started.withLock { $0 })")
     fflush(nil)
     _ = readLine()
 }
 
-func stampede(processes: Int, rounds: Int) throws {
-    var ours: [Double] = []
-    for round in 0..<rounds {
-        let directory = work + "/stampede-\(processes)-\(round)"
-        try YCache(storageDirectory: URL(fileURLWithPath: directory)).openStorage()
-        let barrier = directory + ".barrier"
+/// One round: `commands` started, each READY awaited, all released by `release`, every `DONE <finished>
+/// <hold started or 0> ...` line read. Returns the last finish from the release and from the hold's start,
+/// each minus the 200 ms hold, in nanoseconds.
+func stampedeRound(_ commands: [(String, [String])], release: Release, barrier: String?) throws -> (Double, Double) {
+    var lock: Int32 = -1
+    if let barrier {
         FileManager.default.createFile(atPath: barrier, contents: Data())
-        let lock = open(barrier, O_RDONLY | O_CLOEXEC)
+        lock = open(barrier, O_RDONLY | O_CLOEXEC)
         flock(lock, LOCK_EX)
-        var children: [(Process, Pipe, Pipe)] = []
-        for _ in 0..<processes {
-            let child = Process()
-            child.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-            child.arguments = ["stampede-child", directory, barrier]
-            let output = Pipe()
-            let input = Pipe()
-            child.standardOutput = output
-            child.standardInput = input
-            try child.run()
-            children.append((child, output, input))
-        }
-        var buffers = [Data](repeating: Data(), count: processes)
-        for (index, child) in children.enumerated() {
-            while !String(decoding: buffers[index], as: UTF8.self).contains("READY\n") {
-                buffers[index].append(child.1.fileHandleForReading.availableData)
-            }
-        }
-        usleep(50_000)  // every child is blocked in flock by now (they said READY just before it)
-        let released = now()
-        flock(lock, LOCK_UN)
-        var last: UInt64 = 0
-        for (index, child) in children.enumerated() {
-            while String(decoding: buffers[index], as: UTF8.self).split(separator: "\n").count < 2 {
-                buffers[index].append(child.1.fileHandleForReading.availableData)
-            }
-            last = max(last, UInt64(String(decoding: buffers[index], as: UTF8.self).split(separator: "\n")[1])!)
-        }
-        for child in children {
-            try child.2.fileHandleForWriting.close()
-            child.0.waitUntilExit()
-        }
-        close(lock)
-        ours.append(Double(last - released) - 200_000_000)
     }
-    // The floor: floors stampede-fork (forked children, released by closing a pipe), same N.
-    let floor = Process()
-    floor.executableURL = URL(fileURLWithPath: floors)
-    floor.arguments = ["stampede-fork", "--processes", "\(processes)", "--dir", work, "--rounds", "\(rounds)"]
-    let output = Pipe()
-    floor.standardOutput = output
-    try floor.run()
-    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    floor.waitUntilExit()
-    let floorMedian = Double(text.split(separator: "\n").last!.split(separator: " ").last!)!
-    report("stampede, fresh processes, \(processes)", median(ours), floorMedian, target: 3)
+    var children: [(Process, Pipe, Pipe)] = []
+    for (program, arguments) in commands {
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: program)
+        child.arguments = arguments
+        let output = Pipe()
+        let input = Pipe()
+        child.standardOutput = output
+        child.standardInput = input
+        try child.run()
+        children.append((child, output, input))
+    }
+    var buffers = [Data](repeating: Data(), count: children.count)
+    func lines(_ index: Int) -> [Substring] { String(decoding: buffers[index], as: UTF8.self).split(separator: "\n") }
+    for (index, child) in children.enumerated() {
+        while !lines(index).contains("READY") { buffers[index].append(child.1.fileHandleForReading.availableData) }
+    }
+    let released: UInt64
+    switch release {
+    case .flock:
+        usleep(50_000)  // every child is blocked in flock by now (they said READY just before it)
+        released = now()
+        flock(lock, LOCK_UN)
+    case .lines:
+        released = now()
+        for child in children { child.2.fileHandleForWriting.write(Data("GO\n".utf8)) }
+    }
+    // Nothing read while they race: each read would wake this process and take a core from the processes
+    // being timed (the bench waits the same way). The hold is 200 ms; the last of 64 is done well within.
+    usleep(UInt32(300_000 + 5_000 * children.count))
+    var last: UInt64 = 0
+    var holdStarted: UInt64 = 0
+    for (index, child) in children.enumerated() {
+        while !lines(index).contains(where: { $0.hasPrefix("DONE ") }) {
+            buffers[index].append(child.1.fileHandleForReading.availableData)
+        }
+        let done = lines(index).first { $0.hasPrefix("DONE ") }!.split(separator: " ").compactMap { UInt64($0) }
+        last = max(last, done[0])
+        if done.count > 1, done[1] > 0 { holdStarted = done[1] }
+    }
+    for child in children {
+        try child.2.fileHandleForWriting.close()
+        child.0.waitUntilExit()
+    }
+    if lock >= 0 { close(lock) }
+    precondition(holdStarted > 0, "no process reported its hold")
+    return (Double(last - released) - 200_000_000, Double(last - holdStarted) - 200_000_000)
+}
+
+/// The fresh stampede at `processes`, released by `release`, against its C floor released the same way:
+/// with `.flock`, `floors stampede-fork` (forked children let go by closing a pipe); with `.lines`, N
+/// exec'd `floors stampede` processes sent GO in turn (the bench's floor). Rounds alternate with the
+/// floor's under `.lines`.
+func stampede(processes: Int, rounds: Int, release: Release) throws {
+    let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+    var ours: [Double] = []
+    var oursFromHold: [Double] = []
+    var theirs: [Double] = []
+    for round in 0..<rounds {
+        let directory = work + "/stampede-\(release.rawValue)-\(processes)-\(round)"
+        try YCache(storageDirectory: URL(fileURLWithPath: directory)).openStorage()
+        let barrier = release == .flock ? directory + ".barrier" : nil
+        let child = (me, ["stampede-child", directory, barrier ?? "-"])
+        let (fromRelease, fromHold) = try stampedeRound(
+            Array(repeating: child, count: processes), release: release, barrier: barrier)
+        ours.append(fromRelease)
+        oursFromHold.append(fromHold)
+        if release == .lines {
+            let floorDirectory = work + "/floor-\(processes)-\(round)"
+            try FileManager.default.createDirectory(atPath: floorDirectory, withIntermediateDirectories: true)
+            let commands = (0..<processes).map { index in
+                (
+                    floors,
+                    [
+                        "stampede", "--role", index == 0 ? "holder" : "waiter", "--lock", floorDirectory + "/key.lock",
+                        "--data", floorDirectory + "/value",
+                    ]
+                )
+            }
+            theirs.append(try stampedeRound(commands, release: .lines, barrier: nil).0)
+        }
+    }
+    if release == .flock {
+        let floor = Process()
+        floor.executableURL = URL(fileURLWithPath: floors)
+        floor.arguments = ["stampede-fork", "--processes", "\(processes)", "--dir", work, "--rounds", "\(rounds)"]
+        let output = Pipe()
+        floor.standardOutput = output
+        try floor.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        floor.waitUntilExit()
+        theirs = [Double(text.split(separator: "\n").last!.split(separator: " ").last!)!]
+    }
+    report(
+        "stampede, fresh, \(processes), \(release.rawValue)", median(ours), median(theirs), target: 3,
+        note: "from the hold's start \(Int(median(oursFromHold) / 1000)) µs")
 }
 
 func redisHits(_ url: String, socket: String) async throws {
@@ -272,10 +337,19 @@ case "stampede-child":
     try await stampedeChild(arguments[2], arguments[3])
 default:
     print("from outside: \(arguments.dropFirst().joined(separator: " ")); load \(load())")
-    try await storageHits(count: 1000)
-    try await memoryHits()
-    try await missAndPublish()
+    let stampedeOnly = ProcessInfo.processInfo.environment["OUTSIDE_ONLY"] == "stampede"
+    if !stampedeOnly {
+        try await storageHits(count: 1000)
+        try await memoryHits()
+        try await missAndPublish()
+    }
     // The rounds of the bench's fresh stampede (15 at 8 and 32, 9 at 64), so the medians are as steady.
-    for (processes, rounds) in [(8, 15), (32, 15), (64, 9)] { try stampede(processes: processes, rounds: rounds) }
-    if arguments.count > 2 { try await redisHits(arguments[1], socket: arguments[2]) }
+    // Released both ways, the outside's (one flock barrier) and the bench's (GO lines in turn).
+    let releases = (ProcessInfo.processInfo.environment["OUTSIDE_RELEASE"] ?? "flock,lines").split(separator: ",")
+    for release in releases.compactMap({ Release(rawValue: String($0)) }) {
+        for (processes, rounds) in [(8, 15), (32, 15), (64, 9)] {
+            try stampede(processes: processes, rounds: rounds, release: release)
+        }
+    }
+    if !stampedeOnly, arguments.count > 2 { try await redisHits(arguments[1], socket: arguments[2]) }
 }

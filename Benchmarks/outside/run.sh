@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The bench "from outside": builds main.swift as a separate package (in a temp folder) that depends on
 # this repository by path, builds the C floors, starts a redis-server on a Unix socket of its own, and runs
-# the measurements (storage hit, memory hit, miss+publish, fresh stampede at 8, 32 and 64, Redis remote hit),
-# each against its C floor; prints one line per figure. Usage: Benchmarks/outside/run.sh [WORK_DIR]
+# the measurements (storage hit, memory hit, miss+publish, fresh stampede at 8, 32 and 64 released both by
+# one flock barrier and by GO lines, Redis remote hit), each against its C floor released the same way;
+# prints one line per figure. OUTSIDE_ONLY=stampede runs the stampedes alone, OUTSIDE_RELEASE=flock or
+# lines one release. Usage: Benchmarks/outside/run.sh [WORK_DIR]
 # (the package's build is kept there between runs when given). Needs the Swift toolchain, cc, redis-server.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
