@@ -1,4 +1,4 @@
-// `Syscall.isMainThread`, the cached answer a flight's start asks on every miss (Support/PoolTask.swift),
+// `Syscall.isMainThread`, the cached answer a flight's start asks on every miss (Engine/PoolTask.swift),
 // against Foundation's `Thread.isMainThread`, which asks the kernel twice each time, and in a forked child,
 // whose only thread is its main one although that thread's cached answer was "no" in the parent.
 
