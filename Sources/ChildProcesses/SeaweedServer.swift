@@ -59,9 +59,16 @@ public final class SeaweedServer: Sendable {
             }
             let server = SeaweedServer(directory: directory, ports: ports)
             let s3Port = ports[3]
-            try await server.process.launch(
+            // Ready once the gateway answers and every port (and its gRPC twin, port + 10000) is this weed's:
+            // weed binds its S3 port last, seconds in, and exits when another test's server took it first;
+            // until then that other server answers the probe and the warm-up (the same credentials).
+            let process = server.process
+            let owned = ports + ports.map { $0 + 10000 }
+            try await process.launch(
                 executable, arguments(directory, address: "127.0.0.1", ports: ports),
-                errorFile: "\(directory)/weed.log", every: 50_000, until: { Self.answers(s3Port) }, log: { server.log })
+                errorFile: "\(directory)/weed.log", every: 50_000,
+                until: { Self.answers(s3Port) && Loopback.isListening(processID: process.processID, on: owned) },
+                log: { server.log })
             await server.warmUp()
             return server
         }

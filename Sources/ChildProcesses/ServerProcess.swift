@@ -1,6 +1,7 @@
 // What the real servers of the tests and the benchmarks (redis-server, nginx) share: finding the executable,
 // whether CI requires it, a private folder under /tmp, retrying a start that lost its probed port, loopback
-// ports, and the server's one child: spawned as a ChildProcess, ready once a probe answers, then stopped.
+// ports (and whether a process itself listens on one), and the server's one child: spawned as a
+// ChildProcess, ready once a probe answers, then stopped.
 
 import Foundation
 import Glibc
@@ -88,6 +89,53 @@ public enum Loopback {
             return nil
         }
         return fd
+    }
+
+    /// True when process `processID` itself holds a listening TCP socket (IPv4) on every port of `ports`:
+    /// the sockets of /proc/net/tcp in state LISTEN, by inode, against the process's descriptors. A probe
+    /// that only connects cannot tell a server from another that bound its port first (parallel tests pick
+    /// free ports at random, and a server may bind its last port seconds after starting), and a test then
+    /// talks to the other test's server: its values, its pauses, its kills.
+    public static func isListening(processID: Int32, on ports: [Int]) -> Bool {
+        guard processID > 0, let table = readToEnd("/proc/net/tcp") else { return false }
+        var listening: [Int: Set<Substring>] = [:]  // port → inodes of its listening sockets
+        for line in table.split(separator: "\n").dropFirst() {
+            // sl, local address (hex IP:port), remote address, state (0A: LISTEN), …, inode (field 9).
+            let fields = line.split(separator: " ")
+            guard fields.count > 9, fields[3] == "0A", let colon = fields[1].lastIndex(of: ":"),
+                let port = Int(fields[1][fields[1].index(after: colon)...], radix: 16)
+            else { continue }
+            listening[port, default: []].insert(fields[9])
+        }
+        let folder = "/proc/\(processID)/fd"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return false }
+        var sockets = Set<Substring>()
+        for name in names {
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: folder + "/" + name),
+                target.hasPrefix("socket:["), target.hasSuffix("]")
+            else { continue }
+            sockets.insert(Substring(target.dropFirst(8).dropLast()))
+        }
+        return ports.allSatisfy { !(listening[$0] ?? []).isDisjoint(with: sockets) }
+    }
+
+    /// A file's whole text, read until `read(2)` returns 0: a procfs table comes a page per read, and
+    /// `String(contentsOfFile:)` stopped after the first (27 of /proc/net/tcp's 211 lines, measured).
+    private static func readToEnd(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count == 0 { return String(decoding: bytes, as: UTF8.self) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                return nil
+            }
+            bytes.append(contentsOf: chunk[..<count])
+        }
     }
 
     private static func isFree(_ port: Int) -> Bool {

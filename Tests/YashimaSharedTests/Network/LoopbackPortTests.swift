@@ -1,9 +1,12 @@
 // The ports the tests' servers are started on: probed free, and below the kernel's ephemeral range, where
 // no outgoing connection's local port can take one between the probe and the server's bind (a Redis
-// Cluster node's bus port, port + 10000, once was: CI failed with "Address already in use").
+// Cluster node's bus port, port + 10000, once was: CI failed with "Address already in use"). And whether a
+// port is a given process's own: a SeaweedFS server is ready only once it holds all its ports itself (another
+// test's server on one of them answered for it, and that test checked the other server's values).
 
 import ChildProcesses
 import Foundation
+import Glibc
 import Testing
 
 @Suite("Loopback ports for the tests' servers")
@@ -42,5 +45,49 @@ struct LoopbackPortTests {
             }
         }
         #expect(failures.value == 5)
+    }
+
+    /// A close-on-exec TCP socket listening on 127.0.0.1 at a free port, or nil.
+    static func listen() -> (descriptor: Int32, port: Int)? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && Glibc.listen(fd, 8) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        guard bound else {
+            close(fd)
+            return nil
+        }
+        return (fd, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
+    @Test("a port is a process's own only while that process itself listens on it")
+    func listeningIsPerProcess() async throws {
+        // Listeners opened first push the ones checked past /proc/net/tcp's first page (27 lines).
+        var before: [Int32] = []
+        for _ in 0..<100 { before.append(try #require(Self.listen()).descriptor) }
+        defer { for fd in before { close(fd) } }
+        let (fd, port) = try #require(Self.listen())
+        let (other, otherPort) = try #require(Self.listen())
+        let me = getpid()
+        #expect(Loopback.isListening(processID: me, on: [port]))
+        #expect(Loopback.isListening(processID: me, on: [port, otherPort]))
+        // Another process, even one whose listener answers a connect on the same machine, holds none of it.
+        let child = try ChildProcess("/bin/sleep", ["30"])
+        #expect(!Loopback.isListening(processID: child.pid, on: [port]))
+        child.kill()
+        _ = await child.exitAwaited()
+        close(other)
+        #expect(!Loopback.isListening(processID: me, on: [port, otherPort]), "one port no longer listened on")
+        #expect(Loopback.isListening(processID: me, on: [port]))
+        close(fd)
+        #expect(!Loopback.isListening(processID: me, on: [port]))
+        #expect(!Loopback.isListening(processID: 0, on: [port]))
     }
 }
