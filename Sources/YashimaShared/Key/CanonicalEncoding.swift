@@ -96,8 +96,8 @@ struct CanonicalFieldWriter {
         fieldSize(length: text.utf8CodeUnitCount)
     }
 
-    /// Appends raw bytes.
-    private mutating func write(_ bytes: UnsafeRawBufferPointer) {
+    /// Appends raw bytes: a part of a field (between `fieldPrefix` and `fieldSuffix`) already encoded.
+    mutating func write(_ bytes: UnsafeRawBufferPointer) {
         guard let source = bytes.baseAddress, bytes.count > 0 else { return }
         precondition(bytes.count <= buffer.count - position, "canonical buffer overflow")
         (buffer.baseAddress! + position).copyMemory(from: source, byteCount: bytes.count)

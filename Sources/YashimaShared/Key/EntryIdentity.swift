@@ -17,19 +17,39 @@ struct EntryIdentity: Hashable, Sendable {
     ///   - key: The cache key.
     ///   - codecIdentifier: The codec's stable identifier, such as `data-v1`.
     init(key: CacheKey, codecIdentifier: String) {
-        let keyCount = key.canonicalByteCount
+        digest = Self.digest(keyByteCount: key.canonicalByteCount, codecIdentifier: codecIdentifier) {
+            key.writeCanonical(to: &$0)
+        }
+    }
+
+    /// Computes the identity of a key's entry from the key's canonical bytes, already encoded: the same
+    /// digest as ``init(key:codecIdentifier:)`` of the key they encode, without encoding the key again.
+    ///
+    /// - Parameters:
+    ///   - canonicalKey: The key's `canonicalBytes`.
+    ///   - codecIdentifier: The codec's stable identifier, such as `data-v1`.
+    init(canonicalKey: UnsafeRawBufferPointer, codecIdentifier: String) {
+        digest = Self.digest(keyByteCount: canonicalKey.count, codecIdentifier: codecIdentifier) {
+            $0.write(canonicalKey)
+        }
+    }
+
+    /// The SHA-256 of the identity's fields, the key's canonical bytes written by `writeKey`.
+    private static func digest(
+        keyByteCount: Int, codecIdentifier: String, writeKey: (inout CanonicalFieldWriter) -> Void
+    ) -> SHA256Digest {
         let count =
             CanonicalFieldWriter.fieldSize(CanonicalLabel.entryMagic)
             + CanonicalFieldWriter.fieldSize(CanonicalLabel.key)
-            + CanonicalFieldWriter.fieldSize(length: keyCount)
+            + CanonicalFieldWriter.fieldSize(length: keyByteCount)
             + CanonicalFieldWriter.fieldSize(CanonicalLabel.codec)
             + CanonicalFieldWriter.fieldSize(codecIdentifier)
-        digest = withUnsafeTemporaryAllocation(byteCount: count, alignment: 1) { buffer in
+        return withUnsafeTemporaryAllocation(byteCount: count, alignment: 1) { buffer in
             var writer = CanonicalFieldWriter(buffer)
             writer.field(CanonicalLabel.entryMagic)
             writer.field(CanonicalLabel.key)
-            writer.fieldPrefix(length: keyCount)
-            key.writeCanonical(to: &writer)
+            writer.fieldPrefix(length: keyByteCount)
+            writeKey(&writer)
             writer.fieldSuffix()
             writer.field(CanonicalLabel.codec)
             writer.field(codecIdentifier)

@@ -26,11 +26,13 @@ final class EntryExpectation: Sendable {
     var headerSize: Int { EntryFormat.fixedHeaderSize + keyBytes.count + codecBytes.count }
 
     init(key: CacheKey, codecIdentifier: String) {
+        // The key is encoded once: the identity and the key's digest are both hashes over these bytes.
         let keyBytes = key.canonicalBytes
         self.keyBytes = keyBytes
         self.codecBytes = Array(codecIdentifier.utf8)
-        self.identity = EntryIdentity(key: key, codecIdentifier: codecIdentifier)
-        self.keyDigest = key.stableDigest
+        (self.identity, self.keyDigest) = keyBytes.withUnsafeBytes {
+            (EntryIdentity(canonicalKey: $0, codecIdentifier: codecIdentifier), SHA256.hash($0))
+        }
         self.path = Directory.entryPath(for: identity)
         self.slots = SharedState.slots(namespace: key.namespace, keyDigest: keyDigest)
     }

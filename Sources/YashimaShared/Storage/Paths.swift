@@ -45,15 +45,47 @@ extension Directory {
 
     /// The same for any root: an entry's relative path depends on its identity only.
     static func entryPath(for identity: EntryIdentity) -> EntryPath {
-        let hex = identity.hex
-        let fanOut = Directory.entriesFolder + "/" + String(hex.prefix(2))  // String + String: no generic lookup
-        return EntryPath(fanOut: fanOut, relative: fanOut + "/" + hex + Directory.entrySuffix)
+        let (fanOut, relative) = fannedOut(Directory.entriesFolder, identity.digest, Directory.entrySuffix)
+        return EntryPath(fanOut: fanOut, relative: relative)
     }
 
-    func lockPath(forKeyDigest digest: SHA256Digest) -> LockPath {
-        let hex = digest.hex
-        let fanOut = Directory.locksFolder + "/" + String(hex.prefix(2))
-        return LockPath(fanOut: fanOut, relative: fanOut + "/" + hex + Directory.lockSuffix)
+    func lockPath(forKeyDigest digest: SHA256Digest) -> LockPath { Self.lockPath(forKeyDigest: digest) }
+
+    /// The same for any root: a key's lock path depends on its digest only.
+    static func lockPath(forKeyDigest digest: SHA256Digest) -> LockPath {
+        let (fanOut, relative) = fannedOut(Directory.locksFolder, digest, Directory.lockSuffix)
+        return LockPath(fanOut: fanOut, relative: relative)
+    }
+
+    /// `folder/ab/<hex><suffix>` and its fan-out folder `folder/ab` (`ab`: the hex's first two digits),
+    /// written straight into the strings: a process makes both paths for every key it meets, and
+    /// concatenating them took several allocations and copies.
+    private static func fannedOut(_ folder: String, _ digest: SHA256Digest, _ suffix: String) -> (
+        fanOut: String, relative: String
+    ) {
+        var (folder, suffix) = (folder, suffix)
+        return folder.withUTF8 { folderBytes in
+            suffix.withUTF8 { suffixBytes in
+                let fanOutCount = folderBytes.count + 3  // "folder/ab"
+                let hexStart = fanOutCount + 1
+                var fanOut = ""
+                let count = hexStart + 64 + suffixBytes.count
+                let relative = String(unsafeUninitializedCapacity: count) { output in
+                    _ = UnsafeMutableBufferPointer(rebasing: output[..<folderBytes.count]).initialize(
+                        fromContentsOf: folderBytes)
+                    digest.writeHex(into: UnsafeMutableBufferPointer(rebasing: output[hexStart...]))
+                    output[folderBytes.count] = UInt8(ascii: "/")
+                    output[folderBytes.count + 1] = output[hexStart]
+                    output[folderBytes.count + 2] = output[hexStart + 1]
+                    output[fanOutCount] = UInt8(ascii: "/")
+                    _ = UnsafeMutableBufferPointer(rebasing: output[(hexStart + 64)..<count]).initialize(
+                        fromContentsOf: suffixBytes)
+                    fanOut = String(decoding: UnsafeBufferPointer(rebasing: output[..<fanOutCount]), as: UTF8.self)
+                    return count
+                }
+                return (fanOut, relative)
+            }
+        }
     }
 
     /// A fresh, unpredictable name in `tmp/` for an entry taken aside (I4).

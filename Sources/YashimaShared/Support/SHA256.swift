@@ -65,18 +65,27 @@ struct SHA256Digest: Hashable, Sendable {
     /// The digest as 64 lowercase hexadecimal characters.
     var hex: String {
         String(unsafeUninitializedCapacity: 64) { output in
-            let digits: StaticString = "0123456789abcdef"
-            digits.withUTF8Buffer { table in
-                for (wordIndex, word) in [w0, w1, w2, w3].enumerated() {
-                    for byteIndex in 0..<8 {
-                        let byte = Int((word >> UInt64(56 - 8 * byteIndex)) & 0xFF)
-                        let index = 8 * wordIndex + byteIndex
-                        output[2 * index] = table[byte >> 4]
-                        output[2 * index + 1] = table[byte & 0x0F]
-                    }
+            writeHex(into: output)
+            return 64
+        }
+    }
+
+    /// Writes the 64 lowercase hexadecimal digits of ``hex`` at the start of `output`, without allocating.
+    ///
+    /// - Parameter output: Room for at least 64 bytes.
+    func writeHex(into output: UnsafeMutableBufferPointer<UInt8>) {
+        precondition(output.count >= 64, "hex buffer too small")
+        let digits: StaticString = "0123456789abcdef"
+        digits.withUTF8Buffer { table in
+            for wordIndex in 0..<4 {
+                let word = wordIndex == 0 ? w0 : wordIndex == 1 ? w1 : wordIndex == 2 ? w2 : w3
+                for byteIndex in 0..<8 {
+                    let byte = Int((word >> UInt64(56 - 8 * byteIndex)) & 0xFF)
+                    let index = 8 * wordIndex + byteIndex
+                    output[2 * index] = table[byte >> 4]
+                    output[2 * index + 1] = table[byte & 0x0F]
                 }
             }
-            return 64
         }
     }
 

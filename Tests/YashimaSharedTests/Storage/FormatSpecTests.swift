@@ -111,6 +111,23 @@ struct FormatSpecTests {
         #expect(EntryIdentity(key: Self.goldenKey, codecIdentifier: "data-v1").hex == Self.goldenEntryIdentity)
     }
 
+    @Test("a lookup's expectation, which encodes the key once, names the same entry as the key itself")
+    func expectationMatchesIdentity() {
+        let expectation = EntryExpectation(key: Self.goldenKey, codecIdentifier: "data-v1")
+        #expect(expectation.identity.hex == Self.goldenEntryIdentity)
+        #expect(expectation.keyDigest.hex == Self.goldenStableIdentifier)
+        // A key whose canonical form is far past any stack buffer, beside the spec's keys.
+        let long = CacheKey(namespace: "spec", identity: String(repeating: "é", count: 20_000)).variant("v", 1)
+        for key in Self.cases.map(\.key) + [long] {
+            for codec in ["data-v1", "string-utf8-v1", ""] {
+                let expectation = EntryExpectation(key: key, codecIdentifier: codec)
+                #expect(expectation.identity == EntryIdentity(key: key, codecIdentifier: codec), "\(codec)")
+                #expect(expectation.keyDigest == key.stableDigest)
+                #expect(expectation.keyBytes == key.canonicalBytes)
+            }
+        }
+    }
+
     @Test("the reader's identifiers equal Swift's for every test key and codec")
     func identifiersMatchSwift() async throws {
         for (label, key, _) in Self.cases {
