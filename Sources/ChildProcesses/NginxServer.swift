@@ -74,9 +74,15 @@ public final class NginxServer: Sendable {
                 accessLog: accessLog)
             try server.configuration.write(toFile: "\(directory)/nginx.conf", atomically: true, encoding: .utf8)
             let (port, tlsPort) = (server.port, server.tlsPort)
-            try await server.process.launch(
+            // Ready once this nginx's master (`daemon off`: the process launched) holds its ports itself, not
+            // when another test's server on one of them accepts (SeaweedServer's start says how that went wrong).
+            let (process, ports) = (server.process, tlsPort == 0 ? [port] : [port, tlsPort])
+            try await process.launch(
                 executable, ["-p", directory + "/", "-c", "\(directory)/nginx.conf", "-e", "\(directory)/error.log"],
-                every: 5_000, until: { Loopback.accepts(port) && (tlsPort == 0 || Loopback.accepts(tlsPort)) },
+                every: 5_000,
+                until: {
+                    ports.allSatisfy(Loopback.accepts) && Loopback.isListening(processID: process.processID, on: ports)
+                },
                 log: { server.errorLog })
             return server
         }

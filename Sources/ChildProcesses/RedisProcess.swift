@@ -150,8 +150,17 @@ public final class RedisProcess: Sendable {
         if let networkNamespace, let ip = NetworkLab.ipPath {
             (program, words) = (ip, ["netns", "exec", networkNamespace, executable] + arguments)
         }
+        // On a loopback port, ready only once this redis-server itself listens there: another test's server
+        // that took the port first would answer the ping (SeaweedServer's start says how that went wrong).
+        // A socket file is this server's own, and a namespace's port its alone.
+        let process = process
+        let ownsPort = socketPath != nil || networkNamespace != nil
         try await process.launch(
-            program, words, every: 10_000, until: { Self.answersPing(socketPath: socketPath, port: port) },
+            program, words, every: 10_000,
+            until: {
+                Self.answersPing(socketPath: socketPath, port: port)
+                    && (ownsPort || Loopback.isListening(processID: process.processID, on: [port]))
+            },
             log: { log })
     }
 
