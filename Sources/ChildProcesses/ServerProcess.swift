@@ -97,7 +97,7 @@ public enum Loopback {
     /// free ports at random, and a server may bind its last port seconds after starting), and a test then
     /// talks to the other test's server: its values, its pauses, its kills.
     public static func isListening(processID: Int32, on ports: [Int]) -> Bool {
-        guard processID > 0, let table = readToEnd("/proc/net/tcp") else { return false }
+        guard processID > 0, let table = ProcFile.text("/proc/net/tcp") else { return false }
         var listening: [Int: Set<Substring>] = [:]  // port → inodes of its listening sockets
         for line in table.split(separator: "\n").dropFirst() {
             // sl, local address (hex IP:port), remote address, state (0A: LISTEN), …, inode (field 9).
@@ -117,25 +117,6 @@ public enum Loopback {
             sockets.insert(Substring(target.dropFirst(8).dropLast()))
         }
         return ports.allSatisfy { !(listening[$0] ?? []).isDisjoint(with: sockets) }
-    }
-
-    /// A file's whole text, read until `read(2)` returns 0: a procfs table comes a page per read, and
-    /// `String(contentsOfFile:)` stopped after the first (27 of /proc/net/tcp's 211 lines, measured).
-    private static func readToEnd(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count == 0 { return String(decoding: bytes, as: UTF8.self) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                return nil
-            }
-            bytes.append(contentsOf: chunk[..<count])
-        }
     }
 
     private static func isFree(_ port: Int) -> Bool {

@@ -4,6 +4,7 @@
 // another process). Output: text table or JSON; --svg
 // draws the main results.
 
+import ChildProcesses
 import Foundation
 import Glibc
 import YashimaShared
@@ -325,7 +326,7 @@ enum Bench {
     /// /proc/mounts that contains it.
     static func filesystemDescription(_ path: String) -> String {
         let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
-        guard let mounts = try? String(contentsOfFile: "/proc/mounts", encoding: .utf8) else {
+        guard let mounts = ProcFile.text("/proc/mounts") else {  // past its first page, too
             return "unknown file system"
         }
         var best: (point: String, type: String)?
