@@ -135,8 +135,9 @@ public final class RedisProcess: Sendable {
     /// SIGKILL, then waits for the exit.
     public func kill() async { await process.kill() }
 
-    /// SIGSTOP: the server hangs (connections stay open, nothing is answered).
-    public func pause() { signal(SIGSTOP) }
+    /// SIGSTOP: the server hangs (connections stay open, nothing is answered), returning once every thread
+    /// of it is stopped (`ServerProcess.pause`).
+    public func pause() async { await process.pause() }
 
     /// SIGCONT.
     public func resume() { signal(SIGCONT) }

@@ -170,8 +170,8 @@ public final class SeaweedServer: Sendable {
     /// The process id (to signal it).
     public var processID: Int32 { process.processID }
 
-    /// SIGSTOP (a hang).
-    public func pause() { Glibc.kill(process.processID, SIGSTOP) }
+    /// SIGSTOP (a hang), returning once every thread of the server is stopped (`ServerProcess.pause`).
+    public func pause() async { await process.pause() }
     /// SIGCONT.
     public func resume() { Glibc.kill(process.processID, SIGCONT) }
     /// SIGKILL.

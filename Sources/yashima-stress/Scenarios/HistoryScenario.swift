@@ -168,7 +168,7 @@ final class HistoryPhase {
         } else if now >= nextFault, restart == nil || restartFinished.isSet {
             faults += 1
             if random.chance(65) {
-                server.pause()  // SIGSTOP: every call on it times out (200 ms) until SIGCONT
+                server.signal(SIGSTOP)  // every call on it times out (200 ms) until SIGCONT; not waited for here
                 stoppedUntil = now + UInt64(300 + random.below(400)) * 1_000_000
             } else {
                 restarts += 1

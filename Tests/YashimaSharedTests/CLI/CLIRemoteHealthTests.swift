@@ -102,7 +102,7 @@ struct CLIRemoteHealthTests {
         // is not theirs.
         var floor = 0.0
         for index in 0..<10 { floor += try await run(baseline, index, []).lifetime ?? 0 }
-        server.pause()
+        await server.pause()
         var total = 0.0
         let start = ContinuousClock.now
         for index in 0..<10 {

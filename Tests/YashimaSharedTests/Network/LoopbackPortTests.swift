@@ -90,4 +90,32 @@ struct LoopbackPortTests {
         #expect(!Loopback.isListening(processID: me, on: [port]))
         #expect(!Loopback.isListening(processID: 0, on: [port]))
     }
+
+    @Test("a paused server process has every thread stopped when pause returns, and runs again after SIGCONT")
+    func pauseWaitsForEveryThread() async throws {
+        let python = try FormatSpecTests.python3()
+        // Eight threads spinning in user mode: the kernel stops them one by one, not when the signal is sent.
+        let script = """
+            import threading
+            def spin():
+                while True: pass
+            for _ in range(8): threading.Thread(target=spin, daemon=True).start()
+            print("ready", flush=True)
+            threading.Event().wait()
+            """
+        let server = ServerProcess()
+        let threads: @Sendable () -> Int = {
+            (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(server.processID)/task"))?.count ?? 0
+        }
+        try await server.launch(python.path, ["-c", script], every: 10_000, until: { threads() >= 9 }, log: { "" })
+        let pid = server.processID
+        for _ in 0..<20 {
+            await server.pause()
+            #expect(ServerProcess.isStopped(pid))
+            kill(pid, SIGCONT)
+            usleep(2000)
+            #expect(!ServerProcess.isStopped(pid), "running again after SIGCONT")
+        }
+        await server.kill()
+    }
 }

@@ -34,7 +34,7 @@ struct OwedRemoteDeleteTests {
         _ = try await cache.value(for: probe, codec: codec) { payload(40, seed: 1) }
         _ = try await cache.value(for: gone, codec: codec) { payload(40, seed: 2) }
 
-        server.pause()
+        await server.pause()
         // The first delete times out and opens the breaker; the second is then never sent.
         #expect(await reportsIncomplete { _ = try await cache.remove(for: probe, codec: codec) })
         #expect(await reportsIncomplete { _ = try await cache.remove(for: gone, codec: codec) })
@@ -64,7 +64,7 @@ struct OwedRemoteDeleteTests {
         let (probe, key) = (CacheKey(namespace: "owed", identity: "probe"), CacheKey(namespace: "owed", identity: "k"))
         try await cache.store(payload(50, seed: 1), for: key, codec: codec)  // v1, locally and in Redis
 
-        server.pause()
+        await server.pause()
         // A lookup that times out opens the breaker (the caller still gets its value).
         #expect(try await cache.value(for: probe, codec: codec) { payload(8) } == payload(8))
         try await cache.store(payload(50, seed: 2), for: key, codec: codec)  // v2: local only, Redis keeps v1

@@ -168,7 +168,7 @@ struct RemoteBoundTests {
             YCache(storageDirectory: directory.url, remote: remote)
         )
         let codec = DataCodec()
-        server.pause()
+        await server.pause()
         let started = ContinuousClock.now
         _ = try await first.value(for: CacheKey("hung-1"), codec: codec) { payload(10) }
         let firstTook = started.duration(to: .now)

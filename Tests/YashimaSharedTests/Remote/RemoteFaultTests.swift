@@ -56,7 +56,7 @@ struct RemoteFaultTests {
         }
         let id = entryIdentity("hung")
         #expect(await store.store(id, payload: payload(100), createdAt: 1, expiresAt: 0) == .stored)
-        server.pause()
+        await server.pause()
         let (outcomes, elapsed) = await timed {
             await withTaskGroup(of: RemoteLookup.self) { group in
                 for _ in 0..<4 { group.addTask { await store.lookup(id) } }
@@ -90,7 +90,7 @@ struct RemoteFaultTests {
         let gates = CallGates()
         let waiting = Task { await waiter.waitForRelease(id, timeout: .seconds(600), onWaiting: gates.called) }
         #expect(await gates.first.wait(within: 30))
-        server.pause()
+        await server.pause()
         let (outcome, elapsed) = await timed { await waiting.value }
         #expect(outcome == .unavailable)
         #expect(elapsed < 180, "\(elapsed) s")

@@ -160,7 +160,7 @@ struct RemoteHostsTests {
     func serverStopped() async throws {
         let server = try await RedisServer.start()
         let hosts = (0..<2).map { TemporaryDirectory("stopped-\($0)") }
-        server.pause()
+        await server.pause()
         let start = Syscall.monotonicNanoseconds
         let children = try hosts.map { host in
             try ChildProcess(

@@ -207,7 +207,7 @@ struct RemoteTierTests {
         let directory = TemporaryDirectory("faults")
         let cache = YCache(storageDirectory: directory.url, remote: remote)
         _ = try await cache.value(for: CacheKey("before"), codec: codec) { payload(1) }
-        server.pause()
+        await server.pause()
         let paused = try await cache.resolve(for: CacheKey("paused"), codec: codec) { payload(2) }
         #expect(paused.origin == .generated && paused.value == payload(2))
         #expect(cache.statistics.remoteTimeouts >= 1)

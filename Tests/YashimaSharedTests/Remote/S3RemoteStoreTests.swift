@@ -127,9 +127,10 @@ struct S3RemoteStoreTests {
             $0.policy.breakerCooldown = .seconds(600)
             $0.policy.maximumBreakerCooldown = .seconds(600)
         }
-        server.pause()
+        await server.pause()
         let start = Syscall.monotonicNanoseconds
-        #expect(await hung.lookup(id) == .unavailable)
+        let lookup = await hung.lookup(id)
+        #expect(lookup == .unavailable, "after \(Double(Syscall.monotonicNanoseconds - start) / 1e9) s")
         #expect(await hung.store(id, payload: payload(1), createdAt: 1, expiresAt: 0) == .unavailable)
         #expect(heldElsewhere(await hung.lease(for: id)) == false)
         let elapsed = Double(Syscall.monotonicNanoseconds - start) / 1e9

@@ -56,7 +56,7 @@ final class RedisServer: Sendable {
     var log: String { process.log }
     func signal(_ signal: Int32) { process.signal(signal) }
     func kill() async { await process.kill() }
-    func pause() { process.pause() }
+    func pause() async { await process.pause() }
     func resume() { process.resume() }
     func restart() async throws { try await process.restart() }
     func stop() async { await process.stop() }
