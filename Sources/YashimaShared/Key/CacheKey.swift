@@ -3,6 +3,8 @@
 // The canonical byte form is in CacheKey+Canonical.swift, the field encoding in CanonicalEncoding.swift,
 // the entry identity in EntryIdentity.swift. Key text is data: it never appears in descriptions.
 
+import Synchronization
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -96,42 +98,117 @@ public struct CacheKeyComponent: Hashable, Sendable, Comparable, Codable {
 public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
     /// The namespace the key belongs to, such as `thumbnail`.
     public var namespace: String {
-        didSet { canonicalHash = Self.canonicalHash(of: self) }
+        get { fields.namespace }
+        set { fields = fields.with(namespace: newValue) }
     }
     /// The identity of the cached thing within its namespace, such as `video-42`.
     public var identity: String {
-        didSet { canonicalHash = Self.canonicalHash(of: self) }
+        get { fields.identity }
+        set { fields = fields.with(identity: newValue) }
     }
     /// The key's variant components, in the order they were added; duplicates are kept.
     public var variants: [CacheKeyComponent] {
-        get { addedVariants }
-        set {
-            addedVariants = newValue
-            sortedVariants = newValue.sorted()
-            canonicalHash = Self.canonicalHash(of: self)
-        }
+        get { fields.variants.added }
+        set { fields = fields.with(variants: Components(newValue)) }
     }
     /// The key's version components, in the order they were added; duplicates are kept.
     public var versions: [CacheKeyComponent] {
-        get { addedVersions }
-        set {
-            addedVersions = newValue
-            sortedVersions = newValue.sorted()
-            canonicalHash = Self.canonicalHash(of: self)
+        get { fields.versions.added }
+        set { fields = fields.with(versions: Components(newValue)) }
+    }
+
+    /// A component list as added (what `variants`/`versions` show) and in canonical order (what the
+    /// canonical form, equality and hashing use, sorted here once so that hashing a key never sorts): one
+    /// array when the components were added in canonical order, as they most often are.
+    private struct Components: Sendable {
+        let added: [CacheKeyComponent]
+        let sorted: [CacheKeyComponent]
+        /// Whether `added` is in canonical order (then `sorted` is the same array).
+        let inOrder: Bool
+
+        init(_ added: [CacheKeyComponent]) {
+            self.added = added
+            inOrder = zip(added, added.dropFirst()).allSatisfy { CacheKeyComponent.order($0, $1) <= 0 }
+            // Equal components are equal byte for byte, so an added list in order is its sorted list.
+            sorted = inOrder ? added : added.sorted()
+        }
+
+        private init(added: [CacheKeyComponent], sorted: [CacheKeyComponent], inOrder: Bool) {
+            self.added = added
+            self.sorted = sorted
+            self.inOrder = inOrder
+        }
+
+        /// The list with `component` added last.
+        func appending(_ component: CacheKeyComponent) -> Components {
+            let added = self.added + CollectionOfOne(component)
+            if inOrder, sorted.last.map({ CacheKeyComponent.order($0, component) <= 0 }) ?? true {
+                return Components(added: added, sorted: added, inOrder: true)
+            }
+            var sorted = self.sorted
+            CacheKey.insertSorted(component, into: &sorted)
+            return Components(added: added, sorted: sorted, inOrder: false)
         }
     }
 
-    // The components as added (what `variants`/`versions` show) and sorted (what the canonical form,
-    // equality and hashing use, kept up to date here so that hashing a key never sorts).
-    private var addedVariants: [CacheKeyComponent] = []
-    private var addedVersions: [CacheKeyComponent] = []
-    private(set) var sortedVariants: [CacheKeyComponent] = []
-    private(set) var sortedVersions: [CacheKeyComponent] = []
-    /// The canonical content's hash (this process's seeded `Hasher`, never stored or sent), kept up to date
-    /// by every mutation: the memory, expectation and verified-inode tables hash a key once per lookup
-    /// each, and this makes each of those one combine of a word instead of a pass over every field's bytes.
-    /// Equal keys have equal hashes (both come from the same canonical bytes), so `==` rejects on it first.
-    private var canonicalHash = 0
+    /// The key's parts, never changed once made: a key is one reference to them, so a copy of a key (a
+    /// lookup copies it into its tier lookup, the memory table, its flight) retains one object instead of
+    /// two strings and four arrays. A change to a key makes new fields.
+    private final class Fields: Sendable {
+        let namespace: String
+        let identity: String
+        let variants: Components
+        let versions: Components
+        /// The canonical content's hash once asked for, 0 until then (`canonicalHash`).
+        private let hashOnceAsked = Atomic<Int>(0)
+
+        init(namespace: String, identity: String, variants: Components, versions: Components) {
+            self.namespace = namespace
+            self.identity = identity
+            self.variants = variants
+            self.versions = versions
+        }
+
+        /// The canonical content's hash (this process's seeded `Hasher`, never stored or sent): its
+        /// namespace's and identity's UTF-8 bytes, then each sorted component list with its count. The
+        /// memory, expectation and verified-inode tables hash a key once per lookup each, and this makes
+        /// each of those one combine of a word instead of a pass over every field's bytes; made when first
+        /// asked for, so a key built in steps (`variant`, `version`) is hashed once. Equal keys have equal
+        /// hashes (both come from the same canonical bytes), so `==` rejects on it first. Two threads that
+        /// ask at once both compute the same value: the relaxed store publishes nothing else.
+        var canonicalHash: Int {
+            let known = hashOnceAsked.load(ordering: .relaxed)
+            if known != 0 { return known }
+            var hasher = Hasher()
+            hashUTF8(namespace, into: &hasher)
+            hashUTF8(identity, into: &hasher)
+            hasher.combine(variants.sorted.count)
+            for component in variants.sorted { component.hash(into: &hasher) }
+            hasher.combine(versions.sorted.count)
+            for component in versions.sorted { component.hash(into: &hasher) }
+            let hash = hasher.finalize()
+            let stored = hash == 0 ? 1 : hash  // 0 means "not yet"
+            hashOnceAsked.store(stored, ordering: .relaxed)
+            return stored
+        }
+
+        /// These fields with the parts given replaced.
+        func with(
+            namespace: String? = nil, identity: String? = nil, variants: Components? = nil,
+            versions: Components? = nil
+        ) -> Fields {
+            Fields(
+                namespace: namespace ?? self.namespace, identity: identity ?? self.identity,
+                variants: variants ?? self.variants, versions: versions ?? self.versions)
+        }
+    }
+
+    private var fields: Fields
+
+    /// The variant components in canonical order (the canonical form's).
+    var sortedVariants: [CacheKeyComponent] { fields.variants.sorted }
+    /// The version components in canonical order (the canonical form's).
+    var sortedVersions: [CacheKeyComponent] { fields.versions.sorted }
 
     /// Creates a key.
     ///
@@ -143,13 +220,8 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
     public init(
         namespace: String, identity: String, variants: [CacheKeyComponent] = [], versions: [CacheKeyComponent] = []
     ) {
-        self.namespace = namespace
-        self.identity = identity
-        addedVariants = variants
-        sortedVariants = variants.sorted()
-        addedVersions = versions
-        sortedVersions = versions.sorted()
-        canonicalHash = Self.canonicalHash(of: self)
+        fields = Fields(
+            namespace: namespace, identity: identity, variants: Components(variants), versions: Components(versions))
     }
 
     /// Creates a key with no variants or versions, in the `default` namespace unless told otherwise.
@@ -165,13 +237,9 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
     /// as added and as sorted alike.
     init(namespace: String, identity: String, sortedVariants: [CacheKeyComponent], sortedVersions: [CacheKeyComponent])
     {
-        self.namespace = namespace
-        self.identity = identity
-        addedVariants = sortedVariants
-        self.sortedVariants = sortedVariants
-        addedVersions = sortedVersions
-        self.sortedVersions = sortedVersions
-        canonicalHash = Self.canonicalHash(of: self)
+        fields = Fields(
+            namespace: namespace, identity: identity, variants: Components(sortedVariants),
+            versions: Components(sortedVersions))
     }
 
     private enum CodingKeys: String, CodingKey {
@@ -199,8 +267,8 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(namespace, forKey: .namespace)
         try container.encode(identity, forKey: .identity)
-        try container.encode(addedVariants, forKey: .variants)
-        try container.encode(addedVersions, forKey: .versions)
+        try container.encode(variants, forKey: .variants)
+        try container.encode(versions, forKey: .versions)
     }
 
     /// Returns a copy of this key with one more variant component.
@@ -213,10 +281,8 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
     /// - Returns: The extended key. Adding an existing component again keeps both copies.
     public func variant(_ name: String, _ value: some CustomStringConvertible) -> CacheKey {
         var copy = self
-        let component = CacheKeyComponent(name: name, value: String(describing: value))
-        copy.addedVariants.append(component)
-        Self.insertSorted(component, into: &copy.sortedVariants)
-        copy.canonicalHash = Self.canonicalHash(of: copy)
+        copy.fields = fields.with(
+            variants: fields.variants.appending(CacheKeyComponent(name: name, value: String(describing: value))))
         return copy
     }
 
@@ -231,10 +297,8 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
     /// - Returns: The extended key. Adding an existing component again keeps both copies.
     public func version(_ name: String, _ value: some CustomStringConvertible) -> CacheKey {
         var copy = self
-        let component = CacheKeyComponent(name: name, value: String(describing: value))
-        copy.addedVersions.append(component)
-        Self.insertSorted(component, into: &copy.sortedVersions)
-        copy.canonicalHash = Self.canonicalHash(of: copy)
+        copy.fields = fields.with(
+            versions: fields.versions.appending(CacheKeyComponent(name: name, value: String(describing: value))))
         return copy
     }
 
@@ -262,7 +326,9 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
     /// - Returns: `true` when namespace, identity and every component (in sorted order) are byte-for-byte
     ///   equal.
     public static func == (lhs: CacheKey, rhs: CacheKey) -> Bool {
-        lhs.canonicalHash == rhs.canonicalHash
+        // The same fields (a key and its copies) are equal without a look at their bytes.
+        if lhs.fields === rhs.fields { return true }
+        return lhs.fields.canonicalHash == rhs.fields.canonicalHash
             && compareUTF8(lhs.namespace, rhs.namespace) == 0
             && compareUTF8(lhs.identity, rhs.identity) == 0
             && lhs.sortedVariants == rhs.sortedVariants
@@ -273,20 +339,7 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
     ///
     /// - Parameter hasher: The hasher to feed.
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(canonicalHash)
-    }
-
-    /// The hash of `key`'s canonical content: its namespace's and identity's UTF-8 bytes, then each sorted
-    /// component list with its count.
-    private static func canonicalHash(of key: CacheKey) -> Int {
-        var hasher = Hasher()
-        hashUTF8(key.namespace, into: &hasher)
-        hashUTF8(key.identity, into: &hasher)
-        hasher.combine(key.sortedVariants.count)
-        for component in key.sortedVariants { component.hash(into: &hasher) }
-        hasher.combine(key.sortedVersions.count)
-        for component in key.sortedVersions { component.hash(into: &hasher) }
-        return hasher.finalize()
+        hasher.combine(fields.canonicalHash)
     }
 
     /// Inserts `component` after any equal ones, keeping `components` sorted.

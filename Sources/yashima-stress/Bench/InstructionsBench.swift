@@ -154,7 +154,9 @@ enum InstructionsBench {
     /// counted loop (no timing, nothing printed). `prepare` fills D with E entries of 1 KiB and writes
     /// their paths to `--paths` for the C floor. storage-hit first reads every entry once (the first read
     /// of a file verifies its payload), then N random hits; miss-publish warms a fresh directory with 1,024
-    /// one-byte entries (its fan-out folders), then publishes N new 4 KiB keys.
+    /// one-byte entries (its fan-out folders), then publishes N new 4 KiB keys. memory-hit-new-key and
+    /// storage-hit-new-key build each lookup's key (a key with one variant, a key of two strings) as a caller
+    /// that makes its key per call does.
     static func worker(_ arguments: inout Arguments) async throws -> Int32 {
         let operation = arguments.string("op") ?? ""
         let directory = URL(fileURLWithPath: arguments.string("directory") ?? NSTemporaryDirectory())
@@ -187,13 +189,26 @@ enum InstructionsBench {
             for _ in 0..<(count + 1) {
                 blackHole(UInt8(truncatingIfNeeded: try await cache.data(for: key) { value }.count))
             }
-        case "storage-hit":
+        case "memory-hit-new-key":
+            // The memory hit of a caller that builds its key for every lookup (not in the ceilings: what
+            // building a key costs beside the hit, Benchmarks/results).
+            let cache = YCache(
+                storageDirectory: directory.appendingPathComponent("memory"), storageMaximumByteCount: nil)
+            let value = Data(count: 4096)
+            for _ in 0..<(count + 1) {
+                let key = CacheKey(namespace: "bench", identity: "memory").variant("size", 320)
+                blackHole(UInt8(truncatingIfNeeded: try await cache.data(for: key) { value }.count))
+            }
+        case "storage-hit", "storage-hit-new-key":
             let cache = YCache(storageDirectory: directory, memoryMaximumCost: 0, storageMaximumByteCount: nil)
-            // The keys are made first (the C floor's paths are too): what is counted is the lookup.
-            let keys = (0..<entryCount).map(ScaleKeys.key)
+            // The keys are made first (the C floor's paths are too): what is counted is the lookup;
+            // storage-hit-new-key builds each lookup's key instead (not in the ceilings).
+            let newKeys = operation == "storage-hit-new-key"
+            let keys = newKeys ? [] : (0..<entryCount).map(ScaleKeys.key)
             var random = SplitMix64(seed: 11)
             for index in 0..<(entryCount + count) {
-                let key = keys[index < entryCount ? index : Int(random.next() % UInt64(entryCount))]
+                let picked = index < entryCount ? index : Int(random.next() % UInt64(entryCount))
+                let key = newKeys ? ScaleKeys.key(picked) : keys[picked]
                 guard try await cache.valueIfCached(for: key, codec: codec) != nil else { return 1 }
             }
         case "miss-publish":
@@ -223,7 +238,8 @@ enum InstructionsBench {
             }
         default:
             throw ArgumentError(
-                description: "--op must be memory-hit, storage-hit, miss-publish, first-miss, first-hit or prepare")
+                description: "--op must be memory-hit, storage-hit (either -new-key), miss-publish, first-miss, "
+                    + "first-hit or prepare")
         }
         return 0
     }

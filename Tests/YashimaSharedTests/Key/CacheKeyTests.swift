@@ -89,6 +89,33 @@ struct CacheKeyTests {
         #expect(!(CacheKeyComponent(name: "a", value: "1") < CacheKeyComponent(name: "a", value: "1")))
     }
 
+    @Test("a key changed in place or built in steps equals the same key built at once; its copy is unchanged")
+    func changedKeysMatchFreshOnes() {
+        let a = CacheKeyComponent("a", "1")
+        let b = CacheKeyComponent("b", "2")
+        let c = CacheKeyComponent("c", "3")
+        // In canonical order, then out of it, then a duplicate: each step against a key made in one init.
+        let steps: [[CacheKeyComponent]] = [[a], [a, c], [a, c, b], [a, c, b, a]]
+        var key = CacheKey(namespace: "n", identity: "i")
+        for components in steps {
+            key = key.variant(components.last!.name, components.last!.value)
+            let fresh = CacheKey(namespace: "n", identity: "i", variants: components)
+            #expect(key.variants == components)
+            #expect(key.sortedVariants == components.sorted())
+            #expect(key == fresh && key.hashValue == fresh.hashValue)
+            #expect(key.stableIdentifier == fresh.stableIdentifier)
+        }
+        var changed = key
+        changed.namespace = "m"
+        changed.versions = [c, a]
+        let expected = CacheKey(namespace: "m", identity: "i", variants: key.variants, versions: [a, c])
+        #expect(changed == expected && changed.hashValue == expected.hashValue)
+        #expect(changed.versions == [c, a] && changed.sortedVersions == [a, c])
+        #expect(changed != key && key.namespace == "n" && key.versions.isEmpty)
+        changed.identity = "j"
+        #expect(changed != expected && changed.stableIdentifier != expected.stableIdentifier)
+    }
+
     @Test("duplicate components are kept")
     func duplicates() {
         let once = CacheKey("x").variant("size", 1)
