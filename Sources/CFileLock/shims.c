@@ -393,6 +393,27 @@ int64_t ysh_monotonic_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+// The coarse clocks: the time of the kernel's last tick, read from the vDSO without the TSC (about 5 ns
+// here against 25 for the exact ones). Never ahead of the exact clock, and behind it by at most the
+// resolution that clock_getres(2) gives for them (one tick).
+int64_t ysh_realtime_coarse_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int64_t ysh_monotonic_coarse_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int64_t ysh_coarse_resolution_ns(void) {
+    struct timespec ts;
+    if (clock_getres(CLOCK_REALTIME_COARSE, &ts) != 0) return -1;
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 // getpid(2) is a real system call in current glibc; the cache checks it on every storage access to
 // notice a fork (I7). Cache it, and reset the cache in the child through pthread_atfork.
 static int cached_pid = 0;

@@ -208,8 +208,8 @@ public final class YCache: Sendable {
     ) async throws -> Codec.Value {
         // The value alone through the lookup (a small frame, held while the lookup waits: CacheEngine.resolve).
         let value = try await engine.resolve(
-            key, codec: codec, options: options, optional: false, generate: { try await generator() }, hit: { $0.value }
-        )
+            key, codec: codec, options: options, generate: .value(generator), hit: { $0.value },
+            memoryHit: { $0.value })
         guard let value else { throw Error.cacheMiss }
         return value
     }
@@ -234,7 +234,8 @@ public final class YCache: Sendable {
         _ generator: @escaping @Sendable () async throws -> Codec.Value
     ) async throws -> Resolved<Codec.Value> {
         let resolution = try await engine.resolve(
-            key, codec: codec, options: options, optional: false, generate: { try await generator() }, hit: { $0 })
+            key, codec: codec, options: options, generate: .value(generator), hit: { $0 },
+            memoryHit: { $0.resolution })
         guard let resolution else { throw Error.cacheMiss }
         return resolution
     }
@@ -260,7 +261,8 @@ public final class YCache: Sendable {
     ) async throws -> Codec.Value? {
         do {
             return try await engine.resolve(
-                key, codec: codec, options: options, optional: true, generate: generator, hit: { $0.value })
+                key, codec: codec, options: options, generate: .optional(generator), hit: { $0.value },
+                memoryHit: { $0.value })
         } catch Error.cacheMiss where options.lookupPolicy == .cacheOnly {
             return nil
         }

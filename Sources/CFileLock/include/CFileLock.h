@@ -177,6 +177,11 @@ static inline int ysh_atomic_cas_i64(int64_t *address, int64_t expected, int64_t
 /// CLOCK_REALTIME and CLOCK_MONOTONIC in nanoseconds.
 int64_t ysh_realtime_ns(void);
 int64_t ysh_monotonic_ns(void);
+/// CLOCK_REALTIME_COARSE and CLOCK_MONOTONIC_COARSE in nanoseconds: the last tick's time, never ahead of
+/// the exact clocks and behind them by at most `ysh_coarse_resolution_ns()` (-1 when unknown).
+int64_t ysh_realtime_coarse_ns(void);
+int64_t ysh_monotonic_coarse_ns(void);
+int64_t ysh_coarse_resolution_ns(void);
 /// getpid(2).
 int ysh_getpid(void);
 /// geteuid(2).

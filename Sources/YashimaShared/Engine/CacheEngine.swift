@@ -37,8 +37,7 @@ final class CacheEngine: Sendable {
         freeSpace = FreeSpaceWatch(floor: freeSpaceFloor)
         let counters = CacheCounters()
         self.counters = counters
-        let memory = MemoryTier(
-            MemoryStore(maximumCost: memoryMaximumCost, maximumCount: memoryMaximumEntryCount), counters: counters)
+        let memory = MemoryTier(MemoryStore(maximumCost: memoryMaximumCost, maximumCount: memoryMaximumEntryCount))
         memoryTier = memory
         let storageTier = StorageTier(
             path: storagePath, sharing: sharing, allowNetworkFilesystem: allowNetworkFilesystem, memory: memory,

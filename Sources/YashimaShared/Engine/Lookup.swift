@@ -55,21 +55,20 @@ extension CacheEngine {
     ///
     /// Transparent (inlined into the public entry points even in a debug build), so it is no frame of its
     /// own; the look on the caller's executor is a call (`firstLook`), and what crosses the await is one
-    /// reference, the lookup's `PoolLookup` (see "Frame sizes" at the top of the file). `generate` is an
-    /// autoclosure: the escaping generator it makes (a heap-allocated context, when it wraps the caller's)
-    /// is made only when the lookup goes on to the pool, never for a hit.
+    /// reference, the lookup's `PoolLookup` (see "Frame sizes" at the top of the file). The caller's
+    /// generator arrives as it was given (`LookupGenerator`): the optional-returning closure a production
+    /// calls (a heap-allocated context, when it wraps the caller's) is made by `PoolLookup.boxing`, only
+    /// when the lookup goes on to the pool, never for a hit.
     @_transparent
     nonisolated(nonsending) func resolve<Codec: CacheCodec, Hit>(
-        _ key: CacheKey, codec: Codec, options: YCache.Options, optional: Bool,
-        generate: @autoclosure () -> @Sendable () async throws -> Codec.Value?,
-        hit: (YCache.Resolved<Codec.Value>) -> Hit
+        _ key: CacheKey, codec: Codec, options: YCache.Options, generate: LookupGenerator<Codec.Value>,
+        hit: (YCache.Resolved<Codec.Value>) -> Hit, memoryHit: (TypedMemoryContents<Codec.Value>) -> Hit
     ) async throws -> Hit? {
-        switch try firstLook(key, codec: codec, options: options, hit: hit) {
+        switch try firstLook(key, codec: codec, options: options, hit: hit, memoryHit: memoryHit) {
         case .hit(let found): return found
         case .missed: return nil
         case .onPool(let looked):
-            let lookup = try await resolveOnPool(
-                .boxing(key, codec: codec, options: options, optional: optional, looked: looked, generate()))
+            let lookup = try await resolveOnPool(.boxing(key, codec: codec, options: options, looked: looked, generate))
             return lookup.resolution.map(hit)
         }
     }
@@ -87,11 +86,13 @@ extension CacheEngine {
     /// is a refresh.
     @inline(never)
     func firstLook<Codec: CacheCodec, Hit>(
-        _ key: CacheKey, codec: Codec, options: YCache.Options, hit: (YCache.Resolved<Codec.Value>) -> Hit
+        _ key: CacheKey, codec: Codec, options: YCache.Options, hit: (YCache.Resolved<Codec.Value>) -> Hit,
+        memoryHit: (TypedMemoryContents<Codec.Value>) -> Hit
     ) throws -> FirstLook<Hit> {
         guard options.lookupPolicy != .refresh else { return .onPool(looked: false) }
-        switch try lookupOnCallerExecutor(key, codec: codec, options: options, hit: hit) {
-        case .hit(let found): return .hit(found)
+        switch try lookupOnCallerExecutor(key, codec: codec, options: options) {
+        case .memoryHit(let contents): return .hit(memoryHit(contents))
+        case .hit(let found): return .hit(hit(found))
         case .missed: return options.lookupPolicy == .cacheOnly ? .missed : .onPool(looked: true)
         case .leaves: return .onPool(looked: false)
         }
@@ -207,7 +208,8 @@ extension CacheEngine {
     nonisolated(nonsending) func cachedValue<Codec: CacheCodec>(
         _ key: CacheKey, codec: Codec, options: YCache.Options
     ) async throws -> YCache.Resolved<Codec.Value>? {
-        switch try lookupOnCallerExecutor(key, codec: codec, options: options, hit: { $0 }) {
+        switch try lookupOnCallerExecutor(key, codec: codec, options: options) {
+        case .memoryHit(let contents): return contents.resolution
         case .hit(let hit): return hit
         case .missed: return nil
         case .leaves: return try await cachedValueOnPool(key, codec: codec, options: options)
@@ -223,9 +225,12 @@ extension CacheEngine {
         return try walk(&lookup)
     }
 
-    /// What the `.beforeFlight` tiers found on the caller's executor (of a hit, what its caller keeps).
-    enum CallerExecutorLookup<Hit> {
-        case hit(Hit)
+    /// What the `.beforeFlight` tiers found on the caller's executor.
+    enum CallerExecutorLookup<Value: Sendable> {
+        /// A quick memory hit (`MemoryTier.quickHit`): the caller takes what it keeps from the contents,
+        /// with no resolution made for a caller that keeps the value alone.
+        case memoryHit(TypedMemoryContents<Value>)
+        case hit(YCache.Resolved<Value>)
         /// Every tier missed.
         case missed
         /// Continue on the pool: storage is not open yet, or a tier would read a large entry or decode
@@ -237,15 +242,19 @@ extension CacheEngine {
     /// entry file up to `Policy.callerExecutorReadLimit` bytes); nothing that opens the directory, reads a
     /// large file, or waits.
     @inline(never)
-    func lookupOnCallerExecutor<Codec: CacheCodec, Hit>(
-        _ key: CacheKey, codec: Codec, options: YCache.Options, hit: (YCache.Resolved<Codec.Value>) -> Hit
-    ) throws -> CallerExecutorLookup<Hit> {
+    func lookupOnCallerExecutor<Codec: CacheCodec>(_ key: CacheKey, codec: Codec, options: YCache.Options) throws
+        -> CallerExecutorLookup<Codec.Value>
+    {
+        let quick = memoryTier.quickHit(
+            key, codecIdentifier: codec.identifier, as: Codec.Value.self, storage: storageTier)
+        if case .hit(let contents) = quick { return .memoryHit(contents) }
         guard let opened = storageTier.contextIfOpen(for: .read) else { return .leaves }
         var lookup = TierLookup(
             EntryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options, opened: opened,
             readLimit: Policy.callerExecutorReadLimit)
+        lookup.memoryAbsent = quick.isAbsent
         do {
-            if let found = try walk(&lookup) { return .hit(hit(found)) }
+            if let found = try walk(&lookup) { return .hit(found) }
         } catch is LeavesCallerExecutor {
             return .leaves
         }
@@ -263,8 +272,10 @@ extension CacheEngine {
     func walk<Codec: CacheCodec>(_ lookup: inout TierLookup<Codec>) throws -> YCache.Resolved<Codec.Value>? {
         // By the typed properties, not over `[any CacheTier]`: copying a tier's existential out of the list
         // retains and releases its class reference, about 40 instructions a tier on every lookup.
-        let hit = try memoryTier.lookup(&lookup, engine: self)
-        if case .some = hit { return hit }  // returned as it came: no copy of the value
+        if !lookup.memoryAbsent {
+            let hit = try memoryTier.lookup(&lookup, engine: self)
+            if case .some = hit { return hit }  // returned as it came: no copy of the value
+        }
         return try storageTier.lookup(&lookup, engine: self)
     }
 
@@ -372,6 +383,14 @@ extension CacheEngine {
     }
 }
 
+/// A caller's generator as the public call took it: one that always makes a value (`value`, `resolve`), or
+/// one that may make none (`optionalValue`, whose nil is its callers' result). A hit makes nothing of it:
+/// `PoolLookup.boxing` turns it into the production's closure when the lookup leaves its caller's executor.
+enum LookupGenerator<Value: Sendable> {
+    case value(@Sendable () async throws -> Value)
+    case optional(@Sendable () async throws -> Value?)
+}
+
 /// Thrown by a `.beforeFlight` tier asked on the caller's executor (`TierLookup.readLimit` set) when its
 /// answer needs work that may take long (a large read, a decompressing decode): the lookup goes on on the
 /// cooperative pool. Never reaches a caller.
@@ -424,10 +443,19 @@ final class PoolLookup<Codec: CacheCodec> {
     /// rather than copying the arguments into its frame first.
     @inline(never)
     static func boxing(
-        _ key: CacheKey, codec: Codec, options: YCache.Options, optional: Bool, looked: Bool,
-        _ generate: @escaping @Sendable () async throws -> Codec.Value?
+        _ key: CacheKey, codec: Codec, options: YCache.Options, looked: Bool, _ generator: LookupGenerator<Codec.Value>
     ) -> PoolLookup {
-        PoolLookup(
+        let optional: Bool
+        let generate: @Sendable () async throws -> Codec.Value?
+        switch generator {
+        case .value(let produce):
+            optional = false
+            generate = { try await produce() }
+        case .optional(let produce):
+            optional = true
+            generate = produce
+        }
+        return PoolLookup(
             EntryKey(key: key, codecIdentifier: codec.identifier), codec: codec, options: options,
             optional: optional, looked: looked, generate)
     }

@@ -132,13 +132,20 @@ extension StorageTier {
     /// `context(for:)` when the directory is open and usable as it is; nil when getting it would open
     /// (or reopen) the directory, which a lookup on its caller's executor leaves to the pool.
     func contextIfOpen(for purpose: StoragePurpose) -> Result<StorageContext, YCache.Error>? {
-        let usable = opening.withLock { opening -> StorageContext? in
+        usableContext(for: purpose).map { .success($0) }
+    }
+
+    /// `contextIfOpen(for:)` as an optional (what a memory hit needs). The root check's interval is timed
+    /// by the coarse monotonic clock: it only spaces the checks out (I13), and a lookup reads it for a
+    /// fifth of the exact clock's cost.
+    func usableContext(for purpose: StoragePurpose) -> StorageContext? {
+        opening.withLock { opening -> StorageContext? in
             guard case .open(let context) = opening,
-                context.directory.isUsable(verifyingRoot: purpose == .write, now: Syscall.monotonicNanoseconds)
+                context.directory.isUsable(
+                    verifyingRoot: purpose == .write, now: Syscall.coarseMonotonicNanoseconds)
             else { return nil }
             return context
         }
-        return usable.map { .success($0) }
     }
 
     /// The open directory's state file, without opening the directory (nil until it is open): where the

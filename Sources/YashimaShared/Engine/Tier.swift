@@ -84,6 +84,9 @@ struct TierLookup<Codec: CacheCodec> {
     /// Set on the caller's executor: the largest entry file a tier may read (a larger one, or a decode that
     /// may take long, throws `LeavesCallerExecutor`); nil on the pool.
     let readLimit: Int?
+    /// Set when a quick look has just found no item for the key in memory (`MemoryTier.quickHit`): the
+    /// walk goes straight to storage, which is at least as new as anything memory could have gained since.
+    var memoryAbsent = false
 
     init(_ entryKey: EntryKey, codec: Codec, options: YCache.Options, in engine: CacheEngine) {
         self.init(

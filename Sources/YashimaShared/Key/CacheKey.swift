@@ -342,6 +342,10 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Codable {
         hasher.combine(fields.canonicalHash)
     }
 
+    /// The canonical content's hash, made once per key (this process's seeded `Hasher`: never stored or
+    /// sent). Equal keys have equal ones.
+    var canonicalHash: Int { fields.canonicalHash }
+
     /// Inserts `component` after any equal ones, keeping `components` sorted.
     private static func insertSorted(_ component: CacheKeyComponent, into components: inout [CacheKeyComponent]) {
         var low = 0

@@ -18,6 +18,8 @@ class MemoryContents: @unchecked Sendable {
     let slots: SharedState.Slots?
     /// Entry path in storage, for the LRU touch of memory hits (I11); nil if not stored.
     let entryPath: EntryPath?
+    /// Whether `entryPath` is set (read by a hit without copying the path).
+    let isStored: Bool
     /// Which publish of that entry the value was read from or written as; nil if not stored.
     let entryVersion: EntryVersion?
 
@@ -29,6 +31,7 @@ class MemoryContents: @unchecked Sendable {
         self.metadata = metadata
         self.slots = slots
         self.entryPath = entryPath
+        isStored = entryPath != nil
         self.entryVersion = entryVersion
     }
 
@@ -61,6 +64,11 @@ final class TypedMemoryContents<Value: Sendable>: MemoryContents, MemoryValueHol
     }
 
     var anyValue: any Sendable { value }
+
+    /// A memory hit's resolution of this value.
+    var resolution: YCache.Resolved<Value> {
+        YCache.Resolved(value: value, source: .memory, metadata: metadata, wasSharedGeneration: false)
+    }
 }
 
 /// One value in memory, with what a hit needs to know about it: the contents that never change, and what
@@ -90,6 +98,50 @@ struct MemoryItem: Sendable {
     var slots: SharedState.Slots? { contents.slots }
     var entryPath: EntryPath? { contents.entryPath }
     var entryVersion: EntryVersion? { contents.entryVersion }
+}
+
+/// What `MemoryStore.quickItem` found.
+enum QuickLook<Value: Sendable>: Sendable {
+    case found(QuickItem<Value>)
+    /// No item for the key and codec identifier.
+    case absent
+    /// An item whose value is of another type (the full lookup decides: a type mismatch, or a conversion).
+    case otherType
+}
+
+/// What a quick memory hit reads of an item (`MemoryStore.quickItem`): its contents, when they hold a value
+/// of the caller's type, and the fields the store changes in place, as they were when it was found.
+struct QuickItem<Value: Sendable>: Sendable {
+    let contents: TypedMemoryContents<Value>
+    let stamp: SharedState.Stamp?
+    let lastUse: Int64?
+
+    @inline(__always)
+    init?(_ item: borrowing MemoryItem) {
+        guard let contents = item.contents as? TypedMemoryContents<Value> else { return nil }
+        self.contents = contents
+        stamp = item.stamp
+        lastUse = item.lastUse
+    }
+
+    /// Whether a hit may serve this item as it is: stamped quiet under the epochs `mapping` holds now
+    /// (I10), not expiring within `margin` of `now`, and a hit on it touches nothing (I11): its last use
+    /// lies less than `recent` (the touch interval less the margin) either side of now, and nothing was
+    /// published since. False in every other case, which `MemoryStore.lookup` and `MemoryTier.hit` decide
+    /// (MemoryTier.quickHit says why this serves only what they serve).
+    @inline(__always)
+    func isServable(in mapping: StateMapping, now: Int64, margin: Int64, recent: Int64) -> Bool {
+        guard let stamp, let slots = contents.slots, let current = SharedState.stamp(slots, in: mapping),
+            stamp.matches(current)
+        else { return false }
+        if let expiresAt = contents.metadata.expiresAtNanoseconds, expiresAt - now <= margin { return false }
+        guard contents.isStored else { return true }
+        // The touch rule (EntryFile.shouldTouch) with room for the clock's lag; a last publish ahead of now
+        // (left by a clock that jumped back) is left to the full lookup.
+        let lastUse = lastUse ?? 0
+        return mapping.loadSigned(SharedState.lastPublishOffset) <= lastUse && now - lastUse < recent
+            && lastUse - now < recent
+    }
 }
 
 /// What a memory lookup found.
@@ -148,6 +200,23 @@ final class MemoryStore: Sendable {
                 }
             }
             return .hit(item)
+        }
+    }
+
+    /// The item of `key` and `codecIdentifier` when it holds a `Value`, marked used, found without building
+    /// their entry key and read in place (a memory hit's first look: `QuickItem.isServable` decides
+    /// whether it may be served as it is, MemoryTier.quickHit).
+    @inline(__always)
+    func quickItem<Value: Sendable>(_ key: CacheKey, codecIdentifier: String, as type: Value.Type)
+        -> QuickLook<Value>
+    {
+        let hash = EntryKey.lruHash(key, codecIdentifier: codecIdentifier)
+        return lru.withLock { lru -> QuickLook<Value> in
+            guard let slot = lru.slot(hash: hash, where: { $0.matches(key, codecIdentifier: codecIdentifier) })
+            else { return .absent }
+            guard let found = lru.withValue(at: slot, { QuickItem<Value>($0) }) else { return .otherType }
+            lru.markUsed(slot)
+            return .found(found)
         }
     }
 

@@ -385,4 +385,15 @@ enum Syscall {
     static var realtimeNanoseconds: Int64 { ysh_realtime_ns() }
     /// CLOCK_MONOTONIC in nanoseconds.
     static var monotonicNanoseconds: Int64 { ysh_monotonic_ns() }
+    /// CLOCK_REALTIME_COARSE in nanoseconds since the epoch: the last tick's time, a fifth of the exact
+    /// clock's cost; never ahead of `realtimeNanoseconds` and behind it by at most `coarseResolution`.
+    static var coarseRealtimeNanoseconds: Int64 { ysh_realtime_coarse_ns() }
+    /// CLOCK_MONOTONIC_COARSE in nanoseconds (as `coarseRealtimeNanoseconds`, for CLOCK_MONOTONIC).
+    static var coarseMonotonicNanoseconds: Int64 { ysh_monotonic_coarse_ns() }
+    /// How far the coarse clocks may lag the exact ones (one tick: 4 ms at 250 Hz), nil when the kernel
+    /// does not say.
+    static var coarseResolution: Int64? {
+        let resolution = ysh_coarse_resolution_ns()
+        return resolution >= 0 ? resolution : nil
+    }
 }

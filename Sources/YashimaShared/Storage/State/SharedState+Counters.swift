@@ -95,6 +95,13 @@ extension SharedState {
     /// a forked child that keeps its parent's stripe only shares a cache line with it.
     static let stripe = Int(UInt32(bitPattern: Syscall.processID) % UInt32(counterStripeCount))
 
+    /// Adds one to `counter` in this process's stripe of `mapping`, a live mapping the caller holds (a
+    /// memory hit's, which has just read its epochs there).
+    static func increment(_ counter: SharedCounter, in mapping: StateMapping) {
+        _ = mapping.fetchAdd(
+            counterStripesOffset + counterStripeSize * stripe + 8 * counter.rawValue, 1)
+    }
+
     /// Adds `amount` to `counter` in this process's stripe.
     func add(_ counter: SharedCounter, _ amount: UInt64 = 1) {
         addStriped(region: SharedState.counterStripesOffset, index: counter.rawValue, amount)

@@ -79,13 +79,19 @@ extension SharedState {
     func stamp(_ slots: Slots) -> Stamp {
         for _ in 0..<Policy.stateSwitchRetries {
             guard let mapping = live() else { break }
-            let stamp = Stamp(
-                instance: mapping.instance, global: mapping.load(SharedState.globalEpochOffset),
-                namespace: mapping.load(SharedState.namespaceOffset + 8 * slots.namespace),
-                key: mapping.load(SharedState.keyOffset + 8 * slots.key))
-            if mapping.isLive { return stamp }
+            if let stamp = Self.stamp(slots, in: mapping) { return stamp }
         }
         return .unavailable
+    }
+
+    /// The current epochs of `slots` in `mapping`, or nil when the mapping was found dead after they were
+    /// read (then its words may be a dead file's: `stamp(_:)` switches files and reads again).
+    static func stamp(_ slots: Slots, in mapping: StateMapping) -> Stamp? {
+        let stamp = Stamp(
+            instance: mapping.instance, global: mapping.load(SharedState.globalEpochOffset),
+            namespace: mapping.load(SharedState.namespaceOffset + 8 * slots.namespace),
+            key: mapping.load(SharedState.keyOffset + 8 * slots.key))
+        return mapping.isLive ? stamp : nil
     }
 
     /// A write window open on a key slot (`openKeyWindow`): closed exactly once (`close`).

@@ -30,7 +30,9 @@ import Synchronization
 /// too. So a process never keeps reading an abandoned mapping.
 final class SharedState: Sendable {
     static let size = 65_536
-    static let magic: UInt64 = UInt64(littleEndian: Array("YSHSTATE".utf8).withUnsafeBytes { $0.load(as: UInt64.self) })
+    /// "YSHSTATE" as a little-endian word: a literal, so that the check every access makes (`isLive`) is a
+    /// compare with a constant, not a read through a lazily made global (FormatSpecTests checks the bytes).
+    static let magic: UInt64 = 0x4554_4154_5348_5359
     /// What a repairer writes over word 0 of a damaged file (with `pwrite`), so that every process still
     /// mapping it switches to the new one.
     static let deadMarker: UInt64 = UInt64(
