@@ -1,9 +1,9 @@
 // The LRU behind the memory tier: a doubly linked list over an array of nodes (free slots reused), with a
-// cost bound and an optional count bound, and an open-addressing index from each key's `lruHash` (LRUKey,
-// Key/EntryKey.swift) to its node. Not thread-safe: MemoryStore holds it under a mutex. No I/O.
+// cost bound and an optional count bound, and an open-addressing index from each key's `tableHash` (TableKey,
+// Support/TableKey.swift) to its node. Not thread-safe: MemoryStore holds it under a mutex. No I/O.
 
 /// A plain, non-thread-safe LRU with a cost bound and an optional count bound.
-struct CostLRU<Key: LRUKey, Value> {
+struct CostLRU<Key: TableKey, Value> {
     /// A node's place in the list and its cost.
     private struct Link {
         var cost: Int
@@ -39,7 +39,7 @@ struct CostLRU<Key: LRUKey, Value> {
     }
 
     private func slot(of key: Key) -> Int? {
-        slot(hash: key.lruHash) { $0 == key }
+        slot(hash: key.tableHash) { $0 == key }
     }
 
     /// Changes the value of `key` in place (its LRU position and cost stay); false when there is none.
@@ -88,7 +88,7 @@ struct CostLRU<Key: LRUKey, Value> {
             removeValue(for: key)
             return [key]
         }
-        let hash = key.lruHash
+        let hash = key.tableHash
         if let slot = slot(hash: hash, where: { $0 == key }) {
             totalCost += cost - links[slot].cost
             values[slot] = value
@@ -127,7 +127,7 @@ struct CostLRU<Key: LRUKey, Value> {
 
     @discardableResult
     mutating func removeValue(for key: Key) -> Value? {
-        let hash = key.lruHash
+        let hash = key.tableHash
         guard let slot = slot(hash: hash, where: { $0 == key }) else { return nil }
         index.remove(slot, hash: hash)
         unlink(slot)

@@ -210,7 +210,7 @@ final class MemoryStore: Sendable {
     func quickItem<Value: Sendable>(_ key: CacheKey, codecIdentifier: String, as type: Value.Type)
         -> QuickLook<Value>
     {
-        let hash = EntryKey.lruHash(key, codecIdentifier: codecIdentifier)
+        let hash = EntryKey.tableHash(key, codecIdentifier: codecIdentifier)
         return lru.withLock { lru -> QuickLook<Value> in
             guard let slot = lru.slot(hash: hash, where: { $0.matches(key, codecIdentifier: codecIdentifier) })
             else { return .absent }

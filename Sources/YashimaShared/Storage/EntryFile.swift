@@ -335,9 +335,11 @@ struct EntryFile {
 final class VerifiedInodes: Sendable {
     static let shared = VerifiedInodes()
 
-    private struct Identity: Hashable {
+    private struct Identity: TableKey {
         let device: UInt64
         let inode: UInt64
+
+        var tableHash: Int { mixedTableHash(inode ^ (device &* 0x9e37_79b9_7f4a_7c15)) }
     }
 
     private struct Seen: Equatable {

@@ -4,7 +4,7 @@
 // insert into the chunk: a short-lived process (a `yashima run` hit) touches a few KiB, not megabytes.
 
 /// A two-way set-associative map of fixed capacity (see the file's header). Not synchronized: its owner
-/// keeps it behind a lock. `Key: Hashable` is asked of the operations, not of the type: a constraint on
+/// keeps it behind a lock. `Key: TableKey` is asked of the operations, not of the type: a constraint on
 /// the type makes the runtime look the conformance up (a scan of every conformance record, long in the
 /// static `yashima` binary) when a process first makes one.
 struct FixedTable<Key, Value> {
@@ -45,10 +45,10 @@ struct FixedTable<Key, Value> {
     var count: Int { chunks.reduce(0) { $0 + ($1?.keys.reduce(0) { $0 + ($1 == nil ? 0 : 1) } ?? 0) } }
 }
 
-extension FixedTable where Key: Hashable {
+extension FixedTable where Key: TableKey {
     /// The chunk and the set within it of `key`.
     private func place(of key: Key) -> (chunk: Int, set: Int) {
-        let set = key.hashValue & setMask
+        let set = key.tableHash & setMask
         return (set / setsPerChunk, set % setsPerChunk)
     }
 
@@ -71,7 +71,7 @@ extension FixedTable where Key: Hashable {
     }
 }
 
-extension FixedTable.Chunk where Key: Hashable {
+extension FixedTable.Chunk where Key: TableKey {
     /// Stores `value` for `key` in `set`: its own slot, an empty one, or the one not used last.
     mutating func insert(_ value: Value, for key: Key, set: Int) {
         var way = 1 - Int(lastUsed[set])

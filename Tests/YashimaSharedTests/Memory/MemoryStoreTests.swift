@@ -7,7 +7,7 @@ import Testing
 @testable import YashimaShared
 
 /// A key of the tests' LRUs, written as a string literal; its index hash is its `hashValue`.
-struct Name: LRUKey, ExpressibleByStringLiteral, CustomStringConvertible {
+struct Name: TableKey, ExpressibleByStringLiteral, CustomStringConvertible {
     let text: String
     init(stringLiteral text: String) { self.text = text }
     var description: String { text }
@@ -15,7 +15,7 @@ struct Name: LRUKey, ExpressibleByStringLiteral, CustomStringConvertible {
 
 /// A key of the tests' LRUs, written as an integer literal; `bucket` > 0 files every key under its value
 /// modulo `bucket`, so that many keys share a hash (the index's clusters and their repair on removal).
-struct Number: LRUKey, ExpressibleByIntegerLiteral {
+struct Number: TableKey, ExpressibleByIntegerLiteral {
     let value: Int
     var bucket = 0
     init(integerLiteral value: Int) { self.value = value }
@@ -25,7 +25,7 @@ struct Number: LRUKey, ExpressibleByIntegerLiteral {
     }
     static func == (lhs: Number, rhs: Number) -> Bool { lhs.value == rhs.value }
     func hash(into hasher: inout Hasher) { hasher.combine(value) }
-    var lruHash: Int { bucket > 0 ? value % bucket : hashValue }
+    var tableHash: Int { bucket > 0 ? value % bucket : hashValue }
 }
 
 @Suite("CostLRU")
@@ -181,7 +181,7 @@ struct CostLRUTests {
         #expect(lru.count == model.count)
         // A lookup by hash and predicate finds what a lookup by key finds, and marks it used.
         if let (key, value) = model.first {
-            let hash = Number(key, bucket: bucket).lruHash
+            let hash = Number(key, bucket: bucket).tableHash
             let slot = lru.slot(hash: hash) { $0.value == key }
             #expect(slot.map { lru.withValue(at: $0) { $0 } } == value)
             #expect(lru.slot(hash: hash) { _ in false } == nil)
