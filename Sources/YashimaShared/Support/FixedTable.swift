@@ -55,12 +55,9 @@ extension FixedTable where Key: TableKey {
     /// The value stored for `key`, marking it used.
     mutating func value(for key: Key) -> Value? {
         let (chunk, set) = place(of: key)
-        guard chunks[chunk] != nil else { return nil }
-        for way in 0..<2 where chunks[chunk]!.keys[2 * set + way] == key {
-            chunks[chunk]!.lastUsed[set] = UInt8(way)
-            return chunks[chunk]!.values[2 * set + way]
-        }
-        return nil
+        // Through optional chaining, the chunk is changed in place: `chunks[chunk]!` would copy it out
+        // (retaining its three arrays) at every step.
+        return chunks[chunk]?.value(for: key, set: set) ?? nil
     }
 
     /// Stores `value` for `key`: in its own slot, an empty one, or the one of its set not used last.
@@ -72,6 +69,16 @@ extension FixedTable where Key: TableKey {
 }
 
 extension FixedTable.Chunk where Key: TableKey {
+    /// The value stored for `key` in `set`, marking it used; its slots' keys compared in place.
+    mutating func value(for key: Key, set: Int) -> Value? {
+        let way = keys.withUnsafeBufferPointer { keys in
+            keys[2 * set] == key ? 0 : keys[2 * set + 1] == key ? 1 : -1
+        }
+        guard way >= 0 else { return nil }
+        lastUsed[set] = UInt8(way)
+        return values[2 * set + way]
+    }
+
     /// Stores `value` for `key` in `set`: its own slot, an empty one, or the one not used last.
     mutating func insert(_ value: Value, for key: Key, set: Int) {
         var way = 1 - Int(lastUsed[set])
