@@ -161,14 +161,10 @@ struct CostLRUTests {
     func indexAgainstDictionary(bucket: Int) {
         var lru = CostLRU<Number, Int>(maximumCost: nil, maximumCount: nil)
         var model: [Int: Int] = [:]
-        var state: UInt64 = 7
-        func next(_ bound: Int) -> Int {
-            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            return Int(state >> 33) % bound
-        }
+        var random = SplitMix(seed: 7)
         for round in 0..<20_000 {
-            let key = next(3000)
-            if next(5) < 3 {
+            let key = Int(random.next() % 3000)
+            if random.next() % 5 < 3 {
                 lru.insert(round, for: Number(key, bucket: bucket), cost: 1)
                 model[key] = round
             } else {
@@ -317,15 +313,29 @@ struct MemoryQuickHitTests {
             entryPath: stored ? EntryPath(fanOut: "entries/ab", relative: "entries/ab/x.entry") : nil)
     }
 
+    /// A storage directory's state file, one key of it and an empty memory store.
+    struct Fixture {
+        let folder: TemporaryDirectory
+        let directory: Directory
+        let key = CacheKey("quick", namespace: "ns")
+        let store = MemoryStore(maximumCost: nil, maximumCount: nil)
+
+        init(_ name: String) throws {
+            folder = TemporaryDirectory(name)
+            directory = try Directory(path: folder.path, sharing: .privateToUser, allowNetworkFilesystem: false)
+        }
+
+        var state: SharedState { directory.state }
+        var entryKey: EntryKey { EntryKey(key: key, codecIdentifier: "c") }
+        var slots: SharedState.Slots { SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest) }
+    }
+
     @Test("a quick hit serves an item only when the full lookup would serve it as it is, and counts nothing else")
     func onlyWhatLookupServes() throws {
-        let dir = TemporaryDirectory("memory-quick")
-        let directory = try Directory(path: dir.path, sharing: .privateToUser, allowNetworkFilesystem: false)
-        let state = directory.state
-        let key = CacheKey("quick", namespace: "ns")
-        let entryKey = EntryKey(key: key, codecIdentifier: "c")
-        let slots = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
-        let store = MemoryStore(maximumCost: nil, maximumCount: nil)
+        let fixture = try Fixture("memory-quick")
+        let (state, key, entryKey, slots, store) = (
+            fixture.state, fixture.key, fixture.entryKey, fixture.slots, fixture.store
+        )
         func quick<Value: Sendable>(_ type: Value.Type = String.self, now: Int64 = Self.now) -> Value? {
             guard case .found(let item) = store.quickItem(key, codecIdentifier: "c", as: type),
                 item.isServable(in: state.live()!, now: now, margin: Self.margin, recent: Self.recent)
@@ -379,13 +389,10 @@ struct MemoryQuickHitTests {
 
     @Test("a stored item is served quick only when its hit touches nothing (I11), by a margin")
     func touchRule() throws {
-        let dir = TemporaryDirectory("memory-quick-touch")
-        let directory = try Directory(path: dir.path, sharing: .privateToUser, allowNetworkFilesystem: false)
-        let state = directory.state
-        let key = CacheKey("quick", namespace: "ns")
-        let entryKey = EntryKey(key: key, codecIdentifier: "c")
-        let slots = SharedState.slots(namespace: key.namespace, keyDigest: key.stableDigest)
-        let store = MemoryStore(maximumCost: nil, maximumCount: nil)
+        let fixture = try Fixture("memory-quick-touch")
+        let (state, key, entryKey, slots, store) = (
+            fixture.state, fixture.key, fixture.entryKey, fixture.slots, fixture.store
+        )
         let minute = Policy.touchInterval.nanoseconds
         func served(lastUse: Int64?, now: Int64 = Self.now) -> Bool {
             store.insert(
