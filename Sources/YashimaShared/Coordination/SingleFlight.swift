@@ -539,17 +539,6 @@ final class FlightTable: Sendable {
         return FlightTicket(flight: flight, id: id, joined: !isNew)
     }
 
-    /// Lists a flight in a scratch table, not this one: what a process's first flight makes on its first
-    /// run (the table's storage type, made from its mangled name, about 0.36 M instructions measured under
-    /// callgrind) made ahead of time (`CacheEngine.rehearseFirstLookup`). Returns the scratch table's
-    /// count (1).
-    static func rehearseInsert(for entry: EntryKey) -> Int {
-        var scratch: [FlightKey: Flight] = [:]
-        scratch[FlightKey(entry: entry, kind: .lookup)] = Flight(
-            kind: .lookup, cancelsWhenNoWaiters: false, entry: entry, table: nil)
-        return scratch.count
-    }
-
     /// Takes `flight` out of the table if it is still the one listed for its entry and kind.
     fileprivate func remove(_ flight: Flight) {
         let key = FlightKey(entry: flight.entry, kind: flight.kind)

@@ -122,10 +122,8 @@ extension CacheEngine {
     /// `openStorage()` or a first lookup): makes what a process's first lookup otherwise makes on its way,
     /// the type metadata of the lookup path's generic types, each instantiation checking a conformance
     /// (`EntryKey: Hashable`, `DataCodec: CacheCodec`, `EntryReadFailure: Error`) by the runtime's scan of
-    /// every conformance record, the flight table's storage and the task-locals a production reads, and
-    /// the CRC32C routine's setup: about 0.6 M instructions of a fresh process's first hit and 1.1 M of its
-    /// first miss (Benchmarks/results/2026-12-02-floors.md; the flight table 0.36 M of what was left,
-    /// 2026-12-07-what-is-left.md). A process that opens its
+    /// every conformance record, and the CRC32C routine's setup: about 0.6 M instructions of a fresh process's first hit
+    /// and 1.1 M of its first miss (Benchmarks/results/2026-12-02-floors.md). A process that opens its
     /// storage before its work (a `make -j` worker, the fresh stampede) then looks up at about a warm
     /// process's cost; one that opens it by its first lookup pays the same work a little earlier. Made
     /// for `DataCodec` (the CLI's and `data(for:)`'s codec); another codec's own types are made at its
@@ -138,9 +136,6 @@ extension CacheEngine {
         let metadata = key.key.metadata(
             codecIdentifier: key.codecIdentifier, createdAt: 0, expiresAt: nil, byteCount: 0, cost: nil)
         var made = MemoryStore.rehearseInsert(for: key, metadata: metadata) + VerifiedInodes.rehearseInsert()
-        // A first miss's flight table, and the task-locals its production and waits read first.
-        made += FlightTable.rehearseInsert(for: key)
-        made += (LockWait.observer == nil ? 1 : 0) + (LockWait.recheckInterval == nil ? 1 : 0)
         var expectations = FixedTable<EntryKey, EntryExpectation>(capacity: 2)
         expectations.insert(EntryExpectation(key: key.key, codecIdentifier: key.codecIdentifier), for: key)
         made += expectations.value(for: key) == nil ? 0 : 1
