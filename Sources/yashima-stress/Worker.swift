@@ -108,7 +108,7 @@ enum WorkerCommand {
             flagNames: [
                 "go", "announce", "announce-wait", "process-local", "all", "refresh", "uniform", "lookup-only",
                 "open-first", "current", "no-cache", "linger", "terse",
-                "read", "pause", "exhaust-inotify-instances", "keep-going",
+                "read", "pause", "exhaust-inotify-instances", "keep-going", "lazy-open",
             ])
         switch command {
         case "get": return try await get(&arguments)

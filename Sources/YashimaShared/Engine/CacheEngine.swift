@@ -118,16 +118,17 @@ final class CacheCounters: Sendable {
 private let firstLookupRehearsal = Atomic<Int>(0)
 
 extension CacheEngine {
-    /// Once per process, when it first opens a storage directory (`StorageTier.context(for:)`, from
-    /// `openStorage()` or a first lookup): makes what a process's first lookup otherwise makes on its way,
-    /// the type metadata of the lookup path's generic types, each instantiation checking a conformance
-    /// (`EntryKey: Hashable`, `DataCodec: CacheCodec`, `EntryReadFailure: Error`) by the runtime's scan of
-    /// every conformance record, and the CRC32C routine's setup: about 0.6 M instructions of a fresh process's first hit
-    /// and 1.1 M of its first miss (Benchmarks/results/2026-12-02-floors.md). A process that opens its
+    /// Once per process, when `YCache.openStorage()` first opens (or finds open) a storage directory
+    /// (`StorageTier.contextPreparingFirstLookup`): makes what a process's first lookup otherwise makes on
+    /// its way, the type metadata of the lookup path's generic types, each instantiation checking a
+    /// conformance (`EntryKey: Hashable`, `DataCodec: CacheCodec`, `EntryReadFailure: Error`) by the
+    /// runtime's scan of every conformance record, and the CRC32C routine's setup. A process that opens its
     /// storage before its work (a `make -j` worker, the fresh stampede) then looks up at about a warm
-    /// process's cost; one that opens it by its first lookup pays the same work a little earlier. Made
-    /// for `DataCodec` (the CLI's and `data(for:)`'s codec); another codec's own types are made at its
-    /// first use. Nothing is stored, read or written (scratch tables, a key's expectation computed).
+    /// process's cost. Not done when a lookup opens the directory: measured whole-process (2026-12-07), it
+    /// costs 1.06 M instructions and takes 0.68 M off the first hit, since the first lookup's call sites
+    /// still make their own types from their mangled names. Made for `DataCodec` (the CLI's and
+    /// `data(for:)`'s codec); another codec's own types are made at its first use. Nothing is stored, read
+    /// or written (scratch tables, a key's expectation computed).
     @inline(never)
     static func rehearseFirstLookup(in opened: Result<StorageContext, YCache.Error>) {
         guard case .success = opened else { return }

@@ -94,22 +94,33 @@ extension StorageTier {
     /// open root (I13), which a write checks now and a read at most once per `Policy.rootCheckInterval`.
     /// The one way every part of the engine gets at storage.
     func context(for purpose: StoragePurpose = .read) -> Result<StorageContext, YCache.Error> {
-        let (result, opened) = openedStorage(for: purpose)
-        if opened, !firstLookupRehearsed.exchange(true, ordering: .relaxed) {
+        openedStorage(for: purpose)
+    }
+
+    /// `context(for: .read)` for a caller that opens storage ahead of its work (`YCache.openStorage()`),
+    /// with the process's first lookup rehearsed once the directory is open (`rehearseFirstLookup`): its
+    /// types made now, while the process has time, rather than in its first lookup. Only here: measured
+    /// whole-process, the rehearsal costs 1.06 M instructions and saves 0.68 M of the first hit (the call
+    /// sites of the first lookup still make their own names' types), a loss for a process whose first
+    /// lookup opens the directory, and a gain only where the lookup waits for something else (the fresh
+    /// stampede's workers; Benchmarks/results/2026-12-07-what-is-left.md).
+    func contextPreparingFirstLookup() -> Result<StorageContext, YCache.Error> {
+        let result = openedStorage(for: .read)
+        if case .success = result, !firstLookupRehearsed.exchange(true, ordering: .relaxed) {
             CacheEngine.rehearseFirstLookup(in: result)
         }
         return result
     }
 
-    /// `context(for:)`'s work under the `opening` lock; `opened`: this call opened the directory.
-    private func openedStorage(for purpose: StoragePurpose) -> (Result<StorageContext, YCache.Error>, opened: Bool) {
+    /// `context(for:)`'s work under the `opening` lock.
+    private func openedStorage(for purpose: StoragePurpose) -> Result<StorageContext, YCache.Error> {
         opening.withLock { opening in
             let now = Syscall.monotonicNanoseconds
             switch opening {
             case .open(let context) where context.directory.isUsable(verifyingRoot: purpose == .write, now: now):
-                return (.success(context), false)
+                return .success(context)
             case .failed(let error, let at) where now - at < storageReopenInterval:
-                return (.failure(error), false)
+                return .failure(error)
             default:
                 do throws(YCache.Error) {
                     let directory = try Directory(
@@ -120,10 +131,10 @@ extension StorageTier {
                         onRepair: { [counters] in counters.countLocally { $0.auxiliaryFileRepairs += 1 } })
                     let context = StorageContext(directory: directory)
                     opening = .open(context)
-                    return (.success(context), true)
+                    return .success(context)
                 } catch {
                     opening = .failed(error, at: now)
-                    return (.failure(error), false)
+                    return .failure(error)
                 }
             }
         }

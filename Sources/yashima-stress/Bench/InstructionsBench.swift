@@ -150,7 +150,7 @@ enum InstructionsBench {
     }
 
     /// `worker instr --op memory-hit|storage-hit|miss-publish|first-miss|first-hit|prepare [--directory D]
-    /// [--count N] [--entries E]` (E entries for prepare and storage-hit, 1,000 unless given): the
+    /// [--count N] [--entries E] [--lazy-open]` (E entries for prepare and storage-hit, 1,000 unless given): the
     /// counted loop (no timing, nothing printed). `prepare` fills D with E entries of 1 KiB and writes
     /// their paths to `--paths` for the C floor. storage-hit first reads every entry once (the first read
     /// of a file verifies its payload), then N random hits; miss-publish warms a fresh directory with 1,024
@@ -165,6 +165,8 @@ enum InstructionsBench {
         // How many entries `prepare` makes and `storage-hit` picks from (1,000 in the bench; more to see what
         // a hit costs once the per-process caches no longer hold every key: Benchmarks/results).
         let entryCount = try arguments.int("entries", default: 1000, range: 1...10_000_000)!
+        // first-miss, first-hit: the first lookup opens the directory itself (no `openStorage()` first).
+        let lazyOpen = arguments.flag("lazy-open")
         try arguments.rejectUnknown()
         let codec = DataCodec()
         switch operation {
@@ -225,9 +227,11 @@ enum InstructionsBench {
         case "first-miss", "first-hit":
             // A fresh process's first lookups (profile.sh): the directory opened, then `count` misses of new
             // keys (first-miss) or hits of distinct prepared entries (first-hit), as deployed (memory layer
-            // and budget on). Counts 0 and 1 differ by the first lookup with everything it sets up.
+            // and budget on). Counts 0 and 1 differ by the first lookup with everything it sets up. With
+            // --lazy-open the first lookup opens the directory (count 1 is then the whole of a one-lookup
+            // process's cache work).
             let cache = YCache(storageDirectory: directory)
-            try cache.openStorage()
+            if !lazyOpen { try cache.openStorage() }
             let payload = Data(count: 4096)
             for index in 0..<count {
                 if operation == "first-miss" {

@@ -109,7 +109,7 @@ struct Location {
                 storageFreeSpaceFloor: FreeSpaceSetting.inForce(self).floor, sharing: sharing,
                 allowNetworkFilesystem: allowNetworkFilesystem, remote: remote))
         do {
-            try cache.openStorage()
+            try cache.openStorageForOneLookup()
         } catch {
             throw problem(error)
         }
