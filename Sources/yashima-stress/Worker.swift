@@ -232,6 +232,8 @@ enum WorkerCommand {
                     "remoteErrors": cache.statistics.remoteErrors + cache.statistics.remoteTimeouts,
                     "remoteLeaseWaits": cache.statistics.remoteLeaseWaits,
                     "remoteLeaseTakeovers": cache.statistics.remoteLeaseTakeovers,
+                    "remoteHits": cache.statistics.remoteHits, "remoteMisses": cache.statistics.remoteMisses,
+                    "remotePuts": cache.statistics.remotePuts,
                 ]))
         }
         // `--linger`: stay until stdin closes, so this process's exit (a whole Swift process's teardown,
