@@ -52,6 +52,12 @@ enum InstructionsBench {
                 worker: ["--op", "storage-hit", "--directory", entries],
                 floor: ["count-read", "--paths", entries + ".paths"],
                 counts: (1000, 6000), floorExtra: 1000),
+            // A one-lookup process (a `yashima run` hit, a test runner's child): the directory opened by its
+            // lookup, everything that costs included (what the first lookup's rehearsal must not be paid in).
+            Operation(
+                name: "open + first 1 KiB hit, opened by the lookup",
+                worker: ["--op", "first-hit", "--lazy-open", "--directory", entries],
+                floor: ["count-read", "--paths", entries + ".paths"], counts: (0, 1)),
             Operation(
                 name: "miss+publish 4 KiB, new key", worker: ["--op", "miss-publish", "--directory", publishFolder],
                 floor: ["count-publish", "--dir", publishFolder + "/floor", "--size", "4096"], counts: (100, 600)),
